@@ -1,0 +1,51 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SNAKEMAKE := PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake
+CAMPAIGN ?= demo
+
+.PHONY: demo test test-quick lint format bench sysdeps clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+## demo: run the default campaign on this machine and build its report
+demo: $(STAMP)
+	$(SNAKEMAKE) --profile profiles/local
+	$(SNAKEMAKE) --profile profiles/local --report results/$(CAMPAIGN)/report.html
+	@echo "report: results/$(CAMPAIGN)/report.html  table: results/$(CAMPAIGN)/transfers.tsv"
+
+## sysdeps: Debian packages the tests use (xxhash, slurm, munge, torque wrappers, sshd, chromium)
+sysdeps:
+	bash scripts/install-sysdeps.sh
+
+## test: the whole suite (installs what it needs)
+test: $(STAMP) sysdeps
+	$(BIN)/python -m pytest
+
+## test-quick: the inner loop: no end-to-end campaigns, schedulers or browsers
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow and not scheduler and not browser"
+
+lint: $(STAMP)
+	$(BIN)/ruff check workflow tests
+	$(BIN)/ruff format --check workflow tests
+	$(BIN)/snakefmt --check workflow
+	$(SNAKEMAKE) --lint --profile profiles/local
+
+format: $(STAMP)
+	$(BIN)/ruff format workflow tests
+	$(BIN)/ruff check --fix workflow tests
+	$(BIN)/snakefmt workflow
+
+bench: $(STAMP)
+	$(BIN)/python -m cloudbench.bench --out results/bench
+
+clean:
+	rm -rf results/demo scratch .snakemake

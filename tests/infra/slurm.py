@@ -1,0 +1,557 @@
+"""Throw-away single-node Slurm cluster (munged + slurmctld + slurmd) for tests.
+
+Why this exists: the workflow's scheduler code paths (the Snakemake slurm
+executor plugin, and the PBS scripts under ``profiles/tesseract``, which can be
+exercised here through Slurm's torque/PBS wrappers ``qsub``/``qstat``/``qdel``)
+can only be tested against a real scheduler.
+
+Design decisions (all deliberate):
+
+* Nothing is written to ``/etc``.  Every file lives under ``workdir``.  Clients
+  find the cluster via ``SLURM_CONF`` (see :attr:`SlurmCluster.env`); the
+  daemons get the same file via ``-f``.
+* munged listens on a private socket (``AuthInfo=socket=...``) and slurmctld
+  and slurmd use free TCP ports instead of 6817/6818, so a stale or foreign
+  Slurm/munge on the machine can neither break nor be hijacked by the test
+  cluster.
+* The daemons run in the foreground (``-F``/``-D``) as our children, so we
+  know their pids.  The pids are also recorded in a registry file in the temp
+  dir so that daemons leaked by a previous, crashed run are killed (by pid,
+  after checking their command line) before a new cluster starts.
+* Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+REQUIRED_BINARIES: tuple[str, ...] = (
+    "munged",
+    "slurmctld",
+    "slurmd",
+    "sbatch",
+    "squeue",
+    "sinfo",
+    "scancel",
+    "scontrol",
+)
+PARTITION = "debug"
+CLUSTER_NAME = "cloudbench"
+#: Registry of daemons started by this module (any run, any workdir), used to
+#: kill leftovers of crashed runs.  Only pids whose cmdline still matches are
+#: ever signalled.
+REGISTRY = Path(tempfile.gettempdir()) / "cloudbench-test-slurm-daemons.json"
+#: Unix socket paths are limited to 108 bytes; slurmd puts sockets into its
+#: spool dir, so long workdirs get a short side directory for sockets.
+_MAX_SOCKET_DIR_LEN = 60
+
+
+class SlurmStartError(RuntimeError):
+    """The test cluster did not come up; the message includes log tails."""
+
+
+def missing_binaries() -> list[str]:
+    """Names of required Slurm/munge executables not found on PATH."""
+    return [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
+
+
+@dataclass
+class SlurmCluster:
+    """A running single-node test cluster.  Use :func:`start_slurm` to create.
+
+    It is a context manager: ``with start_slurm(tmp) as cluster: ...`` stops it
+    on exit.  :meth:`stop` is idempotent.
+    """
+
+    workdir: Path
+    conf_path: Path
+    partition: str
+    hostname: str
+    cores: int
+    memory_mb: int
+    #: Environment variables clients (sbatch, squeue, qsub, snakemake...) need.
+    env: dict[str, str]
+    #: Log files: munged, slurmctld, slurmd (+ the daemons' stdout/stderr).
+    log_paths: dict[str, Path]
+    pids: dict[str, int] = field(default_factory=dict)
+    _procs: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)
+    _extra_dirs: list[Path] = field(default_factory=list, repr=False)
+    _stopped: bool = field(default=False, repr=False)
+
+    # -- helpers for tests -------------------------------------------------
+    def client_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """``os.environ`` + :attr:`env` (+ ``extra``), ready for subprocess."""
+        env = dict(os.environ)
+        env.update(self.env)
+        if extra:
+            env.update(extra)
+        return env
+
+    def run(
+        self,
+        args: Sequence[str],
+        timeout: float = 30,
+        check: bool = True,
+        **kwargs,
+    ) -> subprocess.CompletedProcess:
+        """Run a client command against this cluster (text mode, captured)."""
+        kwargs.setdefault("env", self.client_env())
+        return subprocess.run(
+            list(args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=check,
+            **kwargs,
+        )
+
+    def job_ids(self) -> list[str]:
+        """Ids of all jobs slurmctld still knows about (any state)."""
+        out = self.run(["squeue", "-h", "-t", "all", "-o", "%i"], check=False)
+        return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+    def active_job_ids(self) -> list[str]:
+        """Ids of pending/running/completing jobs."""
+        out = self.run(
+            ["squeue", "-h", "-t", "PD,R,CG,S,CF", "-o", "%i"], check=False
+        )
+        return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+    def logs_tail(self, lines: int = 30) -> str:
+        """Last lines of every log, for error messages."""
+        return _logs_tail(self.log_paths, lines)
+
+    # -- lifecycle ---------------------------------------------------------
+    def stop(self, timeout: float = 30) -> None:
+        """Cancel all jobs, then stop slurmd, slurmctld and munged (bounded)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        deadline = time.monotonic() + timeout
+        try:
+            if self._procs.get("slurmctld") and self._procs["slurmctld"].poll() is None:
+                subprocess.run(
+                    ["scancel", "--full", "--partition", self.partition],
+                    env=self.client_env(),
+                    capture_output=True,
+                    timeout=10,
+                    check=False,
+                )
+                while time.monotonic() < deadline - 10 and self.active_job_ids():
+                    time.sleep(0.5)
+        except (subprocess.SubprocessError, OSError):
+            pass  # best effort; the daemons are killed below regardless
+        for name in ("slurmd", "slurmctld", "munged"):
+            proc = self._procs.get(name)
+            if proc is not None:
+                _terminate(proc, max(1.0, min(8.0, deadline - time.monotonic())))
+        # job step daemons of our slurmd that survived (they carry our conf
+        # path in their environment); never touches anything else.
+        for pid in _our_stepd_pids(self.conf_path):
+            _kill_pid(pid)
+        _registry_remove(set(self.pids.values()))
+        for d in self._extra_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def __enter__(self) -> "SlurmCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+# ---------------------------------------------------------------------------
+def start_slurm(workdir: Path, timeout: float = 60) -> SlurmCluster:
+    """Write config + munge key into ``workdir``, start the daemons, wait idle.
+
+    Raises :class:`SlurmStartError` (after stopping whatever started) if the
+    node is not ``idle`` within ``timeout`` seconds.
+    """
+    missing = missing_binaries()
+    if missing:
+        raise SlurmStartError(f"missing binaries: {', '.join(missing)}")
+    if os.geteuid() != 0:
+        raise SlurmStartError("the test cluster must be started as root")
+    kill_stale_daemons()
+
+    workdir = Path(workdir).resolve()
+    dirs = {n: workdir / n for n in ("etc", "log", "run", "state")}
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    extra_dirs: list[Path] = []
+    sockdir = workdir / "sock"
+    if len(str(sockdir)) > _MAX_SOCKET_DIR_LEN:
+        sockdir = Path(tempfile.mkdtemp(prefix="slurm-", dir="/tmp"))
+        extra_dirs.append(sockdir)
+    sockdir.mkdir(parents=True, exist_ok=True)
+    spool = sockdir / "slurmd"
+    spool.mkdir(exist_ok=True)
+    for d in (*dirs.values(), sockdir, workdir):
+        d.chmod(0o755)  # munged refuses group/world-writable dirs
+
+    key = dirs["etc"] / "munge.key"
+    if not key.exists():
+        key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    munge_socket = sockdir / "munge.socket"
+
+    host = socket.gethostname().split(".")[0]
+    cores = len(os.sched_getaffinity(0))
+    memory_mb = _memory_mb()
+    ctld_port, slurmd_port = _free_ports(2)
+    logs = {
+        "munged": dirs["log"] / "munged.log",
+        "slurmctld": dirs["log"] / "slurmctld.log",
+        "slurmd": dirs["log"] / "slurmd.log",
+    }
+    conf = dirs["etc"] / "slurm.conf"
+    conf.write_text(
+        _slurm_conf(
+            host=host,
+            cores=cores,
+            memory_mb=memory_mb,
+            ctld_port=ctld_port,
+            slurmd_port=slurmd_port,
+            munge_socket=munge_socket,
+            state=dirs["state"],
+            spool=spool,
+            run=dirs["run"],
+            logs=logs,
+        )
+    )
+    # plugstack.conf is looked up next to slurm.conf; an empty one keeps the
+    # system's /etc/slurm/plugstack.conf(.d) out of the test cluster.
+    (dirs["etc"] / "plugstack.conf").write_text("")
+
+    cluster = SlurmCluster(
+        workdir=workdir,
+        conf_path=conf,
+        partition=PARTITION,
+        hostname=host,
+        cores=cores,
+        memory_mb=memory_mb,
+        env={"SLURM_CONF": str(conf)},
+        log_paths=dict(logs),
+        _extra_dirs=extra_dirs,
+    )
+    daemon_env = cluster.client_env()
+    commands = {
+        "munged": [
+            "munged", "-F", "--force",
+            f"--socket={munge_socket}",
+            f"--key-file={key}",
+            f"--pid-file={dirs['run'] / 'munged.pid'}",
+            f"--seed-file={dirs['state'] / 'munged.seed'}",
+            f"--log-file={logs['munged']}",
+        ],
+        "slurmctld": ["slurmctld", "-D", "-c", "-f", str(conf)],
+        "slurmd": ["slurmd", "-D", "-f", str(conf)],
+    }
+    try:
+        for name, cmd in commands.items():
+            out = open(dirs["log"] / f"{name}.stdout", "wb")
+            cluster.log_paths[f"{name}.stdout"] = Path(out.name)
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=daemon_env,
+                start_new_session=True,  # no Ctrl-C from the terminal
+            )
+            out.close()
+            cluster._procs[name] = proc
+            cluster.pids[name] = proc.pid
+            _registry_add(proc.pid, name, str(conf))
+            if name == "munged":
+                _wait_for(lambda: munge_socket.exists(), 15, proc, "munged socket")
+            elif name == "slurmctld":
+                _wait_for(
+                    lambda: _ok(cluster, ["scontrol", "ping"], "UP"),
+                    timeout,
+                    proc,
+                    "slurmctld to answer scontrol ping",
+                )
+        _wait_for(
+            lambda: _node_state(cluster) == "idle",
+            timeout,
+            cluster._procs["slurmd"],
+            "node to become idle in sinfo",
+        )
+    except BaseException as exc:
+        tail = cluster.logs_tail()
+        cluster.stop(timeout=15)
+        if isinstance(exc, SlurmStartError):
+            raise SlurmStartError(f"{exc}\n{tail}") from None
+        raise
+    return cluster
+
+
+# ---------------------------------------------------------------------------
+def _slurm_conf(
+    *,
+    host: str,
+    cores: int,
+    memory_mb: int,
+    ctld_port: int,
+    slurmd_port: int,
+    munge_socket: Path,
+    state: Path,
+    spool: Path,
+    run: Path,
+    logs: Mapping[str, Path],
+) -> str:
+    return f"""\
+# generated by tests/infra/slurm.py -- single-node test cluster
+ClusterName={CLUSTER_NAME}
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={munge_socket}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1000
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+# squeue-based status polling (snakemake slurm plugin without sacct) only sees
+# jobs for MinJobAge seconds after they end; keep it >= 3 x the plugin's
+# init-seconds-before-status-checks (default 40 s).
+MinJobAge=300
+ReturnToService=2
+KillWait=5
+SchedulerParameters=sched_interval=1
+StateSaveLocation={state}
+SlurmdSpoolDir={spool}
+SlurmctldPidFile={run}/slurmctld.pid
+SlurmdPidFile={run}/slurmd.pid
+SlurmctldLogFile={logs['slurmctld']}
+SlurmdLogFile={logs['slurmd']}
+SlurmctldDebug=info
+SlurmdDebug=info
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cores} RealMemory={memory_mb} State=UNKNOWN
+PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def _memory_mb() -> int:
+    """MemTotal in MiB, as slurmd detects it (must not exceed it)."""
+    text = Path("/proc/meminfo").read_text()
+    kib = int(re.search(r"^MemTotal:\s+(\d+)", text, re.M).group(1))
+    return max(512, kib // 1024 - 64)
+
+
+def _free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def _ok(cluster: SlurmCluster, args: Sequence[str], needle: str) -> bool:
+    try:
+        out = cluster.run(args, timeout=10, check=False)
+    except subprocess.TimeoutExpired:
+        return False
+    return out.returncode == 0 and needle in out.stdout
+
+
+def _node_state(cluster: SlurmCluster) -> str:
+    try:
+        out = cluster.run(
+            ["sinfo", "-h", "-N", "-n", cluster.hostname, "-o", "%t"],
+            timeout=10,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return ""
+    return out.stdout.strip()
+
+
+def _wait_for(pred, timeout: float, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        if proc.poll() is not None:
+            raise SlurmStartError(
+                f"{proc.args[0]} exited with {proc.returncode} while waiting for {what}"
+            )
+        time.sleep(0.3)
+    raise SlurmStartError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def _terminate(proc: subprocess.Popen, grace: float) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    except ProcessLookupError:
+        pass
+
+
+def _kill_pid(pid: int, grace: float = 3.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; ignores vanished pids."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return
+        time.sleep(0.1)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _our_stepd_pids(conf: Path) -> list[int]:
+    """slurmstepd processes whose environment points at *our* slurm.conf."""
+    needle = f"SLURM_CONF={conf}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        cmd = _cmdline(int(entry.name))
+        if not cmd or "slurmstepd" not in cmd[0]:
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if needle in env:
+            pids.append(int(entry.name))
+    return pids
+
+
+# -- registry of started daemons (for leftovers of crashed runs) -------------
+def _registry_load() -> list[dict]:
+    try:
+        data = json.loads(REGISTRY.read_text())
+        return data if isinstance(data, list) else []
+    except (OSError, ValueError):
+        return []
+
+
+def _registry_save(entries: list[dict]) -> None:
+    tmp = REGISTRY.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(entries))
+    tmp.replace(REGISTRY)
+
+
+def _start_time(pid: int) -> str:
+    """Kernel start time of ``pid`` (guards against pid reuse), '' if gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _registry_add(pid: int, name: str, conf: str) -> None:
+    entries = _registry_load()
+    entries.append(
+        {
+            "pid": pid,
+            "name": name,
+            "conf": conf,
+            "owner": os.getpid(),
+            "owner_start": _start_time(os.getpid()),
+        }
+    )
+    _registry_save(entries)
+
+
+def _registry_remove(pids: set[int]) -> None:
+    _registry_save([e for e in _registry_load() if e.get("pid") not in pids])
+
+
+def kill_stale_daemons() -> list[int]:
+    """Kill daemons (and their job steps) left behind by earlier runs.
+
+    Only pids recorded in :data:`REGISTRY` whose command line still names the
+    same daemon are signalled, so unrelated processes are never touched; and
+    only if the Python process that started them is gone (a cluster of a
+    concurrently running test session is left alone).  Returns killed pids.
+    """
+    killed: list[int] = []
+    keep: list[dict] = []
+    for entry in _registry_load():
+        pid, name = entry.get("pid"), entry.get("name", "")
+        if not isinstance(pid, int):
+            continue
+        owner = entry.get("owner")
+        if isinstance(owner, int) and _start_time(owner) == entry.get("owner_start"):
+            keep.append(entry)  # its owner still runs: not stale
+            continue
+        cmd = _cmdline(pid)
+        if cmd and Path(cmd[0]).name == name and _alive(pid):
+            _kill_pid(pid)
+            killed.append(pid)
+        if name == "slurmd" and entry.get("conf"):
+            for stepd in _our_stepd_pids(Path(entry["conf"])):
+                _kill_pid(stepd)
+                killed.append(stepd)
+    _registry_save(keep)
+    return killed
+
+
+def _logs_tail(paths: Mapping[str, Path], lines: int) -> str:
+    parts = []
+    for name, path in paths.items():
+        try:
+            text = Path(path).read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            continue
+        parts.append(f"--- {name} ({path}) ---\n" + "\n".join(text))
+    return "\n".join(parts)

@@ -1,0 +1,107 @@
+"""Generation, checksums and chunking against the real tools they stand in for."""
+
+import os
+import shutil
+import subprocess
+import zlib
+
+import pytest
+
+from cloudbench.checksums import hash_stream, parse_xxh128sum
+from cloudbench.chunking import chunks_of, concatenate, split_file
+from cloudbench.datagen import generate_file
+
+XXH128SUM = shutil.which("xxh128sum")
+needs_xxhsum = pytest.mark.skipif(
+    XXH128SUM is None, reason="xxh128sum missing: `make sysdeps` installs Debian's xxhash"
+)
+
+
+@pytest.mark.parametrize("size", [0, 1, 15, 16, 17, 5 * 2**20 + 3, 104857601 // 8])
+def test_generate_exact_size(tmp_path, size):
+    path = tmp_path / "f.bin"
+    generate_file(path, size, seed="t", block=2**20)
+    assert path.stat().st_size == size
+
+
+def test_generate_is_incompressible_and_reproducible(tmp_path):
+    a, b, c = (tmp_path / d / "f.bin" for d in ("a", "b", "c"))
+    generate_file(a, 4 * 2**20, seed="s")
+    generate_file(b, 4 * 2**20, seed="s", block=2**20 + 16)  # other block size, same bytes
+    generate_file(c, 4 * 2**20, seed="other")
+    data = a.read_bytes()
+    assert len(zlib.compress(data, 9)) > 0.99 * len(data)
+    assert data == b.read_bytes()
+    assert data != c.read_bytes()
+    assert data[: 2**20] != data[2**20 : 2 * 2**20]  # not a repeated block
+    generate_file(tmp_path / "a" / "g.bin", 2**20, seed="s")  # the name is part of the key
+    assert (tmp_path / "a" / "g.bin").read_bytes() != data[: 2**20]
+
+
+@needs_xxhsum
+def test_checksums_equal_xxh128sum_cli(tmp_path):
+    path = tmp_path / "f.bin"
+    generate_file(path, 3 * 2**20 + 7, seed="x")
+    digest, per_chunk, n = hash_stream([path], [2**20, 1000])
+    cli = subprocess.run([XXH128SUM, str(path)], capture_output=True, text=True, check=True)
+    assert parse_xxh128sum(cli.stdout)[str(path)] == digest
+    assert n == path.stat().st_size
+    assert len(per_chunk[2**20]) == 4
+    assert len(per_chunk[1000]) == -(-n // 1000)
+    # each chunk digest is the CLI's digest of that chunk as a separate file
+    parts = split_file(path, tmp_path / "parts", 2**20, 4)
+    out = subprocess.run([XXH128SUM, *map(str, parts)], capture_output=True, text=True, check=True)
+    by_name = parse_xxh128sum(out.stdout)
+    assert [by_name[str(p)] for p in parts] == per_chunk[2**20]
+
+
+@needs_xxhsum
+def test_xxh128sum_c_verifies_our_files(tmp_path):
+    from cloudbench.checksums import xxh128sum_line
+
+    path = tmp_path / "g.bin"
+    generate_file(path, 123457, seed="y")
+    digest, _, _ = hash_stream([path])
+    (tmp_path / "g.bin.xxh128").write_text(xxh128sum_line(digest, "g.bin"))
+    ok = subprocess.run([XXH128SUM, "-c", "g.bin.xxh128"], cwd=tmp_path, capture_output=True)
+    assert ok.returncode == 0
+    with open(path, "r+b") as fh:
+        fh.seek(1000)
+        fh.write(b"\x00")
+    bad = subprocess.run([XXH128SUM, "-c", "g.bin.xxh128"], cwd=tmp_path, capture_output=True)
+    assert bad.returncode != 0
+
+
+@pytest.mark.parametrize(("size", "chunk"), [(10 * 2**20 + 1, 2**20), (2**20, 2**20), (5, 7)])
+def test_chunk_round_trip(tmp_path, size, chunk):
+    src = tmp_path / "f.bin"
+    generate_file(src, size, seed="c")
+    parts = split_file(src, tmp_path / "chunks", chunk, 4)
+    assert [p.name for p in parts] == [f"f.bin.{i:04d}" for i in range(len(parts))]
+    assert all(p.stat().st_size == chunk for p in parts[:-1])
+    assert parts[-1].stat().st_size == size - chunk * (len(parts) - 1)
+    out = tmp_path / "joined.bin"
+    assert concatenate(chunks_of(tmp_path / "chunks", "f.bin"), out) == size
+    assert out.read_bytes() == src.read_bytes()
+
+
+def test_more_than_10000_chunks_sort_and_reassemble(tmp_path):
+    size = 10_007 * 64 + 13
+    src = tmp_path / "f.bin"
+    generate_file(src, size, seed="many")
+    parts = split_file(src, tmp_path / "chunks", 64, width=5)
+    assert len(parts) == 10_008
+    names = sorted(os.listdir(tmp_path / "chunks"))  # plain lexical sort == numeric order
+    assert names == [p.name for p in parts]
+    out = tmp_path / "joined.bin"
+    concatenate(chunks_of(tmp_path / "chunks", "f.bin"), out)
+    assert out.read_bytes() == src.read_bytes()
+
+
+def test_missing_chunk_is_named(tmp_path):
+    src = tmp_path / "f.bin"
+    generate_file(src, 10 * 100, seed="m")
+    split_file(src, tmp_path / "chunks", 100, 4)
+    (tmp_path / "chunks" / "f.bin.0003").unlink()
+    with pytest.raises(FileNotFoundError, match=r"\[3\]"):
+        chunks_of(tmp_path / "chunks", "f.bin")

@@ -1,0 +1,5 @@
+import sys
+
+from cloudbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,339 @@
+"""The campaign model: what a config file asks for, checked, and the measurements it implies.
+
+The JSON schema (workflow/schemas/config.schema.yaml) checks shapes; this module checks the
+meaning (a chunk larger than the file, no upload site, an unknown site) so that every mistake
+stops the run before any job starts, with one line naming the key and the value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cloudbench.sizes import SizeError, parse_size, size_label
+
+STRATEGIES = ("plain", "chunked", "multithread")
+DIRECTIONS = ("upload", "download")
+ALL_SITES = "all"
+MIN_CHUNK_INDEX_WIDTH = 4
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class ConfigError(ValueError):
+    """A campaign config that asks for something impossible; the message names key and value."""
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    upload: bool
+    download: bool
+    scratch: Path
+    location: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class Remote:
+    """One object store (or one region of one) that the campaign measures."""
+
+    name: str
+    url: str
+    location: tuple[float, float] | None
+
+    def path(self, *parts: str) -> str:
+        """The rclone path of ``parts`` under this remote (``name:bucket/x`` or ``dir/bucket/x``)."""
+        tail = "/".join(p.strip("/") for p in parts if p)
+        if self.url.endswith(":"):
+            return f"{self.url}{tail}"
+        return f"{self.url.rstrip('/')}/{tail}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the dataset is laid out on the remote for one strategy: whole files or chunks."""
+
+    strategy: str
+    chunk_bytes: int  # 0 for whole files
+
+    @property
+    def label(self) -> str:
+        if self.strategy == "chunked":
+            return f"chunked-{size_label(self.chunk_bytes)}"
+        return self.strategy
+
+    @property
+    def chunk_label(self) -> str:
+        return size_label(self.chunk_bytes)
+
+    @classmethod
+    def from_label(cls, label: str) -> Layout:
+        if label.startswith("chunked-"):
+            return cls("chunked", parse_size(label.removeprefix("chunked-")))
+        if label not in STRATEGIES:
+            raise ConfigError(f"unknown layout label {label!r}")
+        return cls(label, 0)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One timed rclone transfer: the unit that becomes one row of transfers.tsv."""
+
+    site: str
+    remote: str
+    direction: str
+    layout: Layout
+    repeat: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.direction}/{self.remote}/{self.layout.label}/r{self.repeat}"
+
+
+@dataclass(frozen=True)
+class Campaign:
+    name: str
+    bucket: str
+    remotes: tuple[Remote, ...]
+    dataset_name: str
+    files: int
+    file_bytes: int
+    chunk_sizes: tuple[int, ...]
+    strategies: tuple[str, ...]
+    repeats: int
+    seed: str
+    rclone_flags: tuple[str, ...]
+    multi_thread_cutoff: int
+    multi_thread_chunk_size: int
+    min_rclone_version: str
+    sites: tuple[Site, ...]
+    site: str
+
+    # --- derived views -------------------------------------------------------------------
+    @property
+    def file_names(self) -> list[str]:
+        width = max(3, len(str(self.files)))
+        return [f"{self.dataset_name}-{i:0{width}d}.bin" for i in range(1, self.files + 1)]
+
+    @property
+    def dataset_bytes(self) -> int:
+        return self.files * self.file_bytes
+
+    @property
+    def upload_site(self) -> Site:
+        return next(s for s in self.sites if s.upload)
+
+    @property
+    def download_sites(self) -> list[Site]:
+        return [s for s in self.sites if s.download]
+
+    def site_named(self, name: str) -> Site:
+        for s in self.sites:
+            if s.name == name:
+                return s
+        raise ConfigError(f"site: unknown site {name!r} (known: {', '.join(self.site_names)})")
+
+    def remote_named(self, name: str) -> Remote:
+        for r in self.remotes:
+            if r.name == name:
+                return r
+        raise ConfigError(f"remotes: unknown remote {name!r}")
+
+    @property
+    def site_names(self) -> list[str]:
+        return [s.name for s in self.sites]
+
+    @property
+    def active_sites(self) -> list[Site]:
+        """The sites whose share this run performs (``site: all`` = every site, in order)."""
+        if self.site == ALL_SITES:
+            return list(self.sites)
+        return [self.site_named(self.site)]
+
+    @property
+    def layouts(self) -> list[Layout]:
+        out: list[Layout] = []
+        for strategy in self.strategies:
+            if strategy == "chunked":
+                out.extend(Layout("chunked", c) for c in self.chunk_sizes)
+            else:
+                out.append(Layout(strategy, 0))
+        return out
+
+    def measurements(self, site: Site | None = None) -> Iterator[Measurement]:
+        """Every transfer this campaign implies, or only those of one site."""
+        for s in self.sites if site is None else [site]:
+            for direction in DIRECTIONS:
+                if not getattr(s, direction):
+                    continue
+                for remote in self.remotes:
+                    for layout in self.layouts:
+                        for repeat in range(1, self.repeats + 1):
+                            yield Measurement(s.name, remote.name, direction, layout, repeat)
+
+    def chunk_count(self, chunk_bytes: int) -> int:
+        return max(1, math.ceil(self.file_bytes / chunk_bytes))
+
+    def chunk_index_width(self, chunk_bytes: int) -> int:
+        """Digits of a chunk index: wide enough to sort numerically, never a 10,000 ceiling."""
+        return max(MIN_CHUNK_INDEX_WIDTH, len(str(self.chunk_count(chunk_bytes) - 1)))
+
+    def remote_prefix(self, remote: Remote, *parts: str) -> str:
+        return remote.path(self.bucket, self.name, *parts)
+
+
+# --- loading and checking ------------------------------------------------------------------
+
+
+def _size(cfg: Mapping[str, Any], key: str, value: Any) -> int:
+    try:
+        return parse_size(value)
+    except SizeError as err:
+        raise ConfigError(f"{key}: {err}") from None
+
+
+def _location(key: str, value: Any) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    try:
+        lat, lon = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected [latitude, longitude], got {value!r}") from None
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+        raise ConfigError(f"{key}: {value!r} is not a valid [latitude, longitude]")
+    return (lat, lon)
+
+
+def _positive_int(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key}: must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _name(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not _NAME_RE.match(value):
+        raise ConfigError(
+            f"{key}: {value!r} is not a valid name (letters, digits, '_', '.', '-'; no '/')"
+        )
+    return value
+
+
+def _remotes(cfg: Mapping[str, Any]) -> tuple[Remote, ...]:
+    spec = cfg.get("remotes")
+    if spec:
+        remotes = []
+        for name, r in spec.items():
+            _name("remotes", name)
+            if not isinstance(r, Mapping) or not r.get("url"):
+                raise ConfigError(f"remotes.{name}.url: missing")
+            remotes.append(
+                Remote(name, str(r["url"]), _location(f"remotes.{name}.location", r.get("location")))
+            )
+        return tuple(remotes)
+    url = cfg.get("remote")
+    if not url:
+        raise ConfigError("remote: missing (an rclone remote such as 'mys3:' or a local path)")
+    return (Remote("main", str(url), _location("remote_location", cfg.get("remote_location"))),)
+
+
+def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
+    """Build a checked Campaign from a config mapping; raise ConfigError on the first problem.
+
+    ``base`` resolves relative scratch paths (the working directory by default), so every
+    job of a run, wherever it executes, agrees on where bulk data lives.
+    """
+    base = Path.cwd() if base is None else base
+    name = _name("campaign", cfg.get("campaign"))
+    bucket = cfg.get("bucket")
+    if not isinstance(bucket, str) or not bucket.strip("/"):
+        raise ConfigError(f"bucket: must be a non-empty path, got {bucket!r}")
+    ds = cfg.get("dataset") or {}
+    dataset_name = _name("dataset.name", ds.get("name", name))
+    files = _positive_int("dataset.files", ds.get("files"))
+    file_bytes = _size(cfg, "dataset.size", ds.get("size"))
+    if file_bytes < 1:
+        raise ConfigError(f"dataset.size: must be at least 1 byte, got {ds.get('size')!r}")
+
+    strategies = tuple(cfg.get("strategies") or ())
+    if not strategies:
+        raise ConfigError("strategies: at least one of plain, chunked, multithread")
+    for s in strategies:
+        if s not in STRATEGIES:
+            raise ConfigError(f"strategies: unknown strategy {s!r} (known: {', '.join(STRATEGIES)})")
+    if len(set(strategies)) != len(strategies):
+        raise ConfigError(f"strategies: listed twice in {list(strategies)!r}")
+
+    raw_chunks = ds.get("chunk_sizes") or []
+    chunk_sizes = tuple(_size(cfg, "dataset.chunk_sizes", c) for c in raw_chunks)
+    if "chunked" in strategies and not chunk_sizes:
+        raise ConfigError("dataset.chunk_sizes: strategy 'chunked' needs at least one chunk size")
+    for raw, c in zip(raw_chunks, chunk_sizes, strict=True):
+        if c < 1:
+            raise ConfigError(f"dataset.chunk_sizes: {raw!r} must be at least 1 byte")
+        if c > file_bytes:
+            raise ConfigError(
+                f"dataset.chunk_sizes: chunk {raw!r} is larger than the file size "
+                f"{ds.get('size')!r}"
+            )
+    if len(set(chunk_sizes)) != len(chunk_sizes):
+        raise ConfigError(f"dataset.chunk_sizes: the same size listed twice in {raw_chunks!r}")
+
+    repeats = _positive_int("repeats", cfg.get("repeats"))
+    rc = cfg.get("rclone") or {}
+    flags = rc.get("flags") or []
+    if isinstance(flags, str) or not all(isinstance(f, str) for f in flags):
+        raise ConfigError(f"rclone.flags: must be a list of strings, one flag each, got {flags!r}")
+
+    sites_cfg = cfg.get("sites") or {}
+    if not sites_cfg:
+        raise ConfigError("sites: at least one site is needed")
+    sites = []
+    for sname, s in sites_cfg.items():
+        _name("sites", sname)
+        if not isinstance(s, Mapping):
+            raise ConfigError(f"sites.{sname}: expected a mapping, got {s!r}")
+        scratch = s.get("scratch")
+        if not scratch:
+            raise ConfigError(f"sites.{sname}.scratch: missing (a directory for bulk data)")
+        path = Path(str(scratch)).expanduser()
+        sites.append(
+            Site(
+                name=sname,
+                upload=bool(s.get("upload", False)),
+                download=bool(s.get("download", False)),
+                scratch=path if path.is_absolute() else base / path,
+                location=_location(f"sites.{sname}.location", s.get("location")),
+            )
+        )
+    uploaders = [s.name for s in sites if s.upload]
+    if not uploaders:
+        raise ConfigError("sites: no upload site (set upload: true on exactly one site)")
+    if len(uploaders) > 1:
+        raise ConfigError(f"sites: more than one upload site: {', '.join(uploaders)}")
+
+    campaign = Campaign(
+        name=name,
+        bucket=bucket.strip("/"),
+        remotes=_remotes(cfg),
+        dataset_name=dataset_name,
+        files=files,
+        file_bytes=file_bytes,
+        chunk_sizes=chunk_sizes,
+        strategies=strategies,
+        repeats=repeats,
+        seed=str(ds.get("seed", name)),
+        rclone_flags=tuple(flags),
+        multi_thread_cutoff=_size(cfg, "rclone.multi_thread_cutoff", rc.get("multi_thread_cutoff", "256MiB")),
+        multi_thread_chunk_size=_size(
+            cfg, "rclone.multi_thread_chunk_size", rc.get("multi_thread_chunk_size", "64MiB")
+        ),
+        min_rclone_version=str(rc.get("min_version", "1.65.0")),
+        sites=tuple(sites),
+        site=str(cfg.get("site", ALL_SITES)),
+    )
+    if campaign.site != ALL_SITES:
+        campaign.site_named(campaign.site)  # raises with the list of known sites
+    return campaign

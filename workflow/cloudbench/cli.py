@@ -1,0 +1,134 @@
+"""``cloudbench <step>``: the one command each workflow rule runs.
+
+Errors a user can act on (a missing upload, a too-old rclone) end as one line on stderr and
+exit status 2; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from cloudbench import aggregate, plots, steps
+from cloudbench.campaign import ConfigError
+from cloudbench.rclone import RcloneError
+from cloudbench.sizes import SizeError
+from cloudbench.spec import TransferSpec
+
+
+def _ctx(a: argparse.Namespace) -> dict:
+    return {"campaign": a.campaign, "site": a.site}
+
+
+def _spec(a: argparse.Namespace) -> TransferSpec:
+    return TransferSpec.from_json(a.spec)
+
+
+def cmd_generate(a):
+    steps.generate(Path(a.out), int(a.size), a.seed, Path(a.record), _ctx(a))
+
+
+def cmd_checksum(a):
+    sizes = [int(s) for s in a.chunk_sizes.split(",") if s]
+    steps.checksum(Path(a.data), sizes, Path(a.sum), Path(a.chunks), Path(a.record), _ctx(a))
+
+
+def cmd_chunk(a):
+    steps.chunk(Path(a.data), int(a.chunk_bytes), int(a.width), Path(a.outdir), Path(a.record),
+                _ctx(a))
+
+
+def cmd_upload(a):
+    steps.upload(_spec(a), a.threads, Path(a.dataset_dir), Path(a.chunks_root),
+                 [Path(p) for p in a.checksums], Path(a.record), Path(a.rclone_log),
+                 Path(a.series))
+
+
+def cmd_download(a):
+    steps.download(_spec(a), a.threads, Path(a.manifest), Path(a.record), Path(a.rclone_log),
+                   Path(a.series))
+
+
+def cmd_reassemble(a):
+    spec = _spec(a)
+    steps.reassemble(spec, Path(a.manifest), Path(a.record),
+                     {"campaign": spec.campaign, "site": spec.site})
+
+
+def cmd_verify(a):
+    spec = _spec(a)
+    steps.verify(spec, Path(a.manifest), Path(a.record),
+                 {"campaign": spec.campaign, "site": spec.site}, keep_data=a.keep_data)
+
+
+def cmd_manifest(a):
+    steps.campaign_manifest(json.loads(a.info), [Path(p) for p in a.checksums],
+                            [Path(p) for p in a.uploads], Path(a.out))
+
+
+def cmd_aggregate(a):
+    aggregate.write_tables(Path(a.results), json.loads(a.expected), Path(a.out))
+
+
+def cmd_plots(a):
+    t = Path(a.tables)
+    transfers = pd.read_csv(t / "transfers.tsv", sep="\t")
+    series = pd.read_csv(t / "timeseries.tsv", sep="\t")
+    step_df = pd.read_csv(t / "steps.tsv", sep="\t")
+    missing = pd.read_csv(t / "missing.tsv", sep="\t")
+    plots.rate_vs_time(series, Path(a.rate_vs_time))
+    plots.rate_by_strategy(transfers, Path(a.rate_by_strategy))
+    plots.step_breakdown(step_df, transfers, Path(a.steps))
+    plots.transfers_html(transfers, missing, Path(a.table))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cloudbench", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name, func, *args: tuple[str, dict]):
+        sp = sub.add_parser(name)
+        for flag, kw in args:
+            sp.add_argument(flag, **kw)
+        sp.set_defaults(func=func)
+        return sp
+
+    req = {"required": True}
+    ctx = [("--campaign", req), ("--site", req), ("--record", req)]
+    add("generate", cmd_generate, ("--out", req), ("--size", req), ("--seed", req), *ctx)
+    add("checksum", cmd_checksum, ("--data", req), ("--chunk-sizes", {"default": ""}),
+        ("--sum", req), ("--chunks", req), *ctx)
+    add("chunk", cmd_chunk, ("--data", req), ("--chunk-bytes", req), ("--width", req),
+        ("--outdir", req), *ctx)
+    tx = [("--spec", req), ("--threads", {"type": int, "required": True}), ("--record", req),
+          ("--rclone-log", req), ("--series", req)]
+    add("upload", cmd_upload, *tx, ("--dataset-dir", req), ("--chunks-root", req),
+        ("--checksums", {"nargs": "+", "required": True}))
+    add("download", cmd_download, *tx, ("--manifest", req))
+    add("reassemble", cmd_reassemble, ("--spec", req), ("--manifest", req), ("--record", req))
+    add("verify", cmd_verify, ("--spec", req), ("--manifest", req), ("--record", req),
+        ("--keep-data", {"action": "store_true"}))
+    add("manifest", cmd_manifest, ("--info", req), ("--checksums", {"nargs": "+", **req}),
+        ("--uploads", {"nargs": "+", **req}), ("--out", req))
+    add("aggregate", cmd_aggregate, ("--results", req), ("--expected", req), ("--out", req))
+    add("plots", cmd_plots, ("--tables", req), ("--rate-vs-time", req),
+        ("--rate-by-strategy", req), ("--steps", req), ("--table", req))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (steps.StepError, RcloneError, ConfigError, SizeError) as err:
+        print(f"cloudbench {args.command}: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

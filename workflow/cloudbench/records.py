@@ -1,0 +1,89 @@
+"""Small records written by every job: who measured what, where, when, and how long it took.
+
+Records are JSON files written atomically (temp file + rename) so an interrupted job never
+leaves a half-written record that a rerun would trust.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+MB = 1_000_000  # rates are reported in MB/s = 10**6 bytes per second
+
+
+def utc_now() -> str:
+    """UTC wall-clock time in ISO 8601 with a Z, comparable across centres."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def host_info() -> dict[str, Any]:
+    """What makes rows from different centres comparable: host name and usable cores."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        cores = os.cpu_count() or 1
+    return {"host": socket.gethostname(), "node_cores": cores}
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def rate_mb_s(nbytes: int, seconds: float) -> float:
+    return nbytes / seconds / MB if seconds > 0 else float("nan")
+
+
+@dataclass
+class StepTimer:
+    """Times one non-transfer step; ``nbytes`` is set by the step to what it processed."""
+
+    step: str
+    started_utc: str = field(default_factory=utc_now)
+    nbytes: int = 0
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def record(self, **context: Any) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            **context,
+            **self.extra,
+            "bytes": self.nbytes,
+            "started_utc": self.started_utc,
+            "seconds": round(self.seconds, 6),
+            "mb_per_s": round(rate_mb_s(self.nbytes, self.seconds), 3),
+            **host_info(),
+        }
+
+
+@contextmanager
+def timed_step(step: str) -> Iterator[StepTimer]:
+    timer = StepTimer(step)
+    t0 = time.perf_counter()
+    yield timer
+    timer.seconds = time.perf_counter() - t0

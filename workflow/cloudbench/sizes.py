@@ -1,0 +1,78 @@
+"""The one place that turns human size strings into exact byte counts.
+
+Sizes are exact to the byte: "3.8GiB" is 3.8 * 2**30 bytes (rounded to the nearest
+byte, because a fraction of a byte cannot be written), never rounded to MiB.  The old
+study's scripts called bytes "MB"; here every unit means what its SI/IEC symbol says.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+
+UNITS: dict[str, int] = {
+    "": 1,
+    "B": 1,
+    "K": 1000,
+    "KB": 1000,
+    "M": 1000**2,
+    "MB": 1000**2,
+    "G": 1000**3,
+    "GB": 1000**3,
+    "T": 1000**4,
+    "TB": 1000**4,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+    "KI": 2**10,
+    "MI": 2**20,
+    "GI": 2**30,
+    "TI": 2**40,
+}
+
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
+
+
+class SizeError(ValueError):
+    """A size string that cannot be read as a byte count."""
+
+
+def parse_size(value: str | int) -> int:
+    """Return the exact number of bytes that ``value`` names.
+
+    Integers pass through.  Strings take a decimal number and an optional unit
+    (B, KB/MB/GB/TB = powers of 1000, KiB/MiB/GiB/TiB = powers of 1024; case-insensitive).
+    """
+    if isinstance(value, bool):
+        raise SizeError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise SizeError(f"size must not be negative: {value}")
+        return value
+    if isinstance(value, float):
+        raise SizeError(f"give sizes as strings or whole bytes, not a float: {value!r}")
+    match = _SIZE_RE.match(str(value))
+    if not match:
+        raise SizeError(f"not a size: {value!r} (expected e.g. 3.8GiB, 100MB, 104857601)")
+    number, unit = match.groups()
+    factor = UNITS.get(unit.upper())
+    if factor is None:
+        raise SizeError(f"unknown size unit {unit!r} in {value!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
+    try:
+        exact = Decimal(number) * factor
+    except InvalidOperation as err:  # pragma: no cover - the regex already rules this out
+        raise SizeError(f"not a size: {value!r}") from err
+    return int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
+
+
+def size_label(n: int) -> str:
+    """An exact, reversible label for file names and figures: ``64MiB``, or ``104857601B``.
+
+    Only exact IEC multiples get a unit, so ``parse_size(size_label(n)) == n`` always holds
+    and two different chunk sizes can never share a directory name.
+    """
+    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= factor and n % factor == 0:
+            return f"{n // factor}{unit}"
+    return f"{n}B"

@@ -1,0 +1,282 @@
+"""What each workflow rule does: one function per rule, I/O at the edges, records out.
+
+Every function writes its outputs atomically and returns nothing; the CLI maps rules to them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cloudbench import rclone as rc
+from cloudbench.checksums import hash_stream, parse_xxh128sum, xxh128sum_line
+from cloudbench.chunking import chunks_of, concatenate, split_file
+from cloudbench.datagen import generate_file
+from cloudbench.records import host_info, read_json, timed_step, utc_now, write_json
+from cloudbench.spec import TransferSpec
+from cloudbench.transfer import fresh_dir, measure, purge
+
+COPY_MANIFEST = "manifest.json"
+OBJECTS = "objects"
+
+
+class StepError(RuntimeError):
+    """A step that cannot go on; the message says what to do."""
+
+
+# --- data steps at the upload site -----------------------------------------------------------
+
+
+def generate(out: Path, size: int, seed: str, record: Path, context: dict[str, Any]) -> None:
+    with timed_step("generate") as t:
+        generate_file(out, size, seed)
+        t.nbytes = size
+    write_json(record, t.record(**context, item=out.name))
+
+
+def checksum(
+    data: Path, chunk_sizes: Sequence[int], out_sum: Path, out_chunks: Path, record: Path,
+    context: dict[str, Any],
+) -> None:
+    with timed_step("checksum") as t:
+        digest, per_chunk, nbytes = hash_stream([data], chunk_sizes)
+        t.nbytes = nbytes
+    out_sum.parent.mkdir(parents=True, exist_ok=True)
+    out_sum.write_text(xxh128sum_line(digest, data.name))
+    write_json(
+        out_chunks,
+        {"file": data.name, "bytes": nbytes, "xxh128": digest,
+         "chunks": {str(c): d for c, d in per_chunk.items()}},
+    )
+    write_json(record, t.record(**context, item=data.name))
+
+
+def chunk(data: Path, chunk_bytes: int, width: int, outdir: Path, record: Path,
+          context: dict[str, Any]) -> None:
+    with timed_step("chunk") as t:
+        if outdir.exists():
+            shutil.rmtree(outdir)
+        parts = split_file(data, outdir, chunk_bytes, width)
+        t.nbytes = sum(p.stat().st_size for p in parts)
+        t.extra["chunks"] = len(parts)
+    write_json(record, t.record(**context, item=data.name, chunk_bytes=chunk_bytes))
+
+
+# --- transfers -----------------------------------------------------------------------------
+
+
+def _file_hashes(checksum_jsons: Sequence[Path]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for p in checksum_jsons:
+        d = read_json(p)
+        out[d["file"]] = d
+    return out
+
+
+def copy_manifest(spec: TransferSpec, hashes: dict[str, dict[str, Any]], record: dict) -> dict:
+    """The self-description of one copy on the remote: present only when the copy is whole."""
+    layout = spec.layout
+    files = []
+    for name in spec.files:
+        h = hashes[name]
+        entry: dict[str, Any] = {"name": name, "bytes": h["bytes"], "xxh128": h["xxh128"]}
+        if layout.strategy == "chunked":
+            digests = h["chunks"][str(layout.chunk_bytes)]
+            entry["chunk_bytes"] = layout.chunk_bytes
+            entry["chunks"] = [
+                {"object": f"{name}/{name}.{i:0{spec.chunk_width}d}", "xxh128": d}
+                for i, d in enumerate(digests)
+            ]
+        else:
+            entry["object"] = name
+        files.append(entry)
+    return {
+        "format": "cloudbench-copy/1",
+        "campaign": spec.campaign,
+        "layout": layout.label,
+        "strategy": layout.strategy,
+        "chunk_bytes": layout.chunk_bytes,
+        "repeat": spec.repeat,
+        "objects_prefix": OBJECTS,
+        "files": files,
+        "uploaded_by": {
+            "site": spec.site,
+            "host": record["host"],
+            "finished_utc": utc_now(),
+            "rclone_version": record["rclone_version"],
+        },
+    }
+
+
+def upload(
+    spec: TransferSpec, threads: int, dataset_dir: Path, chunks_root: Path,
+    checksum_jsons: Sequence[Path], record: Path, log: Path, series: Path,
+) -> None:
+    """Timed upload of one copy; its manifest is written after, untimed, only if it is whole."""
+    binary = rc.find_rclone()
+    hashes = _file_hashes(checksum_jsons)
+    layout = spec.layout
+    dst = spec.data_prefix
+    purge(binary, dst, spec.flags)
+    with tempfile.TemporaryDirectory() as tmp:
+        if layout.strategy == "chunked":
+            src = str(chunks_root / layout.chunk_label)
+            nfiles = sum(len(h["chunks"][str(layout.chunk_bytes)]) for h in hashes.values())
+            flags = spec.flags
+        else:
+            src = str(dataset_dir)
+            nfiles = len(spec.files)
+            listing = Path(tmp) / "files"
+            listing.write_text("".join(f"{n}\n" for n in spec.files))
+            flags = (*spec.flags, "--files-from", str(listing))
+        spec_run = _with_flags(spec, flags)
+        rec = measure(
+            spec_run, src, f"{dst}/{OBJECTS}", threads=threads, expected_files=nfiles,
+            expected_bytes=spec.file_bytes * len(spec.files), log_path=log, series_path=series,
+        )
+        if rec["status"] == "ok":
+            man = Path(tmp) / COPY_MANIFEST
+            write_json(man, copy_manifest(spec, hashes, rec))
+            sums = Path(tmp) / "checksums.xxh128"
+            sums.write_text("".join(xxh128sum_line(hashes[n]["xxh128"], n) for n in spec.files))
+            for path in (sums, man):  # manifest last: it marks the copy complete
+                res = rc.run_helper(
+                    rc.helper_command(binary, "copyto", str(path), f"{dst}/{path.name}",
+                                      extra_flags=spec.flags)
+                )
+                if res.returncode != 0:
+                    rec.update(status="failed", error=f"publishing {path.name}: {res.stderr[-300:]}",
+                               mb_per_s=None)
+                    break
+    write_json(record, rec)
+
+
+def _with_flags(spec: TransferSpec, flags: tuple[str, ...]) -> TransferSpec:
+    from dataclasses import replace
+
+    return replace(spec, flags=tuple(flags))
+
+
+def fetch_copy_manifest(spec: TransferSpec, out: Path) -> dict[str, Any]:
+    """Read one copy's manifest from the remote, or stop with what to run first."""
+    binary = rc.find_rclone()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    res = rc.run_helper(
+        rc.helper_command(binary, "cat", f"{spec.data_prefix}/{COPY_MANIFEST}",
+                          extra_flags=spec.flags)
+    )
+    if res.returncode != 0 or not res.stdout.strip():
+        raise StepError(
+            f"campaign {spec.campaign!r}: no complete upload at {spec.data_prefix} "
+            f"(manifest.json missing); run the upload site {spec.upload_site!r} first"
+        )
+    data = json.loads(res.stdout)
+    write_json(out, data)
+    return data
+
+
+def download(spec: TransferSpec, threads: int, manifest_out: Path, record: Path, log: Path,
+             series: Path) -> None:
+    man = fetch_copy_manifest(spec, manifest_out)
+    local = fresh_dir(spec.local_dir)
+    nobjects = sum(len(f.get("chunks", [])) or 1 for f in man["files"])
+    nbytes = sum(f["bytes"] for f in man["files"])
+    rec = measure(
+        spec, f"{spec.data_prefix}/{OBJECTS}", str(local), threads=threads,
+        expected_files=nobjects, expected_bytes=nbytes, log_path=log, series_path=series,
+    )
+    write_json(record, rec)
+
+
+# --- after the download ---------------------------------------------------------------------
+
+
+def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[str, Any]) -> None:
+    """Concatenate each file's chunks in index order, replacing the chunk directory."""
+    man = read_json(manifest)
+    local = spec.local_dir
+    with timed_step("reassemble") as t:
+        for f in man["files"]:
+            name = f["name"]
+            chunk_dir = local / name
+            if not chunk_dir.is_dir():
+                raise StepError(f"{chunk_dir}: downloaded chunks missing; rerun the download")
+            parts = chunks_of(chunk_dir, name)
+            tmp = local / f".{name}.reassembled"
+            t.nbytes += concatenate(parts, tmp)
+            shutil.rmtree(chunk_dir)
+            tmp.rename(local / name)
+    write_json(record, t.record(**context, item=spec.layout_label, repeat=spec.repeat,
+                                remote=spec.remote))
+
+
+def verify(spec: TransferSpec, manifest: Path, record: Path, context: dict[str, Any],
+           keep_data: bool = False) -> None:
+    """XXH128 of every downloaded file against the manifest; a mismatch names file and chunk."""
+    man = read_json(manifest)
+    local = spec.local_dir
+    problems: list[str] = []
+    with timed_step("verify") as t:
+        for f in man["files"]:
+            path = local / f["name"]
+            if not path.is_file():
+                problems.append(f"{f['name']}: missing after download")
+                continue
+            chunk_bytes = f.get("chunk_bytes") or 0
+            digest, per_chunk, nbytes = hash_stream([path], [chunk_bytes] if chunk_bytes else [])
+            t.nbytes += nbytes
+            if nbytes != f["bytes"]:
+                problems.append(f"{f['name']}: {nbytes} bytes, expected {f['bytes']}")
+            if digest != f["xxh128"]:
+                bad = [
+                    c["object"]
+                    for c, d in zip(f.get("chunks", []), per_chunk.get(chunk_bytes, []), strict=False)
+                    if c["xxh128"] != d
+                ]
+                where = f" (chunk {', '.join(bad)})" if bad else ""
+                problems.append(f"{f['name']}: XXH128 {digest} != {f['xxh128']}{where}")
+    rec = t.record(**context, item=spec.layout_label, repeat=spec.repeat, remote=spec.remote)
+    rec.update(status="corrupt" if problems else "ok", problems=problems)
+    write_json(record, rec)
+    if not keep_data:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+def campaign_manifest(info: dict[str, Any], checksum_jsons: Sequence[Path],
+                      upload_records: Sequence[Path], out: Path) -> None:
+    """The campaign's index on every remote: dataset, hashes, and which copies are complete.
+
+    Download sites and ``aggregate`` start from it; the per-copy manifests stay the
+    authority for each copy, so a copy listed here as failed is never downloaded.
+    """
+    hashes = _file_hashes(checksum_jsons)
+    copies = []
+    for p in upload_records:
+        r = read_json(p)
+        copies.append({k: r.get(k) for k in ("remote", "layout", "strategy", "chunk_bytes",
+                                              "repeat", "status", "destination", "started_utc",
+                                              "rclone_version", "host", "site")})
+    manifest = {
+        "format": "cloudbench-campaign/1",
+        **info,
+        "files": [
+            {"name": n, "bytes": h["bytes"], "xxh128": h["xxh128"],
+             "chunks": h["chunks"]} for n, h in sorted(hashes.items())
+        ],
+        "copies": copies,
+        "written_utc": utc_now(),
+        **host_info(),
+    }
+    write_json(out, manifest)
+    binary = rc.find_rclone()
+    for remote in info["remotes"]:
+        dst = f"{remote['prefix']}/{COPY_MANIFEST}"
+        res = rc.run_helper(rc.helper_command(binary, "copyto", str(out), dst,
+                                              extra_flags=tuple(info.get("flags", ()))))
+        if res.returncode != 0:
+            raise StepError(f"cannot publish the campaign manifest to {dst}: "
+                            f"{res.stderr.strip()[-300:]}")

@@ -1,0 +1,114 @@
+"""Timed transfers: one rclone copy per measurement, timed outside rclone, logged as JSON.
+
+The wall clock starts just before rclone starts and stops when it exits, so the reported
+rate includes everything the user would wait for.  rclone's own stats only feed the
+per-second time series and the retry/error accounting.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from cloudbench import rclone as rc
+from cloudbench.spec import TransferSpec
+from cloudbench.rclonelog import parse_rclone_log, rate_series
+from cloudbench.records import host_info, rate_mb_s, utc_now
+
+SERIES_HEADER = "elapsed_s\tbytes\tmb_per_s\n"
+
+
+def write_series(path: Path, log_path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    samples = parse_rclone_log(_lines(log_path)).samples if log_path.exists() else ()
+    with open(path, "w") as fh:
+        fh.write(SERIES_HEADER)
+        for elapsed, nbytes, rate in rate_series(samples):
+            fh.write(f"{elapsed:.3f}\t{nbytes}\t{rate / 1e6:.3f}\n")
+
+
+def _lines(path: Path):
+    with open(path, errors="replace") as fh:
+        yield from fh
+
+
+def purge(binary: str, prefix: str, flags: tuple[str, ...]) -> None:
+    """Remove what an earlier, interrupted measurement left at ``prefix`` (absent is fine)."""
+    rc.run_helper(rc.helper_command(binary, "purge", prefix, extra_flags=flags))
+
+
+def measure(
+    spec: TransferSpec,
+    src: str,
+    dst: str,
+    *,
+    threads: int,
+    expected_files: int,
+    expected_bytes: int,
+    log_path: Path,
+    series_path: Path,
+) -> dict[str, Any]:
+    """Run one timed copy and return its record (status ok or failed, never an exception)."""
+    binary = rc.find_rclone()
+    version = rc.rclone_version(binary)
+    conc = rc.concurrency(spec.layout.strategy, threads)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.unlink(missing_ok=True)
+    cmd = rc.copy_command(
+        binary,
+        src,
+        dst,
+        conc=conc,
+        log_file=log_path,
+        multi_thread_cutoff=spec.multi_thread_cutoff,
+        multi_thread_chunk_size=spec.multi_thread_chunk_size,
+        extra_flags=spec.flags,
+    )
+    started = utc_now()
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seconds = time.perf_counter() - t0
+    log = parse_rclone_log(_lines(log_path)) if log_path.exists() else None
+    write_series(series_path, log_path)
+
+    moved = log.final.bytes if log and log.final else 0
+    moved_files = log.final.transfers if log and log.final else 0
+    error = None
+    if proc.returncode != 0:
+        error = (log.last_error if log else None) or proc.stdout.strip()[-500:] or "rclone failed"
+    elif moved != expected_bytes or moved_files != expected_files:
+        error = (
+            f"rclone moved {moved_files} files / {moved} bytes, expected "
+            f"{expected_files} files / {expected_bytes} bytes"
+        )
+    return {
+        **spec.row_keys(),
+        "transfers": conc.transfers,
+        "streams": conc.streams,
+        "files": expected_files,
+        "bytes": expected_bytes,
+        "started_utc": started,
+        "seconds": round(seconds, 6),
+        "mb_per_s": round(rate_mb_s(expected_bytes, seconds), 3) if not error else None,
+        "status": "failed" if error else "ok",
+        "error": error,
+        "retries": log.retries if log else 0,
+        "low_level_retries": log.low_level_retries if log else 0,
+        "rclone_errors": log.final.errors if log and log.final else None,
+        "rclone_exit": proc.returncode,
+        "rclone_version": version,
+        "source": src,
+        "destination": dst,
+        **host_info(),
+    }
+
+
+def fresh_dir(path: Path) -> Path:
+    """An empty directory: a repeat must move the data again, never find it already there."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path

@@ -1,0 +1,42 @@
+# After a download: chunks back into files, then every file against the manifest.
+
+
+rule reassemble:
+    input:
+        download=f"{SITES}/{{site}}/transfers/download/{{remote}}/{{layout}}/r{{repeat}}.json",
+        manifest=f"{SITES}/{{site}}/manifests/{{remote}}/{{layout}}/r{{repeat}}.json",
+    output:
+        f"{SITES}/{{site}}/steps/reassemble/{{remote}}/{{layout}}/r{{repeat}}.json",
+    log:
+        f"{SITES}/{{site}}/logs/reassemble/{{remote}}/{{layout}}/r{{repeat}}.log",
+    wildcard_constraints:
+        layout=r"chunked-[0-9]+(KiB|MiB|GiB|TiB|B)",
+    params:
+        spec=spec_json("download"),
+    threads: 1
+    resources:
+        mem_mb=512,
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "{CLI} reassemble --spec {params.spec:q} --manifest {input.manifest}"
+        " --record {output} 2> {log}"
+
+
+rule verify:
+    input:
+        unpack(verify_inputs),
+    output:
+        f"{SITES}/{{site}}/verify/{{remote}}/{{layout}}/r{{repeat}}.json",
+    log:
+        f"{SITES}/{{site}}/logs/verify/{{remote}}/{{layout}}/r{{repeat}}.log",
+    params:
+        spec=spec_json("download"),
+    threads: 1
+    resources:
+        mem_mb=512,
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "{CLI} verify --spec {params.spec:q} --manifest {input.manifest}"
+        " --record {output} 2> {log}"

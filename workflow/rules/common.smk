@@ -1,0 +1,169 @@
+# Input functions and the campaign model: every loop and every if of the workflow lives here
+# or in the cloudbench package, never inside a rule.
+import json
+import sys
+
+from snakemake.settings.types import DeploymentMethod
+
+sys.path.insert(0, workflow.basedir)
+
+from cloudbench.campaign import ConfigError, Layout, Measurement, load_campaign
+from cloudbench.sizes import parse_size
+from cloudbench.spec import transfer_spec
+
+try:
+    CAMPAIGN = load_campaign(config)
+except ConfigError as err:
+    raise WorkflowError(f"config error: {err}") from None
+
+RESULTS = f"results/{CAMPAIGN.name}"
+SITES = f"{RESULTS}/sites"
+UPLOAD_SITE = CAMPAIGN.upload_site.name
+UPLOAD_DATA = str(CAMPAIGN.upload_site.scratch / CAMPAIGN.name)
+CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+# Jobs run the package from this checkout; under --sdm conda, with the env's python.
+CLI = f"PYTHONPATH={workflow.basedir} {'python' if CONDA else sys.executable} -m cloudbench"
+NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+
+
+wildcard_constraints:
+    site=NAME,
+    remote=NAME,
+    layout=r"plain|multithread|chunked-[0-9]+(KiB|MiB|GiB|TiB|B)",
+    repeat=r"[0-9]+",
+    file=r"[^/]+",
+    chunk=r"[0-9]+(KiB|MiB|GiB|TiB|B)",
+
+
+def active(direction):
+    """Measurements this run performs: this site's share, or every site's with site: all."""
+    return [
+        m
+        for site in CAMPAIGN.active_sites
+        for m in CAMPAIGN.measurements(site)
+        if m.direction == direction
+    ]
+
+
+def record(m):
+    return f"{SITES}/{m.site}/transfers/{m.direction}/{m.remote}/{m.layout.label}/r{m.repeat}.json"
+
+
+def verify_record(m):
+    return f"{SITES}/{m.site}/verify/{m.remote}/{m.layout.label}/r{m.repeat}.json"
+
+
+def measurement_of(wildcards, direction):
+    return Measurement(
+        wildcards.site,
+        wildcards.remote,
+        direction,
+        Layout.from_label(wildcards.layout),
+        int(wildcards.repeat),
+    )
+
+
+def spec_json(direction):
+    def fn(wildcards):
+        return transfer_spec(CAMPAIGN, measurement_of(wildcards, direction)).to_json()
+
+    return fn
+
+
+def dataset_files():
+    return [f"{UPLOAD_DATA}/dataset/{name}" for name in CAMPAIGN.file_names]
+
+
+def checksum_jsons():
+    return [f"{SITES}/{UPLOAD_SITE}/checksums/{n}.chunks.json" for n in CAMPAIGN.file_names]
+
+
+def upload_inputs(wildcards):
+    """Whole files for plain/multithread; every file's chunk directory for chunked."""
+    layout = Layout.from_label(wildcards.layout)
+    if layout.strategy == "chunked":
+        data = [
+            f"{UPLOAD_DATA}/chunks/{layout.chunk_label}/{n}" for n in CAMPAIGN.file_names
+        ]
+    else:
+        data = dataset_files()
+    return {"data": data, "checksums": checksum_jsons()}
+
+
+def download_inputs(wildcards):
+    """With site: all, a download waits for the upload of the copy it reads."""
+    if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
+        up = measurement_of(wildcards, "upload")
+        return [record(Measurement(UPLOAD_SITE, up.remote, "upload", up.layout, up.repeat))]
+    return []
+
+
+def verify_inputs(wildcards):
+    m = measurement_of(wildcards, "download")
+    base = f"{SITES}/{m.site}"
+    tail = f"{m.remote}/{m.layout.label}/r{m.repeat}"
+    inputs = {
+        "download": record(m),
+        "manifest": f"{base}/manifests/{tail}.json",
+    }
+    if m.layout.strategy == "chunked":
+        inputs["reassembled"] = f"{base}/steps/reassemble/{tail}.json"
+    return inputs
+
+
+def upload_records():
+    return [record(m) for m in CAMPAIGN.measurements(CAMPAIGN.upload_site)]
+
+
+def manifest_info():
+    return json.dumps(
+        {
+            "campaign": CAMPAIGN.name,
+            "bucket": CAMPAIGN.bucket,
+            "upload_site": UPLOAD_SITE,
+            "dataset": {
+                "name": CAMPAIGN.dataset_name,
+                "files": CAMPAIGN.files,
+                "file_bytes": CAMPAIGN.file_bytes,
+                "chunk_sizes": list(CAMPAIGN.chunk_sizes),
+            },
+            "strategies": list(CAMPAIGN.strategies),
+            "repeats": CAMPAIGN.repeats,
+            "remotes": [
+                {"name": r.name, "prefix": CAMPAIGN.remote_prefix(r)}
+                for r in CAMPAIGN.remotes
+            ],
+            "flags": list(CAMPAIGN.rclone_flags),
+        },
+        sort_keys=True,
+    )
+
+
+def expected_measurements():
+    return json.dumps(
+        [
+            {
+                "site": m.site,
+                "direction": m.direction,
+                "remote": m.remote,
+                "layout": m.layout.label,
+                "repeat": m.repeat,
+            }
+            for m in CAMPAIGN.measurements()
+        ]
+    )
+
+
+def aggregate_inputs(wildcards):
+    """Every record this run can produce: the transfers, and verify for each download."""
+    files = [record(m) for m in active("upload")]
+    for m in active("download"):
+        files += [record(m), verify_record(m)]
+    if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
+        files.append(f"{RESULTS}/manifest.json")
+    return files
+
+
+def final_targets():
+    figures = ["rate_vs_time.png", "rate_by_strategy.png", "steps.png", "transfers.html"]
+    return [f"{RESULTS}/transfers.tsv"] + [f"{RESULTS}/figures/{f}" for f in figures]

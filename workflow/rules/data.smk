@@ -1,0 +1,65 @@
+# Data steps at the upload site: generate, checksum, chunk. Bulk data lives in the upload
+# site's scratch and is removed (temp) once every upload that needs it has run.
+
+
+rule generate:
+    output:
+        data=temp(f"{UPLOAD_DATA}/dataset/{{file}}"),
+        record=f"{SITES}/{UPLOAD_SITE}/steps/generate/{{file}}.json",
+    log:
+        f"{SITES}/{UPLOAD_SITE}/logs/generate/{{file}}.log",
+    params:
+        size=CAMPAIGN.file_bytes,
+        seed=CAMPAIGN.seed,
+    threads: 1
+    resources:
+        mem_mb=512,
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "{CLI} generate --out {output.data} --size {params.size} --seed {params.seed:q}"
+        " --campaign {CAMPAIGN.name} --site {UPLOAD_SITE} --record {output.record} 2> {log}"
+
+
+rule checksum:
+    input:
+        f"{UPLOAD_DATA}/dataset/{{file}}",
+    output:
+        sum=f"{SITES}/{UPLOAD_SITE}/checksums/{{file}}.xxh128",
+        chunks=f"{SITES}/{UPLOAD_SITE}/checksums/{{file}}.chunks.json",
+        record=f"{SITES}/{UPLOAD_SITE}/steps/checksum/{{file}}.json",
+    log:
+        f"{SITES}/{UPLOAD_SITE}/logs/checksum/{{file}}.log",
+    params:
+        chunk_sizes=",".join(map(str, CAMPAIGN.chunk_sizes)),
+    threads: 1
+    resources:
+        mem_mb=512,
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "{CLI} checksum --data {input} --chunk-sizes {params.chunk_sizes:q} --sum {output.sum}"
+        " --chunks {output.chunks} --campaign {CAMPAIGN.name} --site {UPLOAD_SITE}"
+        " --record {output.record} 2> {log}"
+
+
+rule chunk:
+    input:
+        f"{UPLOAD_DATA}/dataset/{{file}}",
+    output:
+        chunks=temp(directory(f"{UPLOAD_DATA}/chunks/{{chunk}}/{{file}}")),
+        record=f"{SITES}/{UPLOAD_SITE}/steps/chunk/{{chunk}}/{{file}}.json",
+    log:
+        f"{SITES}/{UPLOAD_SITE}/logs/chunk/{{chunk}}/{{file}}.log",
+    params:
+        chunk_bytes=lambda w: parse_size(w.chunk),
+        width=lambda w: CAMPAIGN.chunk_index_width(parse_size(w.chunk)),
+    threads: 1
+    resources:
+        mem_mb=512,
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "{CLI} chunk --data {input} --chunk-bytes {params.chunk_bytes} --width {params.width}"
+        " --outdir {output.chunks} --campaign {CAMPAIGN.name} --site {UPLOAD_SITE}"
+        " --record {output.record} 2> {log}"
