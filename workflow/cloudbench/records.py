@@ -43,6 +43,7 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
         with os.fdopen(fd, "w") as fh:
             json.dump(data, fh, indent=1, sort_keys=True)
             fh.write("\n")
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -33,6 +33,7 @@ class TransferSpec:
     flags: tuple[str, ...] = ()
     multi_thread_cutoff: int = 256 * 2**20
     multi_thread_chunk_size: int = 64 * 2**20
+    min_rclone_version: str = "1.65.0"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -110,4 +111,5 @@ def transfer_spec(campaign: Campaign, m: Measurement) -> TransferSpec:
         flags=campaign.rclone_flags,
         multi_thread_cutoff=campaign.multi_thread_cutoff,
         multi_thread_chunk_size=campaign.multi_thread_chunk_size,
+        min_rclone_version=campaign.min_rclone_version,
     )

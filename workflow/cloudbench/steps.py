@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from dataclasses import replace
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def _file_hashes(checksum_jsons: Sequence[Path]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def copy_manifest(spec: TransferSpec, hashes: dict[str, dict[str, Any]], record: dict) -> dict:
+def copy_manifest(spec: TransferSpec, hashes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The self-description of one copy on the remote: present only when the copy is whole."""
     layout = spec.layout
     files = []
@@ -103,47 +104,51 @@ def copy_manifest(spec: TransferSpec, hashes: dict[str, dict[str, Any]], record:
         "repeat": spec.repeat,
         "objects_prefix": OBJECTS,
         "files": files,
-        "uploaded_by": {
-            "site": spec.site,
-            "host": record["host"],
-            "finished_utc": utc_now(),
-            "rclone_version": record["rclone_version"],
-        },
     }
+
+
+def object_names(manifest: dict[str, Any]) -> list[str]:
+    """Every object of one copy, relative to its objects/ prefix, in file and chunk order."""
+    return [c["object"] for f in manifest["files"] for c in f.get("chunks", [])] or [
+        f["object"] for f in manifest["files"]
+    ]
 
 
 def upload(
     spec: TransferSpec, threads: int, dataset_dir: Path, chunks_root: Path,
     checksum_jsons: Sequence[Path], record: Path, log: Path, series: Path,
 ) -> None:
-    """Timed upload of one copy; its manifest is written after, untimed, only if it is whole."""
+    """Timed upload of one copy; its manifest is written after, untimed, only if it is whole.
+
+    rclone gets the exact object list (--files-from), so nothing else that happens to sit in
+    scratch (Snakemake's timestamp files, a stray partial file) is moved or counted.
+    """
     binary = rc.find_rclone()
     hashes = _file_hashes(checksum_jsons)
     layout = spec.layout
     dst = spec.data_prefix
     purge(binary, dst, spec.flags)
+    src = chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
+    man = copy_manifest(spec, hashes)
+    objects = object_names(man)
     with tempfile.TemporaryDirectory() as tmp:
-        if layout.strategy == "chunked":
-            src = str(chunks_root / layout.chunk_label)
-            nfiles = sum(len(h["chunks"][str(layout.chunk_bytes)]) for h in hashes.values())
-            flags = spec.flags
-        else:
-            src = str(dataset_dir)
-            nfiles = len(spec.files)
-            listing = Path(tmp) / "files"
-            listing.write_text("".join(f"{n}\n" for n in spec.files))
-            flags = (*spec.flags, "--files-from", str(listing))
-        spec_run = _with_flags(spec, flags)
+        listing = Path(tmp) / "objects"
+        listing.write_text("".join(f"{n}\n" for n in objects))
         rec = measure(
-            spec_run, src, f"{dst}/{OBJECTS}", threads=threads, expected_files=nfiles,
+            replace(spec, flags=(*spec.flags, "--files-from", str(listing))),
+            str(src), f"{dst}/{OBJECTS}", threads=threads, expected_files=len(objects),
             expected_bytes=spec.file_bytes * len(spec.files), log_path=log, series_path=series,
         )
         if rec["status"] == "ok":
-            man = Path(tmp) / COPY_MANIFEST
-            write_json(man, copy_manifest(spec, hashes, rec))
+            man["uploaded_by"] = {
+                "site": spec.site, "host": rec["host"], "finished_utc": utc_now(),
+                "rclone_version": rec["rclone_version"], "started_utc": rec["started_utc"],
+            }
+            man_path = Path(tmp) / COPY_MANIFEST
+            write_json(man_path, man)
             sums = Path(tmp) / "checksums.xxh128"
             sums.write_text("".join(xxh128sum_line(hashes[n]["xxh128"], n) for n in spec.files))
-            for path in (sums, man):  # manifest last: it marks the copy complete
+            for path in (sums, man_path):  # manifest last: it marks the copy complete
                 res = rc.run_helper(
                     rc.helper_command(binary, "copyto", str(path), f"{dst}/{path.name}",
                                       extra_flags=spec.flags)
@@ -153,12 +158,6 @@ def upload(
                                mb_per_s=None)
                     break
     write_json(record, rec)
-
-
-def _with_flags(spec: TransferSpec, flags: tuple[str, ...]) -> TransferSpec:
-    from dataclasses import replace
-
-    return replace(spec, flags=tuple(flags))
 
 
 def fetch_copy_manifest(spec: TransferSpec, out: Path) -> dict[str, Any]:
@@ -183,7 +182,7 @@ def download(spec: TransferSpec, threads: int, manifest_out: Path, record: Path,
              series: Path) -> None:
     man = fetch_copy_manifest(spec, manifest_out)
     local = fresh_dir(spec.local_dir)
-    nobjects = sum(len(f.get("chunks", [])) or 1 for f in man["files"])
+    nobjects = len(object_names(man))
     nbytes = sum(f["bytes"] for f in man["files"])
     rec = measure(
         spec, f"{spec.data_prefix}/{OBJECTS}", str(local), threads=threads,

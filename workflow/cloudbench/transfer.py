@@ -54,6 +54,7 @@ def measure(
     """Run one timed copy and return its record (status ok or failed, never an exception)."""
     binary = rc.find_rclone()
     version = rc.rclone_version(binary)
+    rc.check_version(version, spec.min_rclone_version)
     conc = rc.concurrency(spec.layout.strategy, threads)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.unlink(missing_ok=True)

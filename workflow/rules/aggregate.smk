@@ -19,11 +19,11 @@ rule aggregate:
         f"{RESULTS}/logs/aggregate.log",
     params:
         expected=expected_measurements(),
-        results=RESULTS,
+        results=lambda w, output: Path(output.transfers).parent,
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "{CLI} aggregate --results {params.results} --expected {params.expected:q}"
+        "python -m cloudbench aggregate --results {params.results} --expected {params.expected:q}"
         " --out {params.results} 2> {log}"
 
 
@@ -54,10 +54,10 @@ rule plots:
     log:
         f"{RESULTS}/logs/plots.log",
     params:
-        tables=RESULTS,
+        tables=lambda w, input: Path(input[0]).parent,
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "{CLI} plots --tables {params.tables} --rate-vs-time {output.rate_vs_time}"
+        "python -m cloudbench plots --tables {params.tables} --rate-vs-time {output.rate_vs_time}"
         " --rate-by-strategy {output.rate_by_strategy} --steps {output.steps}"
         " --table {output.table} 2> {log}"

@@ -19,7 +19,7 @@ rule reassemble:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "{CLI} reassemble --spec {params.spec:q} --manifest {input.manifest}"
+        "python -m cloudbench reassemble --spec {params.spec:q} --manifest {input.manifest}"
         " --record {output} 2> {log}"
 
 
@@ -38,5 +38,5 @@ rule verify:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "{CLI} verify --spec {params.spec:q} --manifest {input.manifest}"
+        "python -m cloudbench verify --spec {params.spec:q} --manifest {input.manifest}"
         " --record {output} 2> {log}"

@@ -2,11 +2,13 @@
 # or in the cloudbench package, never inside a rule.
 import json
 import sys
+from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, workflow.basedir)
 
+from cloudbench import jobenv
 from cloudbench.campaign import ConfigError, Layout, Measurement, load_campaign
 from cloudbench.sizes import parse_size
 from cloudbench.spec import transfer_spec
@@ -20,9 +22,11 @@ RESULTS = f"results/{CAMPAIGN.name}"
 SITES = f"{RESULTS}/sites"
 UPLOAD_SITE = CAMPAIGN.upload_site.name
 UPLOAD_DATA = str(CAMPAIGN.upload_site.scratch / CAMPAIGN.name)
-CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-# Jobs run the package from this checkout; under --sdm conda, with the env's python.
-CLI = f"PYTHONPATH={workflow.basedir} {'python' if CONDA else sys.executable} -m cloudbench"
+
+jobenv.prepare(
+    workflow.basedir,
+    use_conda=DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method,
+)
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 

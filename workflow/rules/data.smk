@@ -11,14 +11,16 @@ rule generate:
     params:
         size=CAMPAIGN.file_bytes,
         seed=CAMPAIGN.seed,
+        campaign=CAMPAIGN.name,
+        site=UPLOAD_SITE,
     threads: 1
     resources:
         mem_mb=512,
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "{CLI} generate --out {output.data} --size {params.size} --seed {params.seed:q}"
-        " --campaign {CAMPAIGN.name} --site {UPLOAD_SITE} --record {output.record} 2> {log}"
+        "python -m cloudbench generate --out {output.data} --size {params.size} --seed {params.seed:q}"
+        " --campaign {params.campaign} --site {params.site} --record {output.record} 2> {log}"
 
 
 rule checksum:
@@ -32,14 +34,16 @@ rule checksum:
         f"{SITES}/{UPLOAD_SITE}/logs/checksum/{{file}}.log",
     params:
         chunk_sizes=",".join(map(str, CAMPAIGN.chunk_sizes)),
+        campaign=CAMPAIGN.name,
+        site=UPLOAD_SITE,
     threads: 1
     resources:
         mem_mb=512,
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "{CLI} checksum --data {input} --chunk-sizes {params.chunk_sizes:q} --sum {output.sum}"
-        " --chunks {output.chunks} --campaign {CAMPAIGN.name} --site {UPLOAD_SITE}"
+        "python -m cloudbench checksum --data {input} --chunk-sizes {params.chunk_sizes:q} --sum {output.sum}"
+        " --chunks {output.chunks} --campaign {params.campaign} --site {params.site}"
         " --record {output.record} 2> {log}"
 
 
@@ -54,12 +58,14 @@ rule chunk:
     params:
         chunk_bytes=lambda w: parse_size(w.chunk),
         width=lambda w: CAMPAIGN.chunk_index_width(parse_size(w.chunk)),
+        campaign=CAMPAIGN.name,
+        site=UPLOAD_SITE,
     threads: 1
     resources:
         mem_mb=512,
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "{CLI} chunk --data {input} --chunk-bytes {params.chunk_bytes} --width {params.width}"
-        " --outdir {output.chunks} --campaign {CAMPAIGN.name} --site {UPLOAD_SITE}"
+        "python -m cloudbench chunk --data {input} --chunk-bytes {params.chunk_bytes} --width {params.width}"
+        " --outdir {output.chunks} --campaign {params.campaign} --site {params.site}"
         " --record {output.record} 2> {log}"

@@ -22,7 +22,7 @@ rule upload:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "{CLI} upload --spec {params.spec:q} --threads {threads}"
+        "python -m cloudbench upload --spec {params.spec:q} --threads {threads}"
         " --dataset-dir {params.dataset} --chunks-root {params.chunks}"
         " --checksums {input.checksums} --record {output.record} --series {output.series}"
         " --rclone-log {log.rclone} 2> {log.job}"
@@ -47,7 +47,7 @@ rule download:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "{CLI} download --spec {params.spec:q} --threads {threads}"
+        "python -m cloudbench download --spec {params.spec:q} --threads {threads}"
         " --manifest {output.manifest} --record {output.record} --series {output.series}"
         " --rclone-log {log.rclone} 2> {log.job}"
 
@@ -65,5 +65,5 @@ rule manifest:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "{CLI} manifest --info {params.info:q} --checksums {input.checksums}"
+        "python -m cloudbench manifest --info {params.info:q} --checksums {input.checksums}"
         " --uploads {input.uploads} --out {output} 2> {log}"

@@ -1,0 +1,37 @@
+"""Run the real workflow in a scratch working directory, as a user would from the shell."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+RUN_TIMEOUT = 900
+
+
+def write_config(workdir: Path, config: dict, name: str = "campaign.yaml") -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / name
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def snakemake(workdir: Path, configfile: Path, *args: str, env: dict | None = None,
+              profile: str = "local", timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess:
+    """``snakemake --profile profiles/<profile>`` on the repo's workflow, run in ``workdir``."""
+    cmd = [
+        str(BIN / "snakemake"),
+        "--snakefile", str(ROOT / "workflow" / "Snakefile"),
+        "--directory", str(workdir),
+        "--profile", str(ROOT / "profiles" / profile),
+        "--configfile", str(configfile),
+        *args,
+    ]  # fmt: skip
+    full_env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", **(env or {})}
+    return subprocess.run(cmd, cwd=workdir, env=full_env, capture_output=True, text=True,
+                          timeout=timeout)

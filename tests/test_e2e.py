@@ -1,0 +1,77 @@
+"""The demo campaign end to end, against a local-directory remote and a real S3 endpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from cloudbench.campaign import load_campaign
+from tests.infra.s3 import serve_s3
+from tests.infra.workflow import BIN, snakemake, write_config
+
+pytestmark = pytest.mark.slow
+
+
+def _check_campaign(workdir, config):
+    campaign = load_campaign(config, base=workdir)
+    results = workdir / "results" / config["campaign"]
+    df = pd.read_csv(results / "transfers.tsv", sep="\t")
+    expected = list(campaign.measurements())
+    assert len(df) == len(expected)
+    assert (df["status"] == "ok").all(), df[df["status"] != "ok"][["layout", "error"]]
+    got = {(r.site, r.direction, r.layout, r.repeat) for r in df.itertuples()}
+    assert got == {(m.site, m.direction, m.layout.label, m.repeat) for m in expected}
+    total = campaign.dataset_bytes
+    assert (df["bytes"] == total).all()
+    # the reported rate is the bytes over the wall-clock seconds, to rounding
+    assert ((df["mb_per_s"] - df["bytes"] / df["seconds"] / 1e6).abs() < 0.01).all()
+    for r in df.itertuples():  # every row traces to a raw rclone JSON log with the same bytes
+        log = (results / "sites" / r.site / "rclone" / r.direction / r.remote / r.layout
+               / f"r{r.repeat}.jsonl")
+        stats = [json.loads(line) for line in log.read_text().splitlines()
+                 if line.startswith("{") and '"stats"' in line]
+        assert stats and stats[-1]["stats"]["bytes"] == total
+    series = pd.read_csv(results / "timeseries.tsv", sep="\t")
+    assert set(series["layout"]) == set(df["layout"])
+    steps = pd.read_csv(results / "steps.tsv", sep="\t")
+    assert {"generate", "checksum", "chunk", "reassemble", "verify"} <= set(steps["step"])
+    # bulk data is gone from every scratch (only the local remote, if any, keeps its copies)
+    for site in campaign.sites:
+        left = [p for p in (site.scratch / campaign.name).rglob("*") if p.is_file()]
+        assert left == [], left[:5]
+    return df
+
+
+def test_demo_campaign_end_to_end(tmp_path, demo_config):
+    cfg = write_config(tmp_path, demo_config)
+    run = snakemake(tmp_path, cfg)
+    assert run.returncode == 0, run.stderr[-3000:]
+    df = _check_campaign(tmp_path, demo_config)
+    assert set(df["site"]) == {"edinburgh", "chicago"}
+    copy = tmp_path / "scratch/demo-remote/cloudbench/demo/data/chunked-4MiB/r1"
+    man = json.loads((copy / "manifest.json").read_text())
+    assert len(man["files"][0]["chunks"]) == 6  # 24 MiB in 4 MiB chunks
+    assert (copy / "objects/demo-001.bin/demo-001.bin.0005").stat().st_size == 4 * 2**20
+    report = tmp_path / "results/demo/report.html"
+    rep = snakemake(tmp_path, cfg, "--report", str(report))
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    assert report.stat().st_size > 50_000
+
+    # a second run measures nothing again
+    again = snakemake(tmp_path, cfg, "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_campaign_against_real_s3(tmp_path, demo_config):
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        demo_config.update(remote="s3t:", bucket="cloudbench")
+        demo_config["dataset"].update(files=1, size="10MiB", chunk_sizes=["3MiB"])
+        cfg = write_config(tmp_path, demo_config)
+        run = snakemake(tmp_path, cfg, env=s3.client_env("S3T"))
+        assert run.returncode == 0, run.stderr[-3000:]
+        _check_campaign(tmp_path, demo_config)
+        objects = tmp_path / "s3root/cloudbench/demo/data/chunked-3MiB/r2/objects/demo-001.bin"
+        assert sorted(p.name for p in objects.iterdir())[-1] == "demo-001.bin.0003"
+        assert (tmp_path / "s3root/cloudbench/demo/manifest.json").exists()

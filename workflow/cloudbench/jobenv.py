@@ -1,0 +1,20 @@
+"""The environment every job's shell command inherits.
+
+Jobs run ``python -m cloudbench`` from the workflow's own checkout with the Python that runs
+Snakemake, so a venv does not have to be activated and the package need not be installed;
+under ``--sdm conda`` the conda env's python is used instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def prepare(workflow_dir: str, use_conda: bool) -> None:
+    paths = [workflow_dir, os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    if not use_conda:
+        here = str(Path(sys.executable).parent)
+        os.environ["PATH"] = os.pathsep.join([here, os.environ.get("PATH", "")])
