@@ -189,11 +189,14 @@ def recorded_exit(jobs_dir: Path, jobid: str, grace_s: float) -> tuple[int | Non
 def decide(
     jobid: str,
     jobs_dir: Path,
-    query: Callable[[str], QstatVerdict] = run_qstat,
-    sleep: Callable[[float], None] = time.sleep,
-    grace_s: float = EXIT_FILE_GRACE_S,
+    query: Callable[[str], QstatVerdict] | None = None,
+    sleep: Callable[[float], None] | None = None,
+    grace_s: float | None = None,
 ) -> tuple[str, str, dict]:
     """(running|success|failed, reason, submit record) for ``jobid``."""
+    grace_s = EXIT_FILE_GRACE_S if grace_s is None else grace_s
+    query = query or run_qstat
+    sleep = sleep or time.sleep
     verdict = query(jobid)
     errors = []
     for delay in BACKOFF_S[:RETRIES]:

@@ -47,7 +47,8 @@ class S3Server:
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "RCLONE_AUTH_KEY": f"{self.key},{self.secret}"}
+        # rclone reads list flags from the environment as CSV: quote the pair.
+        env = {**os.environ, "RCLONE_AUTH_KEY": f'"{self.key},{self.secret}"'}
         self.proc = subprocess.Popen(
             [self.rclone, "serve", "s3", "--addr", f"127.0.0.1:{self.port}", str(self.root)],
             env=env,

@@ -172,9 +172,9 @@ class SlurmCluster:
             proc = self._procs.get(name)
             if proc is not None:
                 _terminate(proc, max(1.0, min(8.0, deadline - time.monotonic())))
-        # job step daemons of our slurmd that survived (they carry our conf
-        # path in their environment); never touches anything else.
-        for pid in _our_stepd_pids(self.conf_path):
+        # job processes / step daemons of our cluster that survived (they
+        # carry our conf path in their environment); nothing else is touched.
+        for pid in _our_job_pids(self.conf_path):
             _kill_pid(pid)
         _registry_remove(set(self.pids.values()))
         if self.nested_srun_ok:
@@ -263,9 +263,6 @@ def start_slurm(workdir: Path, timeout: float = 60) -> SlurmCluster:
         log_paths=dict(logs),
         _extra_dirs=extra_dirs,
     )
-    if not SYSTEM_CONF.exists():
-        cluster._link_backup = _install_fallback_link(conf)
-        cluster.nested_srun_ok = True
     daemon_env = cluster.client_env()
     commands = {
         "munged": [
@@ -274,15 +271,20 @@ def start_slurm(workdir: Path, timeout: float = 60) -> SlurmCluster:
             f"--key-file={key}",
             f"--pid-file={dirs['run'] / 'munged.pid'}",
             f"--seed-file={dirs['state'] / 'munged.seed'}",
-            f"--log-file={logs['munged']}",
         ],
         "slurmctld": ["slurmctld", "-D", "-c", "-f", str(conf)],
         "slurmd": ["slurmd", "-D", "-f", str(conf)],
     }
     try:
+        if not SYSTEM_CONF.exists():
+            cluster.nested_srun_ok = True
+            cluster._link_backup = _install_fallback_link(conf)
         for name, cmd in commands.items():
-            out = open(dirs["log"] / f"{name}.stdout", "wb")
-            cluster.log_paths[f"{name}.stdout"] = Path(out.name)
+            # munged -F logs to stderr only, so its stderr *is* its log
+            path = logs["munged"] if name == "munged" else dirs["log"] / f"{name}.stdout"
+            out = open(path, "ab")
+            if name != "munged":
+                cluster.log_paths[f"{name}.stdout"] = path
             proc = subprocess.Popen(
                 cmd,
                 stdin=subprocess.DEVNULL,
@@ -504,21 +506,26 @@ def _cmdline(pid: int) -> list[str]:
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
-def _our_stepd_pids(conf: Path) -> list[int]:
-    """slurmstepd processes whose environment points at *our* slurm.conf."""
+def _our_job_pids(conf: Path) -> list[int]:
+    """slurmstepd and job processes belonging to the cluster using ``conf``.
+
+    Both carry ``SLURM_CONF=<conf>`` in their environment (inherited from our
+    slurmd / from the submitting client); job processes also ``SLURM_JOB_ID``.
+    """
     needle = f"SLURM_CONF={conf}".encode()
     pids = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        cmd = _cmdline(int(entry.name))
-        if not cmd or "slurmstepd" not in cmd[0]:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             env = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if needle in env:
+        if needle not in env:
+            continue
+        cmd = _cmdline(int(entry.name))
+        is_stepd = bool(cmd) and "slurmstepd" in cmd[0]
+        if is_stepd or any(v.startswith(b"SLURM_JOB_ID=") for v in env):
             pids.append(int(entry.name))
     return pids
 
@@ -565,18 +572,21 @@ def _registry_remove(pids: set[int]) -> None:
 
 
 def kill_stale_daemons() -> list[int]:
-    """Kill daemons (and their job steps) left behind by earlier runs.
+    """Kill daemons (and their jobs) left behind by earlier, crashed runs.
 
     Only pids recorded in :data:`REGISTRY` whose command line still names the
-    same daemon are signalled, so unrelated processes are never touched; and
-    only if the Python process that started them is gone (a cluster of a
-    concurrently running test session is left alone).  Returns killed pids.
+    same daemon are signalled, plus processes of jobs of *that* cluster (found
+    by ``SLURM_CONF=<its conf>`` + ``SLURM_JOB_ID`` in their environment), so
+    unrelated processes are never touched; and only if the Python process that
+    started them is gone (a concurrently running test session is left alone).
+    Returns the killed pids.
     """
     killed: list[int] = []
     keep: list[dict] = []
+    stale: dict[str, dict[str, int]] = {}  # conf -> {daemon name: pid}
     for entry in _registry_load():
-        pid, name = entry.get("pid"), entry.get("name", "")
-        if not isinstance(pid, int):
+        pid, name, conf = entry.get("pid"), entry.get("name", ""), entry.get("conf", "")
+        if not isinstance(pid, int) or not conf:
             continue
         owner = entry.get("owner")
         if isinstance(owner, int) and _start_time(owner) == entry.get("owner_start"):
@@ -584,17 +594,31 @@ def kill_stale_daemons() -> list[int]:
             continue
         cmd = _cmdline(pid)
         if cmd and Path(cmd[0]).name == name and _alive(pid):
+            stale.setdefault(conf, {})[name] = pid
+    for conf, daemons in stale.items():
+        if "slurmctld" in daemons and "munged" in daemons:
+            # jobs die cleanly only through the scheduler
+            env = dict(os.environ, SLURM_CONF=conf)
+            try:
+                subprocess.run(
+                    ["scancel", "--full", "--partition", PARTITION],
+                    env=env, capture_output=True, timeout=10, check=False,
+                )
+                time.sleep(2)
+            except (subprocess.SubprocessError, OSError):
+                pass
+        for name in ("slurmd", "slurmctld", "munged"):
+            if name in daemons:
+                _kill_pid(daemons[name])
+                killed.append(daemons[name])
+        for pid in _our_job_pids(Path(conf)):
             _kill_pid(pid)
             killed.append(pid)
-        if name == "slurmd" and entry.get("conf"):
-            for stepd in _our_stepd_pids(Path(entry["conf"])):
-                _kill_pid(stepd)
-                killed.append(stepd)
     _registry_save(keep)
     if FALLBACK_CONF.is_symlink():
-        target = Path(os.readlink(FALLBACK_CONF))
+        target = os.readlink(FALLBACK_CONF)
         live = {e.get("conf") for e in keep}
-        if str(target) not in live and (not target.exists() or killed):
+        if target not in live and (target in stale or not Path(target).exists()):
             FALLBACK_CONF.unlink(missing_ok=True)
     return killed
 

@@ -1,0 +1,119 @@
+"""Proves the test Slurm cluster works: sbatch arrays, torque qsub/qstat, scancel."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.infra.fixtures import slurm_cluster  # noqa: F401  (pytest fixture)
+from tests.infra.slurm import SlurmCluster
+
+pytestmark = pytest.mark.scheduler
+
+needs_torque = pytest.mark.skipif(
+    shutil.which("qsub") is None,
+    reason="slurm-wlm-torque not installed: run `make sysdeps` (apt-get)",
+)
+
+
+def wait_until(pred: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_cluster_properties(slurm_cluster: SlurmCluster) -> None:
+    assert slurm_cluster.cores >= 1
+    assert slurm_cluster.env["SLURM_CONF"] == str(slurm_cluster.conf_path)
+    for name in ("munged", "slurmctld", "slurmd"):
+        assert slurm_cluster.log_paths[name].exists(), name
+    out = slurm_cluster.run(["sinfo", "-h", "-o", "%P %t"]).stdout.split()
+    assert out[0] == f"{slurm_cluster.partition}*"
+
+
+def test_sbatch_array(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    out = slurm_cluster.run(
+        [
+            "sbatch", "--parsable", "--array=0-2",
+            "-o", str(tmp_path / "task_%a.out"),
+            "--wrap", "echo $SLURM_ARRAY_TASK_ID",
+        ]
+    )
+    job = out.stdout.strip().split(";")[0]
+    files = [tmp_path / f"task_{i}.out" for i in range(3)]
+    wait_until(
+        lambda: not any(j.startswith(f"{job}_") for j in slurm_cluster.active_job_ids())
+        and all(f.exists() and f.read_text().strip() for f in files),
+        60,
+        "array tasks to finish",
+    )
+    assert [f.read_text().strip() for f in files] == ["0", "1", "2"]
+
+
+def test_nested_srun_without_slurm_conf(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """The slurm executor's jobstep plugin drops SLURM_CONF before srun."""
+    if not slurm_cluster.nested_srun_ok:
+        pytest.skip("/etc/slurm/slurm.conf exists; nested srun would use it")
+    out_file = tmp_path / "srun.out"
+    slurm_cluster.run(
+        [
+            "sbatch", "-o", str(out_file),
+            "--wrap", "env -u SLURM_CONF srun -n1 echo nested-ok",
+        ]
+    )
+    wait_until(
+        lambda: out_file.exists() and "nested-ok" in out_file.read_text(),
+        60,
+        f"nested srun output (got {out_file.read_text() if out_file.exists() else None!r})",
+    )
+
+
+@needs_torque
+def test_qsub_and_qstat(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\necho torque-ok\nsleep 2\n")
+    out = slurm_cluster.run(
+        [
+            "qsub", "-N", "torquetest",
+            "-l", "select=1:ncpus=1:mem=100mb,walltime=00:05:00",
+            "-o", str(tmp_path / "job.out"), "-e", str(tmp_path / "job.err"),
+            str(script),
+        ]
+    )
+    job = out.stdout.strip().splitlines()[0]
+    assert job.isdigit(), out.stdout
+
+    def state() -> str:
+        full = slurm_cluster.run(["qstat", "-f", job]).stdout
+        assert f"Job Id:\t{job}" in full
+        assert "Job_Name = torquetest" in full
+        return next(
+            line.split("=", 1)[1].strip()
+            for line in full.splitlines()
+            if line.strip().startswith("job_state")
+        )
+
+    assert state() in {"Q", "R", "C"}
+    wait_until(lambda: state() == "C", 60, "qstat job_state C")
+    assert (tmp_path / "job.out").read_text().strip() == "torque-ok"
+    # Slurm's wrapper: unknown ids exit 153 like Torque's "Unknown Job Id"
+    assert slurm_cluster.run(["qstat", "-f", "99999999"], check=False).returncode == 153
+
+
+def test_scancel_removes_running_job(slurm_cluster: SlurmCluster) -> None:
+    job = slurm_cluster.run(["sbatch", "--parsable", "--wrap", "sleep 300"]).stdout.strip()
+    wait_until(
+        lambda: slurm_cluster.run(["squeue", "-h", "-j", job, "-o", "%T"], check=False)
+        .stdout.strip() == "RUNNING",
+        60,
+        "sleep job to run",
+    )
+    slurm_cluster.run(["scancel", job])
+    wait_until(lambda: job not in slurm_cluster.active_job_ids(), 30, "job to leave squeue")

@@ -1,0 +1,500 @@
+"""Tests for profiles/tesseract/pbs-{submit,status}.py and pbs-cancel.sh.
+
+Unit tests use ``qstat -f`` output captured from Slurm's torque wrapper
+(slurm-wlm-torque 22.05) on the test cluster, plus hand-written PBS Pro /
+Torque style records (marked as such) for what the wrapper never prints
+(Exit_status, F/X/B states, array ids, wrapped lines).  Integration tests
+(marker ``scheduler``) run the scripts against the test Slurm cluster through
+the wrapper's qsub/qstat/qdel.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+import pytest
+
+from tests.infra.fixtures import slurm_cluster  # noqa: F401  (pytest fixture)
+from tests.infra.slurm import SlurmCluster
+
+PROFILE = Path(__file__).resolve().parents[1] / "profiles" / "tesseract"
+SUBMIT = PROFILE / "pbs-submit.py"
+STATUS = PROFILE / "pbs-status.py"
+CANCEL = PROFILE / "pbs-cancel.sh"
+
+needs_torque = pytest.mark.skipif(
+    shutil.which("qsub") is None,
+    reason="slurm-wlm-torque not installed: run `make sysdeps` (apt-get)",
+)
+
+
+def load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem.replace("-", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    sys.modules[spec.name] = module  # dataclasses need the module registered
+    spec.loader.exec_module(module)
+    return module
+
+
+submit = load(SUBMIT)
+status = load(STATUS)
+
+# --- captured from `qstat -f ID` of slurm-wlm-torque on the test cluster ------
+QSTAT_RUNNING = (
+    "Job Id:\t10\n\tJob_Name = capture_run\n\tJob_Owner = root@localhost\n"
+    "\tjob_state = R\n\tqueue = debug\n\tqtime = Sat Nov 21 03:59:05 2026\n"
+    "\tmtime = Sat Nov 21 03:59:06 2026\n\tctime = Sat Nov 21 04:04:06 2026\n"
+    "\texec_host = vm/1\n\tPriority = 4294901753\n\teuser = root(0)\n"
+    "\tegroup = root(0)\n\tResource_List.walltime = 00:05:00\n"
+    "\tResource_List.nodect = 1\n\tResource_List.ncpus = 1\n\n"
+)
+# the same job after qdel: C, and no exit status at all (the wrapper never has one)
+QSTAT_CANCELLED = (
+    "Job Id:\t10\n\tJob_Name = capture_run\n\tJob_Owner = root@localhost\n"
+    "\tjob_state = C\n\tqueue = debug\n\tqtime = Sat Nov 21 03:59:05 2026\n"
+    "\tmtime = Sat Nov 21 03:59:06 2026\n\tctime = Sat Nov 21 03:59:07 2026\n"
+    "\texec_host = vm/1\n\tPriority = 4294901753\n\teuser = root(0)\n"
+    "\tegroup = root(0)\n\tResource_List.walltime = 00:05:00\n"
+    "\tResource_List.nodect = 1\n\tResource_List.ncpus = 1\n\n"
+)
+# `qstat -f` (all jobs): held job shows Q, an array's pending rest keeps the
+# array id (11) while running tasks get new ids (12); Account_Name from -A.
+QSTAT_ALL = (
+    "Job Id:\t4\n\tJob_Name = acc\n\tJob_Owner = root@localhost\n\tjob_state = Q\n"
+    "\tqueue = debug\n\tqtime = Sat Nov 21 03:57:38 2026\n\tAccount_Name = someacct\n"
+    "\tPriority = 4294901757\n\teuser = root(0)\n\tegroup = root(0)\n"
+    "\tResource_List.walltime = 71582788:15:00\n\tResource_List.nodect = 1\n"
+    "\tResource_List.ncpus = 1\n\n"
+    "Job Id:\t2\n\tJob_Name = held\n\tJob_Owner = root@localhost\n\tjob_state = Q\n"
+    "\tqueue = debug\n\tqtime = Sat Nov 21 03:57:38 2026\n\tPriority = 0\n"
+    "\teuser = root(0)\n\tegroup = root(0)\n"
+    "\tResource_List.walltime = 71582788:15:00\n\tResource_List.nodect = 1\n"
+    "\tResource_List.ncpus = 1\n\n"
+    "Job Id:\t12\n\tJob_Name = capture_arr\n\tJob_Owner = root@localhost\n"
+    "\tjob_state = R\n\tqueue = debug\n\tqtime = Sat Nov 21 03:59:05 2026\n"
+    "\tmtime = Sat Nov 21 03:59:06 2026\n\tctime = Sun Nov 21 03:59:06 2027\n"
+    "\texec_host = vm/1\n\tPriority = 4294901752\n\teuser = root(0)\n"
+    "\tegroup = root(0)\n\tResource_List.walltime = 71582788:15:00\n"
+    "\tResource_List.nodect = 1\n\tResource_List.ncpus = 1\n\n"
+    "Job Id:\t11\n\tJob_Name = capture_arr\n\tJob_Owner = root@localhost\n"
+    "\tjob_state = Q\n\tqueue = debug\n\tqtime = Sat Nov 21 03:59:05 2026\n"
+    "\tPriority = 4294901752\n\teuser = root(0)\n\tegroup = root(0)\n"
+    "\tResource_List.walltime = 71582788:15:00\n\tResource_List.nodect = 1\n"
+    "\tResource_List.ncpus = 1\n\n"
+)
+
+# --- hand-written in PBS Pro format (NOT captured: no PBS Pro here) ----------
+PBSPRO_FINISHED = """\
+Job Id: 4711.tesseract-pbs
+    Job_Name = smk.align.3
+    Job_Owner = user@login1
+    resources_used.walltime = 00:00:07
+    job_state = F
+    queue = standard
+    Exit_status = 0
+    Variable_List = PBS_O_HOME=/home/user,PBS_O_LANG=en_GB.UTF-8,
+\tPBS_O_LOGNAME=user,PBS_O_PATH=/usr/bin
+    comment = Job run at Sat Nov 21 at 10:00 on (node1:ncpus=4) and finished
+
+"""
+PBSPRO_ARRAY = """\
+Job Id: 4712[].tesseract-pbs
+    Job_Name = smk.arr
+    job_state = B
+    array_state_count = Queued:1 Running:1 Exiting:0 Expired:1
+
+Job Id: 4712[1].tesseract-pbs
+    job_state = X
+    Exit_status = 2
+
+"""
+TORQUE_COMPLETED = """\
+Job Id: 99.torque-server
+    Job_Name = smk.x.1
+    job_state = C
+    exit_status = 271
+
+"""
+
+
+# ============================ pbs-status.py: parsing ==========================
+def test_parse_captured_running_record() -> None:
+    (rec,) = status.parse_qstat_full(QSTAT_RUNNING)
+    assert rec["Job Id"] == "10"
+    assert rec["job_state"] == "R"
+    assert rec["Job_Name"] == "capture_run"
+    assert rec["Resource_List.walltime"] == "00:05:00"
+    assert status.exit_status_of(rec) is None
+
+
+def test_parse_captured_multi_record_output() -> None:
+    recs = status.parse_qstat_full(QSTAT_ALL)
+    assert [r["Job Id"] for r in recs] == ["4", "2", "12", "11"]
+    assert recs[0]["Account_Name"] == "someacct"
+    assert status.find_record(recs, "12")["job_state"] == "R"
+    assert status.find_record(recs, "1") is None  # no prefix matching
+
+
+def test_parse_wrapped_values_and_exit_status() -> None:
+    (rec,) = status.parse_qstat_full(PBSPRO_FINISHED)
+    assert rec["Variable_List"].endswith("PBS_O_LOGNAME=user,PBS_O_PATH=/usr/bin")
+    assert status.exit_status_of(rec) == 0
+    (torque,) = status.parse_qstat_full(TORQUE_COMPLETED)
+    assert status.exit_status_of(torque) == 271
+
+
+@pytest.mark.parametrize(
+    ("jobid", "key"),
+    [
+        ("123", ("123", None)),
+        ("123.tesseract-pbs", ("123", None)),
+        ("123[4]", ("123", "4")),
+        ("123[4].srv.example.org", ("123", "4")),
+        ("123[]", ("123", "")),
+        ("123[].srv", ("123", "")),
+        (" 42\n", ("42", None)),
+        ("weird-id", ("weird-id", None)),
+    ],
+)
+def test_job_key(jobid: str, key: tuple) -> None:
+    assert status.job_key(jobid) == key
+
+
+def test_array_ids_match_exact_records() -> None:
+    recs = status.parse_qstat_full(PBSPRO_ARRAY)
+    assert status.find_record(recs, "4712[]")["job_state"] == "B"
+    assert status.find_record(recs, "4712[1].tesseract-pbs")["job_state"] == "X"
+    assert status.find_record(recs, "4712[2]") is None
+    assert status.find_record(recs, "4712") is None
+    # the torque wrapper greps ids as regexes: '123[4]' would match job 1234
+    assert status.find_record([{"Job Id": "1234"}], "123[4]") is None
+
+
+@pytest.mark.parametrize(
+    ("jobid", "rc", "out", "err", "kind", "exit_status"),
+    [
+        ("10", 0, QSTAT_RUNNING, "", "running", None),
+        ("10", 0, QSTAT_CANCELLED, "", "finished", None),
+        ("2", 0, QSTAT_ALL, "", "running", None),
+        ("4711.tesseract-pbs", 0, PBSPRO_FINISHED, "", "finished", 0),
+        ("4712[]", 0, PBSPRO_ARRAY, "", "running", None),
+        ("4712[1]", 0, PBSPRO_ARRAY, "", "finished", 2),
+        ("99.torque-server", 0, TORQUE_COMPLETED, "", "finished", 271),
+        # wrapper: unknown id -> rc 153, no output at all
+        ("99999", 153, "", "", "gone", None),
+        ("5", 35, "", "qstat: 5.srv Job has finished, use -x or -H", "gone", None),
+        ("5", 1, "", "qstat: Unknown Job Id 5.srv", "gone", None),
+        ("5", 0, "", "", "gone", None),
+        ("5", 255, "", "Problem loading jobs.", "error", None),
+        ("5", 2, "", "Connection refused", "error", None),
+    ],
+)
+def test_interpret_qstat(jobid, rc, out, err, kind, exit_status) -> None:
+    verdict = status.interpret_qstat(jobid, rc, out, err)
+    assert (verdict.kind, verdict.exit_status) == (kind, exit_status)
+
+
+# ============================ pbs-status.py: decisions ========================
+def write_record(jobs_dir: Path, jobid: str, exit_code: int | None) -> None:
+    jobs_dir.mkdir(parents=True, exist_ok=True)
+    exit_file = jobs_dir / f"tok-{jobid}.exit"
+    if exit_code is not None:
+        exit_file.write_text(f"{exit_code}\n")
+    rec = {"jobid": jobid, "exit_file": str(exit_file), "stderr": "x.err"}
+    status.record_path(jobs_dir, jobid).write_text(json.dumps(rec))
+
+
+def scripted(*verdicts) -> Callable[[str], object]:
+    seq = list(verdicts)
+    return lambda _jobid: seq.pop(0)
+
+
+V = status.QstatVerdict
+ERR = V("error", reason="qstat rc=255 Problem loading jobs.")
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "exit_code", "expected", "sleeps"),
+    [
+        ([V("running")], None, "running", []),
+        ([V("finished", 0)], None, "success", []),
+        ([V("finished", 1)], 0, "failed", []),  # scheduler's word first
+        ([V("finished", None)], 0, "success", []),  # torque wrapper case
+        ([V("finished", None)], 3, "failed", []),
+        ([V("finished", None)], None, "failed", []),  # killed: no exit file
+        ([V("gone")], 0, "success", []),
+        ([V("gone")], 1, "failed", []),
+        ([V("gone")], None, "failed", []),
+        ([ERR, ERR, V("running")], None, "running", [1.0, 1.5]),
+        ([ERR, ERR, ERR, ERR], None, "failed", [1.0, 1.5, 2.0]),
+        ([ERR, ERR, ERR, ERR], 0, "success", [1.0, 1.5, 2.0]),
+    ],
+)
+def test_decide(tmp_path: Path, verdicts, exit_code, expected, sleeps) -> None:
+    write_record(tmp_path, "77", exit_code)
+    slept: list[float] = []
+    result, reason, _ = status.decide(
+        "77", tmp_path, query=scripted(*verdicts), sleep=slept.append, grace_s=0
+    )
+    assert result == expected, reason
+    assert slept == sleeps
+
+
+def test_decide_without_submit_record(tmp_path: Path) -> None:
+    result, reason, _ = status.decide(
+        "78", tmp_path, query=scripted(V("gone")), sleep=lambda s: None, grace_s=0
+    )
+    assert result == "failed"
+    assert "no pbs-submit.py record" in reason
+
+
+def test_status_main_logs_reason_and_always_exits_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(status, "run_qstat", lambda jobid: ERR)
+    monkeypatch.setattr(status.time, "sleep", lambda s: None)
+    monkeypatch.setattr(status, "EXIT_FILE_GRACE_S", 0)
+    assert status.main(["123[4].srv"]) == 0
+    assert capsys.readouterr().out == "failed\n"
+    log = (tmp_path / "logs/pbs/status.log").read_text()
+    assert "123[4].srv failed: qstat failed 4 times" in log
+
+
+def test_status_main_internal_error_prints_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(status, "decide", boom)
+    assert status.main(["1"]) == 0
+    assert capsys.readouterr().out == "failed\n"
+    assert "internal error" in (tmp_path / "logs/pbs/status.log").read_text()
+
+
+# ============================ pbs-submit.py ===================================
+SINGLE = {
+    "type": "single", "rule": "align sample", "local": False, "threads": 4,
+    "resources": {"mem_mb": 2000, "runtime": 90, "tmpdir": "/tmp"}, "jobid": 3,
+}
+
+
+def jobscript(props: dict, body: str = "echo hi") -> str:
+    return f"#!/bin/sh\n# properties = {json.dumps(props)}\n{body}\n"
+
+
+def test_read_properties_and_names() -> None:
+    props = submit.read_properties(jobscript(SINGLE))
+    assert props == SINGLE
+    assert submit.job_name(props) == "smk.align_sample.3"
+    group = {"type": "group", "groupid": "g1", "jobid": "f00-ba7", "threads": 2}
+    assert submit.job_name(group) == "smk.group.g1"
+    assert submit.read_properties("#!/bin/sh\necho no props\n") == {}
+    assert submit.job_name({}) == "smk.job"
+
+
+@pytest.mark.parametrize(
+    ("props", "expected"),
+    [
+        (SINGLE, "select=1:ncpus=4:mem=2000mb,walltime=01:30:00"),
+        ({"threads": 1, "resources": {}}, "select=1:ncpus=1"),
+        ({"resources": {"runtime": 2880}}, "select=1:ncpus=1,walltime=48:00:00"),
+        ({"threads": 0, "resources": {"mem_mb": "<TBD>"}}, "select=1:ncpus=1"),
+    ],
+)
+def test_resource_list(props: dict, expected: str) -> None:
+    assert submit.resource_list(props) == expected
+
+
+def test_build_qsub_args_account_and_queue() -> None:
+    args = submit.build_qsub_args(
+        SINGLE, Path("/w/j.sh"), Path("/w/o"), Path("/w/e"),
+        {"PBS_ACCOUNT": "dp123", "PBS_QUEUE": "standard"},
+    )
+    assert args[0] == "qsub" and args[-1] == "/w/j.sh"
+    assert args[args.index("-A") + 1] == "dp123"
+    assert args[args.index("-q") + 1] == "standard"
+    assert args.count("-l") == 1  # the torque wrapper keeps only the last -l
+    bare = submit.build_qsub_args(SINGLE, Path("j"), Path("o"), Path("e"), {})
+    assert "-A" not in bare and "-q" not in bare
+    with pytest.raises(submit.SubmitError):
+        submit.build_qsub_args(
+            SINGLE, Path("j"), Path("o"), Path("e"), {"PBS_ACCOUNT_REQUIRED": "1"}
+        )
+
+
+def test_record_path_shared_by_submit_and_status(tmp_path: Path) -> None:
+    for jobid in ("12", "12[3].srv", "12[].srv"):
+        assert submit.record_path(tmp_path, jobid) == status.record_path(tmp_path, jobid)
+
+
+def run_script(script: Path, *args: str, cwd: Path, env: dict | None = None, timeout=60):
+    return subprocess.run(
+        [str(script), *args],
+        cwd=cwd, env=env or dict(os.environ),
+        capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def test_submit_requires_account_when_asked(tmp_path: Path) -> None:
+    (tmp_path / "js.sh").write_text(jobscript(SINGLE))
+    env = {k: v for k, v in os.environ.items() if k != "PBS_ACCOUNT"}
+    env["PBS_ACCOUNT_REQUIRED"] = "1"
+    proc = run_script(SUBMIT, str(tmp_path / "js.sh"), cwd=tmp_path, env=env)
+    assert proc.returncode != 0
+    assert proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "PBS_ACCOUNT" in proc.stderr
+    assert not (tmp_path / "logs").exists()
+
+
+def test_submit_dry_run_and_wrapper_records_exit_code(tmp_path: Path) -> None:
+    (tmp_path / "js.sh").write_text(jobscript(SINGLE, "echo ran > ran.txt; exit 3"))
+    env = dict(os.environ, PBS_SUBMIT_DRY_RUN="1", PBS_ACCOUNT="dp1")
+    proc = run_script(SUBMIT, str(tmp_path / "js.sh"), cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    jobid = proc.stdout.splitlines()[0]
+    assert "-A dp1" in proc.stderr and "select=1:ncpus=4:mem=2000mb" in proc.stderr
+    rec = json.loads(status.record_path(tmp_path / "logs/pbs/jobs", jobid).read_text())
+    assert rec["qsub"][-1] == rec["wrapper"]
+    assert Path(rec["stdout"]).parent == tmp_path / "logs/pbs"
+    # run the wrapper the way PBS would: elsewhere ($HOME), by path
+    ran = subprocess.run([rec["wrapper"]], cwd=tmp_path, timeout=30)
+    assert ran.returncode == 3
+    assert Path(rec["exit_file"]).read_text().strip() == "3"
+
+
+@needs_torque
+def test_qsub_wrapper_accepts_our_arguments(tmp_path: Path) -> None:
+    """`qsub --sbatchline` (Slurm wrapper) shows the sbatch call; no cluster needed."""
+    args = submit.build_qsub_args(
+        SINGLE, tmp_path / "j.sh", tmp_path / "o", tmp_path / "e",
+        {"PBS_ACCOUNT": "dp1", "PBS_QUEUE": "debug"},
+    )
+    proc = subprocess.run(
+        [args[0], "--sbatchline", *args[1:]], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = proc.stdout
+    for part in ("--mincpus=4", "--mem=2000M", "-t90", "--account=dp1", "-p debug",
+                 "-J smk.align_sample.3", "--export=all"):
+        assert part in line, line
+
+
+# ============================ pbs-cancel.sh ===================================
+def test_cancel_qdels_each_id_and_never_fails(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.txt"
+    (bin_dir / "qdel").write_text(
+        f'#!/bin/sh\necho "$@" >> {calls}\n[ "$1" != "gone" ]\n'
+    )
+    (bin_dir / "qdel").chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    proc = run_script(CANCEL, "1", "gone", "3[]", cwd=tmp_path, env=env)
+    assert proc.returncode == 0
+    assert sorted(calls.read_text().split()) == ["1", "3[]", "gone"]
+    log = (tmp_path / "logs/pbs/cancel.log").read_text()
+    assert "qdel gone failed" in log and "qdel 1 " not in log
+
+
+# ============================ integration (scheduler) =========================
+def poll_status(cluster: SlurmCluster, jobid: str, cwd: Path, until: set[str],
+                timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    seen = "<none>"
+    while time.monotonic() < deadline:
+        proc = run_script(STATUS, jobid, cwd=cwd, env=cluster.client_env())
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert len(lines) == 1 and lines[0] in {"running", "success", "failed"}, proc.stdout
+        seen = lines[0]
+        if seen in until:
+            return seen
+        time.sleep(1)
+    raise AssertionError(f"status of {jobid} still {seen!r} after {timeout}s")
+
+
+def submit_job(cluster: SlurmCluster, cwd: Path, body: str, props: dict | None = None) -> str:
+    script = cwd / f"js-{time.monotonic_ns()}.sh"
+    props = props or {"type": "single", "rule": "t", "threads": 1,
+                      "resources": {"mem_mb": 100, "runtime": 5}, "jobid": 1}
+    script.write_text(jobscript(props, body))
+    proc = run_script(SUBMIT, str(script), cwd=cwd, env=cluster.client_env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.splitlines()[0]
+
+
+@needs_torque
+@pytest.mark.scheduler
+def test_submit_then_status_success(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    out = tmp_path / "result.txt"
+    jobid = submit_job(slurm_cluster, tmp_path, f"echo hello > {out}")
+    assert jobid.isdigit()
+    assert poll_status(slurm_cluster, jobid, tmp_path, {"success", "failed"}) == "success"
+    assert out.read_text().strip() == "hello"
+    assert f"{jobid} success" in (tmp_path / "logs/pbs/status.log").read_text()
+
+
+@needs_torque
+@pytest.mark.scheduler
+def test_failing_job_reports_failed(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    jobid = submit_job(slurm_cluster, tmp_path, "exit 3")
+    assert poll_status(slurm_cluster, jobid, tmp_path, {"success", "failed"}) == "failed"
+    assert "exit code 3" in (tmp_path / "logs/pbs/status.log").read_text()
+
+
+@needs_torque
+@pytest.mark.scheduler
+def test_qdel_running_job_reports_failed(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    jobid = submit_job(slurm_cluster, tmp_path, "sleep 300")
+    deadline = time.monotonic() + 60
+    while "R" not in slurm_cluster.run(["squeue", "-h", "-j", jobid, "-o", "%t"],
+                                        check=False).stdout:
+        assert time.monotonic() < deadline, "job never started"
+        time.sleep(0.5)
+    assert poll_status(slurm_cluster, jobid, tmp_path, {"running"}) == "running"
+    cancel = run_script(CANCEL, jobid, "99999999", cwd=tmp_path, env=slurm_cluster.client_env())
+    assert cancel.returncode == 0
+    assert poll_status(slurm_cluster, jobid, tmp_path, {"success", "failed"}, 60) == "failed"
+
+
+@needs_torque
+@pytest.mark.scheduler
+def test_snakemake_cluster_generic_end_to_end(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """The real calling conventions of snakemake-executor-plugin-cluster-generic."""
+    pytest.importorskip("snakemake_executor_plugin_cluster_generic")
+    (tmp_path / "Snakefile").write_text(textwrap.dedent("""\
+        rule all:
+            input: expand("out/{i}.txt", i=range(2))
+        rule make:
+            output: "out/{i}.txt"
+            threads: 1
+            resources: mem_mb=100, runtime=5
+            shell: "echo {wildcards.i} > {output}"
+        """))
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--executor", "cluster-generic",
+         "--cluster-generic-submit-cmd", str(SUBMIT),
+         "--cluster-generic-status-cmd", str(STATUS),
+         "--cluster-generic-cancel-cmd", str(CANCEL),
+         "--jobs", "4", "--latency-wait", "10"],
+        cwd=tmp_path, env=slurm_cluster.client_env(),
+        capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert [(tmp_path / f"out/{i}.txt").read_text().strip() for i in range(2)] == ["0", "1"]
