@@ -11,7 +11,7 @@ def test_demo_implies_every_measurement(demo_config):
     downloads = [m for m in ms if m.direction == "download"]
     assert len(uploads) == layouts * c.repeats
     assert len(downloads) == 2 * layouts * c.repeats
-    assert {m.site for m in uploads} == {"edinburgh"}
+    assert {m.site for m in uploads} == {"tursa"}
     assert len({m.key + m.site for m in ms}) == len(ms)
 
 
@@ -24,8 +24,8 @@ def test_demo_implies_every_measurement(demo_config):
         (lambda c: c.update(repeats=-1), "repeats"),
         (lambda c: c.update(site="mars"), "'mars'"),
         (lambda c: c["dataset"].update(size="12 parsecs"), "dataset.size"),
-        (lambda c: c["sites"]["edinburgh"].update(upload=False), "no upload site"),
-        (lambda c: c["sites"]["chicago"].update(upload=True), "more than one upload site"),
+        (lambda c: c["sites"]["tursa"].update(upload=False), "no upload site"),
+        (lambda c: c["sites"]["tesseract"].update(upload=True), "more than one upload site"),
         (lambda c: c["rclone"].update(flags="--fast-list --checksum"), "rclone.flags"),
         (lambda c: c.update(campaign="a/b"), "campaign"),
     ],

@@ -49,7 +49,7 @@ def test_demo_campaign_end_to_end(tmp_path, demo_config):
     run = snakemake(tmp_path, cfg)
     assert run.returncode == 0, run.stderr[-3000:]
     df = _check_campaign(tmp_path, demo_config)
-    assert set(df["site"]) == {"edinburgh", "chicago"}
+    assert set(df["site"]) == {"tursa", "tesseract"}
     copy = tmp_path / "scratch/demo-remote/cloudbench/demo/data/chunked-4MiB/r1"
     man = json.loads((copy / "manifest.json").read_text())
     assert len(man["files"][0]["chunks"]) == 6  # 24 MiB in 4 MiB chunks

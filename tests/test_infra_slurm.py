@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -117,3 +118,33 @@ def test_scancel_removes_running_job(slurm_cluster: SlurmCluster) -> None:
     )
     slurm_cluster.run(["scancel", job])
     wait_until(lambda: job not in slurm_cluster.active_job_ids(), 30, "job to leave squeue")
+
+
+def test_snakemake_slurm_executor_arrays_via_squeue(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """slurm plugin 2.8 end to end: array submission, squeue status (no sacct)."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    if not slurm_cluster.nested_srun_ok:
+        pytest.skip("/etc/slurm/slurm.conf exists; the jobstep's srun would use it")
+    (tmp_path / "Snakefile").write_text(
+        "rule all:\n"
+        "    input: expand('out/{i}.txt', i=range(3))\n"
+        "rule make:\n"
+        "    output: 'out/{i}.txt'\n"
+        "    shell: 'echo {wildcards.i} > {output}'\n"
+    )
+    proc = slurm_cluster.run(
+        [
+            sys.executable, "-m", "snakemake", "--executor", "slurm", "--jobs", "4",
+            "--slurm-status-command", "squeue",
+            "--slurm-array-jobs", "all",
+            "--slurm-init-seconds-before-status-checks", "5",
+            "--default-resources", f"slurm_partition={slurm_cluster.partition}",
+            "mem_mb=100", "runtime=5",
+        ],
+        timeout=300, check=False, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Submitted array job" in proc.stderr + proc.stdout
+    assert [(tmp_path / f"out/{i}.txt").read_text().strip() for i in range(3)] == ["0", "1", "2"]

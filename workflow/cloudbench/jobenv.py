@@ -18,3 +18,16 @@ def prepare(workflow_dir: str, use_conda: bool) -> None:
     if not use_conda:
         here = str(Path(sys.executable).parent)
         os.environ["PATH"] = os.pathsep.join([here, os.environ.get("PATH", "")])
+
+
+def missing_variables(required: str | list[str] | None) -> list[str]:
+    """Names in ``required`` (comma-separated or a list) that are unset or empty.
+
+    Site profiles name the scheduler variables they need (account, partition, queue), so
+    a missing one stops the run before anything is submitted, instead of as a scheduler
+    error in the middle of a campaign.
+    """
+    if not required:
+        return []
+    names = required.split(",") if isinstance(required, str) else list(required)
+    return [n.strip() for n in names if n.strip() and not os.environ.get(n.strip())]

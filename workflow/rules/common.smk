@@ -17,6 +17,12 @@ try:
     CAMPAIGN = load_campaign(config)
 except ConfigError as err:
     raise WorkflowError(f"config error: {err}") from None
+MISSING_ENV = jobenv.missing_variables(config.get("required_env"))
+if MISSING_ENV:
+    raise WorkflowError(
+        f"this profile needs {', '.join(MISSING_ENV)} set in the environment "
+        f"(e.g. export {MISSING_ENV[0]}=...): scheduler account/partition/queue never live in files"
+    )
 
 RESULTS = f"results/{CAMPAIGN.name}"
 SITES = f"{RESULTS}/sites"
@@ -37,6 +43,13 @@ wildcard_constraints:
     repeat=r"[0-9]+",
     file=r"[^/]+",
     chunk=r"[0-9]+(KiB|MiB|GiB|TiB|B)",
+
+
+# Cheap bookkeeping runs on the submit host, not as batch jobs.
+localrules:
+    manifest,
+    aggregate,
+    plots,
 
 
 def active(direction):

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# install-sysdeps.sh -- install the Debian packages cloudbench needs (idempotent).
+#
+#   xxhash            required  (xxh128sum: content hashes)
+#   slurm-wlm munge   optional  (scheduler tests: tests/infra/slurm.py)
+#   slurm-wlm-torque  optional  (PBS qsub/qstat/qdel wrappers for profiles/tesseract tests)
+#   openssh-server    optional
+#   chromium          optional
+#
+# Only missing packages are installed; `apt-get update` runs at most once and
+# only if something is missing.  One line is printed per package.  Exit status
+# is non-zero only if xxhash is still unavailable; other failures are warnings.
+# Needs root (or passwordless sudo) only when something has to be installed.
+set -u
+
+export DEBIAN_FRONTEND=noninteractive
+REQUIRED="xxhash"
+PACKAGES="xxhash slurm-wlm munge slurm-wlm-torque openssh-server chromium"
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        SUDO="sudo -n"
+    fi
+fi
+
+# present PKG: the package is usable (dpkg says installed; xxhash: the binary)
+present() {
+    case "$1" in
+        xxhash) command -v xxh128sum >/dev/null 2>&1 && return 0 ;;
+    esac
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+updated=0
+update_ok=1
+apt_update_once() {
+    [ "$updated" -eq 1 ] && return "$((1 - update_ok))"
+    updated=1
+    if ! $SUDO apt-get update -qq >/dev/null 2>&1; then
+        update_ok=0
+        return 1
+    fi
+    return 0
+}
+
+rc=0
+for pkg in $PACKAGES; do
+    if present "$pkg"; then
+        echo "$pkg: already installed"
+        continue
+    fi
+    required=0
+    case " $REQUIRED " in *" $pkg "*) required=1 ;; esac
+    if [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
+        msg="not installed and not root (no passwordless sudo)"
+    elif ! apt_update_once; then
+        msg="apt-get update failed"
+    elif ! $SUDO apt-get install -y -qq "$pkg" >/dev/null 2>&1; then
+        msg="apt-get install failed"
+    elif present "$pkg"; then
+        echo "$pkg: installed"
+        continue
+    else
+        msg="installed but still not usable"
+    fi
+    if [ "$required" -eq 1 ]; then
+        echo "$pkg: ERROR: $msg (required)" >&2
+        rc=1
+    else
+        echo "$pkg: WARNING: $msg (optional, skipped)"
+    fi
+done
+exit "$rc"
