@@ -7,15 +7,17 @@
 #   openssh-server    optional
 #   chromium          optional
 #
-# Only missing packages are installed; `apt-get update` runs at most once and
+# Only missing packages are installed (waiting up to 5 min for a concurrent
+# apt/dpkg run to release its lock); `apt-get update` runs at most once and
 # only if something is missing.  One line is printed per package.  Exit status
 # is non-zero only if xxhash is still unavailable; other failures are warnings.
 # Needs root (or passwordless sudo) only when something has to be installed.
+# SYSDEPS_PACKAGES="a b" overrides the package list (for testing the script).
 set -u
 
 export DEBIAN_FRONTEND=noninteractive
 REQUIRED="xxhash"
-PACKAGES="xxhash slurm-wlm munge slurm-wlm-torque openssh-server chromium"
+PACKAGES="${SYSDEPS_PACKAGES:-xxhash slurm-wlm munge slurm-wlm-torque openssh-server chromium}"
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -32,16 +34,25 @@ present() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
 }
 
+APT="apt-get -o DPkg::Lock::Timeout=300 -qq"
+last_err=""
+# run CMD...: run quietly, keep the last output line for the message
+run() {
+    local out
+    if out=$("$@" 2>&1 </dev/null); then
+        return 0
+    fi
+    last_err="${out##*$'\n'}"
+    return 1
+}
+
 updated=0
 update_ok=1
 apt_update_once() {
     [ "$updated" -eq 1 ] && return "$((1 - update_ok))"
     updated=1
-    if ! $SUDO apt-get update -qq >/dev/null 2>&1; then
-        update_ok=0
-        return 1
-    fi
-    return 0
+    run $SUDO $APT update || update_ok=0
+    return "$((1 - update_ok))"
 }
 
 rc=0
@@ -55,9 +66,9 @@ for pkg in $PACKAGES; do
     if [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
         msg="not installed and not root (no passwordless sudo)"
     elif ! apt_update_once; then
-        msg="apt-get update failed"
-    elif ! $SUDO apt-get install -y -qq "$pkg" >/dev/null 2>&1; then
-        msg="apt-get install failed"
+        msg="apt-get update failed: $last_err"
+    elif ! run $SUDO $APT install -y "$pkg"; then
+        msg="apt-get install failed: $last_err"
     elif present "$pkg"; then
         echo "$pkg: installed"
         continue

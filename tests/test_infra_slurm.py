@@ -5,13 +5,15 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
-from tests.infra.fixtures import slurm_cluster  # noqa: F401  (pytest fixture)
+from tests.infra import fixtures
 from tests.infra.slurm import SlurmCluster
+
+slurm_cluster = fixtures.slurm_cluster  # the session fixture, visible to this module
 
 pytestmark = pytest.mark.scheduler
 
@@ -42,16 +44,22 @@ def test_cluster_properties(slurm_cluster: SlurmCluster) -> None:
 def test_sbatch_array(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     out = slurm_cluster.run(
         [
-            "sbatch", "--parsable", "--array=0-2",
-            "-o", str(tmp_path / "task_%a.out"),
-            "--wrap", "echo $SLURM_ARRAY_TASK_ID",
+            "sbatch",
+            "--parsable",
+            "--array=0-2",
+            "-o",
+            str(tmp_path / "task_%a.out"),
+            "--wrap",
+            "echo $SLURM_ARRAY_TASK_ID",
         ]
     )
     job = out.stdout.strip().split(";")[0]
     files = [tmp_path / f"task_{i}.out" for i in range(3)]
     wait_until(
-        lambda: not any(j.startswith(f"{job}_") for j in slurm_cluster.active_job_ids())
-        and all(f.exists() and f.read_text().strip() for f in files),
+        lambda: (
+            not any(j.startswith(f"{job}_") for j in slurm_cluster.active_job_ids())
+            and all(f.exists() and f.read_text().strip() for f in files)
+        ),
         60,
         "array tasks to finish",
     )
@@ -65,8 +73,11 @@ def test_nested_srun_without_slurm_conf(slurm_cluster: SlurmCluster, tmp_path: P
     out_file = tmp_path / "srun.out"
     slurm_cluster.run(
         [
-            "sbatch", "-o", str(out_file),
-            "--wrap", "env -u SLURM_CONF srun -n1 echo nested-ok",
+            "sbatch",
+            "-o",
+            str(out_file),
+            "--wrap",
+            "env -u SLURM_CONF srun -n1 echo nested-ok",
         ]
     )
     wait_until(
@@ -82,9 +93,15 @@ def test_qsub_and_qstat(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     script.write_text("#!/bin/bash\necho torque-ok\nsleep 2\n")
     out = slurm_cluster.run(
         [
-            "qsub", "-N", "torquetest",
-            "-l", "select=1:ncpus=1:mem=100mb,walltime=00:05:00",
-            "-o", str(tmp_path / "job.out"), "-e", str(tmp_path / "job.err"),
+            "qsub",
+            "-N",
+            "torquetest",
+            "-l",
+            "select=1:ncpus=1:mem=100mb,walltime=00:05:00",
+            "-o",
+            str(tmp_path / "job.out"),
+            "-e",
+            str(tmp_path / "job.err"),
             str(script),
         ]
     )
@@ -109,10 +126,14 @@ def test_qsub_and_qstat(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
 
 
 def test_scancel_removes_running_job(slurm_cluster: SlurmCluster) -> None:
-    job = slurm_cluster.run(["sbatch", "--parsable", "--wrap", "sleep 300"]).stdout.strip()
+    job = slurm_cluster.run(
+        ["sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 300"]
+    ).stdout.strip()
     wait_until(
-        lambda: slurm_cluster.run(["squeue", "-h", "-j", job, "-o", "%T"], check=False)
-        .stdout.strip() == "RUNNING",
+        lambda: (
+            slurm_cluster.run(["squeue", "-h", "-j", job, "-o", "%T"], check=False).stdout.strip()
+            == "RUNNING"
+        ),
         60,
         "sleep job to run",
     )
@@ -136,14 +157,27 @@ def test_snakemake_slurm_executor_arrays_via_squeue(
     )
     proc = slurm_cluster.run(
         [
-            sys.executable, "-m", "snakemake", "--executor", "slurm", "--jobs", "4",
-            "--slurm-status-command", "squeue",
-            "--slurm-array-jobs", "all",
-            "--slurm-init-seconds-before-status-checks", "5",
-            "--default-resources", f"slurm_partition={slurm_cluster.partition}",
-            "mem_mb=100", "runtime=5",
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--executor",
+            "slurm",
+            "--jobs",
+            "4",
+            "--slurm-status-command",
+            "squeue",
+            "--slurm-array-jobs",
+            "all",
+            "--slurm-init-seconds-before-status-checks",
+            "5",
+            "--default-resources",
+            f"slurm_partition={slurm_cluster.partition}",
+            "mem_mb=100",
+            "runtime=5",
         ],
-        timeout=300, check=False, cwd=tmp_path,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Submitted array job" in proc.stderr + proc.stdout

@@ -18,14 +18,16 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
 
 import pytest
 
-from tests.infra.fixtures import slurm_cluster  # noqa: F401  (pytest fixture)
+from tests.infra import fixtures
 from tests.infra.slurm import SlurmCluster
+
+slurm_cluster = fixtures.slurm_cluster  # the session fixture, visible to this module
 
 PROFILE = Path(__file__).resolve().parents[1] / "profiles" / "tesseract"
 SUBMIT = PROFILE / "pbs-submit.py"
@@ -288,8 +290,12 @@ def test_status_main_internal_error_prints_failed(
 
 # ============================ pbs-submit.py ===================================
 SINGLE = {
-    "type": "single", "rule": "align sample", "local": False, "threads": 4,
-    "resources": {"mem_mb": 2000, "runtime": 90, "tmpdir": "/tmp"}, "jobid": 3,
+    "type": "single",
+    "rule": "align sample",
+    "local": False,
+    "threads": 4,
+    "resources": {"mem_mb": 2000, "runtime": 90, "tmpdir": "/tmp"},
+    "jobid": 3,
 }
 
 
@@ -322,7 +328,10 @@ def test_resource_list(props: dict, expected: str) -> None:
 
 def test_build_qsub_args_account_and_queue() -> None:
     args = submit.build_qsub_args(
-        SINGLE, Path("/w/j.sh"), Path("/w/o"), Path("/w/e"),
+        SINGLE,
+        Path("/w/j.sh"),
+        Path("/w/o"),
+        Path("/w/e"),
         {"PBS_ACCOUNT": "dp123", "PBS_QUEUE": "standard"},
     )
     assert args[0] == "qsub" and args[-1] == "/w/j.sh"
@@ -345,8 +354,11 @@ def test_record_path_shared_by_submit_and_status(tmp_path: Path) -> None:
 def run_script(script: Path, *args: str, cwd: Path, env: dict | None = None, timeout=60):
     return subprocess.run(
         [str(script), *args],
-        cwd=cwd, env=env or dict(os.environ),
-        capture_output=True, text=True, timeout=timeout,
+        cwd=cwd,
+        env=env or dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -382,7 +394,10 @@ def test_submit_dry_run_and_wrapper_records_exit_code(tmp_path: Path) -> None:
 def test_qsub_wrapper_accepts_our_arguments(tmp_path: Path) -> None:
     """`qsub --sbatchline` (Slurm wrapper) shows the sbatch call; no cluster needed."""
     args = submit.build_qsub_args(
-        SINGLE, tmp_path / "j.sh", tmp_path / "o", tmp_path / "e",
+        SINGLE,
+        tmp_path / "j.sh",
+        tmp_path / "o",
+        tmp_path / "e",
         {"PBS_ACCOUNT": "dp1", "PBS_QUEUE": "debug"},
     )
     proc = subprocess.run(
@@ -390,8 +405,15 @@ def test_qsub_wrapper_accepts_our_arguments(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     line = proc.stdout
-    for part in ("--mincpus=4", "--mem=2000M", "-t90", "--account=dp1", "-p debug",
-                 "-J smk.align_sample.3", "--export=all"):
+    for part in (
+        "--mincpus=4",
+        "--mem=2000M",
+        "-t90",
+        "--account=dp1",
+        "-p debug",
+        "-J smk.align_sample.3",
+        "--export=all",
+    ):
         assert part in line, line
 
 
@@ -400,9 +422,7 @@ def test_cancel_qdels_each_id_and_never_fails(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls.txt"
-    (bin_dir / "qdel").write_text(
-        f'#!/bin/sh\necho "$@" >> {calls}\n[ "$1" != "gone" ]\n'
-    )
+    (bin_dir / "qdel").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n[ "$1" != "gone" ]\n')
     (bin_dir / "qdel").chmod(0o755)
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
     proc = run_script(CANCEL, "1", "gone", "3[]", cwd=tmp_path, env=env)
@@ -413,8 +433,9 @@ def test_cancel_qdels_each_id_and_never_fails(tmp_path: Path) -> None:
 
 
 # ============================ integration (scheduler) =========================
-def poll_status(cluster: SlurmCluster, jobid: str, cwd: Path, until: set[str],
-                timeout: float = 90) -> str:
+def poll_status(
+    cluster: SlurmCluster, jobid: str, cwd: Path, until: set[str], timeout: float = 90
+) -> str:
     deadline = time.monotonic() + timeout
     seen = "<none>"
     while time.monotonic() < deadline:
@@ -431,8 +452,13 @@ def poll_status(cluster: SlurmCluster, jobid: str, cwd: Path, until: set[str],
 
 def submit_job(cluster: SlurmCluster, cwd: Path, body: str, props: dict | None = None) -> str:
     script = cwd / f"js-{time.monotonic_ns()}.sh"
-    props = props or {"type": "single", "rule": "t", "threads": 1,
-                      "resources": {"mem_mb": 100, "runtime": 5}, "jobid": 1}
+    props = props or {
+        "type": "single",
+        "rule": "t",
+        "threads": 1,
+        "resources": {"mem_mb": 100, "runtime": 5},
+        "jobid": 1,
+    }
     script.write_text(jobscript(props, body))
     proc = run_script(SUBMIT, str(script), cwd=cwd, env=cluster.client_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -463,8 +489,9 @@ def test_failing_job_reports_failed(slurm_cluster: SlurmCluster, tmp_path: Path)
 def test_qdel_running_job_reports_failed(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     jobid = submit_job(slurm_cluster, tmp_path, "sleep 300")
     deadline = time.monotonic() + 60
-    while "R" not in slurm_cluster.run(["squeue", "-h", "-j", jobid, "-o", "%t"],
-                                        check=False).stdout:
+    while (
+        "R" not in slurm_cluster.run(["squeue", "-h", "-j", jobid, "-o", "%t"], check=False).stdout
+    ):
         assert time.monotonic() < deadline, "job never started"
         time.sleep(0.5)
     assert poll_status(slurm_cluster, jobid, tmp_path, {"running"}) == "running"
@@ -478,7 +505,8 @@ def test_qdel_running_job_reports_failed(slurm_cluster: SlurmCluster, tmp_path: 
 def test_snakemake_cluster_generic_end_to_end(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     """The real calling conventions of snakemake-executor-plugin-cluster-generic."""
     pytest.importorskip("snakemake_executor_plugin_cluster_generic")
-    (tmp_path / "Snakefile").write_text(textwrap.dedent("""\
+    (tmp_path / "Snakefile").write_text(
+        textwrap.dedent("""\
         rule all:
             input: expand("out/{i}.txt", i=range(2))
         rule make:
@@ -486,15 +514,31 @@ def test_snakemake_cluster_generic_end_to_end(slurm_cluster: SlurmCluster, tmp_p
             threads: 1
             resources: mem_mb=100, runtime=5
             shell: "echo {wildcards.i} > {output}"
-        """))
+        """)
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--executor", "cluster-generic",
-         "--cluster-generic-submit-cmd", str(SUBMIT),
-         "--cluster-generic-status-cmd", str(STATUS),
-         "--cluster-generic-cancel-cmd", str(CANCEL),
-         "--jobs", "4", "--latency-wait", "10"],
-        cwd=tmp_path, env=slurm_cluster.client_env(),
-        capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--executor",
+            "cluster-generic",
+            "--cluster-generic-submit-cmd",
+            str(SUBMIT),
+            "--cluster-generic-status-cmd",
+            str(STATUS),
+            "--cluster-generic-cancel-cmd",
+            str(CANCEL),
+            "--jobs",
+            "4",
+            "--latency-wait",
+            "10",
+        ],
+        cwd=tmp_path,
+        env=slurm_cluster.client_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert [(tmp_path / f"out/{i}.txt").read_text().strip() for i in range(2)] == ["0", "1"]

@@ -34,17 +34,15 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 LOG_DIR = Path("logs/pbs")  # relative to Snakemake's working directory
 RUNNING_STATES = frozenset("QHWRETSBMU")
 FINISHED_STATES = frozenset("CFX")
 GONE_RETURN_CODES = frozenset({153, 35})
-GONE_MESSAGE = re.compile(
-    r"unknown job id|job has finished|does not exist|invalid job id", re.I
-)
+GONE_MESSAGE = re.compile(r"unknown job id|job has finished|does not exist|invalid job id", re.I)
 QSTAT_TIMEOUT_S = 20.0
 RETRIES = 3
 BACKOFF_S = (1.0, 1.5, 2.0)
@@ -136,9 +134,7 @@ def interpret_qstat(jobid: str, returncode: int, stdout: str, stderr: str) -> Qs
     if state in RUNNING_STATES:
         return QstatVerdict("running", reason=f"job_state={state}")
     if state in FINISHED_STATES:
-        return QstatVerdict(
-            "finished", exit_status_of(record), reason=f"job_state={state}"
-        )
+        return QstatVerdict("finished", exit_status_of(record), reason=f"job_state={state}")
     return QstatVerdict("error", reason=f"unexpected job_state {state!r}")
 
 

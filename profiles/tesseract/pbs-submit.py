@@ -40,8 +40,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 LOG_DIR = Path("logs/pbs")  # relative to Snakemake's working directory
 QSUB_TIMEOUT_S = 120
@@ -119,11 +120,15 @@ def build_qsub_args(
     account = account_from_env(env)
     args = [
         "qsub",
-        "-N", job_name(props),
-        "-o", str(stdout_path),
-        "-e", str(stderr_path),
+        "-N",
+        job_name(props),
+        "-o",
+        str(stdout_path),
+        "-e",
+        str(stderr_path),
         "-V",  # jobs must see the submitting env (PATH to snakemake, conda...)
-        "-l", resource_list(props),
+        "-l",
+        resource_list(props),
     ]
     if account:
         args += ["-A", account]
@@ -188,9 +193,7 @@ def submit(jobscript: Path, env: Mapping[str, str]) -> str:
         jobid = f"dryrun-{token}"
     else:
         try:
-            proc = subprocess.run(
-                args, capture_output=True, text=True, timeout=QSUB_TIMEOUT_S
-            )
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=QSUB_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SubmitError(f"qsub failed: {exc}") from None
         lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]

@@ -1,13 +1,20 @@
 """pytest fixtures for scheduler tests.
 
-Usage in a test module::
+Usage in a test module (binding the fixture to a module global is what makes
+pytest see it; ``from tests.infra.fixtures import slurm_cluster`` works too
+but ruff then reports F811 on every test parameter)::
 
-    from tests.infra.fixtures import slurm_cluster  # noqa: F401  (fixture)
+    from tests.infra import fixtures
+
+    slurm_cluster = fixtures.slurm_cluster
 
     @pytest.mark.scheduler
     def test_something(slurm_cluster):
-        out = slurm_cluster.run(["sbatch", "--wrap", "true"])
+        out = slurm_cluster.run(["sbatch", "-o", "/dev/null", "--wrap", "true"])
         env = slurm_cluster.client_env()  # os.environ + SLURM_CONF
+
+Or once for all modules, in the root ``tests/conftest.py``:
+``pytest_plugins = ["tests.infra.fixtures"]``.
 
 The cluster is session-scoped: started once (about 1 s), shared by all tests,
 stopped (jobs cancelled, daemons killed) at the end of the session.
@@ -15,7 +22,7 @@ stopped (jobs cancelled, daemons killed) at the end of the session.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

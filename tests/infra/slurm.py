@@ -42,9 +42,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 REQUIRED_BINARIES: tuple[str, ...] = (
     "munged",
@@ -137,10 +137,12 @@ class SlurmCluster:
         out = self.run(["squeue", "-h", "-t", "all", "-o", "%i"], check=False)
         return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
-    def active_job_ids(self) -> list[str]:
+    def active_job_ids(self, timeout: float = 30) -> list[str]:
         """Ids of pending/running/completing jobs."""
         out = self.run(
-            ["squeue", "-h", "-t", "PD,R,CG,S,CF", "-o", "%i"], check=False
+            ["squeue", "-h", "-t", "PD,R,CG,S,CF", "-o", "%i"],
+            timeout=timeout,
+            check=False,
         )
         return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
@@ -164,7 +166,7 @@ class SlurmCluster:
                     timeout=10,
                     check=False,
                 )
-                while time.monotonic() < deadline - 10 and self.active_job_ids():
+                while time.monotonic() < deadline - 10 and self.active_job_ids(5):
                     time.sleep(0.5)
         except (subprocess.SubprocessError, OSError):
             pass  # best effort; the daemons are killed below regardless
@@ -182,7 +184,7 @@ class SlurmCluster:
         for d in self._extra_dirs:
             shutil.rmtree(d, ignore_errors=True)
 
-    def __enter__(self) -> "SlurmCluster":
+    def __enter__(self) -> SlurmCluster:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -266,7 +268,9 @@ def start_slurm(workdir: Path, timeout: float = 60) -> SlurmCluster:
     daemon_env = cluster.client_env()
     commands = {
         "munged": [
-            "munged", "-F", "--force",
+            "munged",
+            "-F",
+            "--force",
             f"--socket={munge_socket}",
             f"--key-file={key}",
             f"--pid-file={dirs['run'] / 'munged.pid'}",
@@ -368,8 +372,8 @@ StateSaveLocation={state}
 SlurmdSpoolDir={spool}
 SlurmctldPidFile={run}/slurmctld.pid
 SlurmdPidFile={run}/slurmd.pid
-SlurmctldLogFile={logs['slurmctld']}
-SlurmdLogFile={logs['slurmd']}
+SlurmctldLogFile={logs["slurmctld"]}
+SlurmdLogFile={logs["slurmd"]}
 SlurmctldDebug=info
 SlurmdDebug=info
 PlugStackConfig={plugstack}
@@ -602,7 +606,10 @@ def kill_stale_daemons() -> list[int]:
             try:
                 subprocess.run(
                     ["scancel", "--full", "--partition", PARTITION],
-                    env=env, capture_output=True, timeout=10, check=False,
+                    env=env,
+                    capture_output=True,
+                    timeout=10,
+                    check=False,
                 )
                 time.sleep(2)
             except (subprocess.SubprocessError, OSError):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cloudbench.secrets import credential_in_remote
 from cloudbench.sizes import SizeError, parse_size, size_label
 
 STRATEGIES = ("plain", "chunked", "multithread")
@@ -181,6 +182,20 @@ class Campaign:
         """Digits of a chunk index: wide enough to sort numerically, never a 10,000 ceiling."""
         return max(MIN_CHUNK_INDEX_WIDTH, len(str(self.chunk_count(chunk_bytes) - 1)))
 
+    def scratch_needed(self, site: Site) -> int:
+        """Peak bulk bytes a site holds in scratch (a safe upper bound, not an average).
+
+        The upload site keeps the files and every chunk size's chunks until the last upload;
+        a download site may hold a downloaded copy waiting for verify while the next one
+        downloads, plus one reassembled file.
+        """
+        need = 0
+        if site.upload:
+            need += self.dataset_bytes * (1 + len(self.chunk_sizes))
+        if site.download:
+            need = max(need, 2 * self.dataset_bytes + self.file_bytes)
+        return need
+
     def remote_prefix(self, remote: Remote, *parts: str) -> str:
         return remote.path(self.bucket, self.name, *parts)
 
@@ -221,6 +236,17 @@ def _name(key: str, value: Any) -> str:
     return value
 
 
+def _remote_url(key: str, url: Any) -> str:
+    url = str(url)
+    found = credential_in_remote(url)
+    if found:
+        raise ConfigError(
+            f"{key}: the remote spells out a credential ({found}=...); put credentials in "
+            "rclone's config file or RCLONE_CONFIG_<NAME>_* variables, never in the campaign"
+        )
+    return url
+
+
 def _remotes(cfg: Mapping[str, Any]) -> tuple[Remote, ...]:
     spec = cfg.get("remotes")
     if spec:
@@ -230,13 +256,21 @@ def _remotes(cfg: Mapping[str, Any]) -> tuple[Remote, ...]:
             if not isinstance(r, Mapping) or not r.get("url"):
                 raise ConfigError(f"remotes.{name}.url: missing")
             remotes.append(
-                Remote(name, str(r["url"]), _location(f"remotes.{name}.location", r.get("location")))
+                Remote(
+                    name,
+                    _remote_url(f"remotes.{name}.url", r["url"]),
+                    _location(f"remotes.{name}.location", r.get("location")),
+                )
             )
         return tuple(remotes)
     url = cfg.get("remote")
     if not url:
         raise ConfigError("remote: missing (an rclone remote such as 'mys3:' or a local path)")
-    return (Remote("main", str(url), _location("remote_location", cfg.get("remote_location"))),)
+    return (
+        Remote(
+            "main", _remote_url("remote", url), _location("remote_location", cfg.get("remote_location"))
+        ),
+    )
 
 
 def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:

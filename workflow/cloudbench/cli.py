@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from cloudbench import aggregate, plots, steps
+from cloudbench import aggregate, plots, preflight, status, steps
 from cloudbench.campaign import ConfigError
 from cloudbench.rclone import RcloneError
+from cloudbench.records import read_json, write_json
 from cloudbench.sizes import SizeError
 from cloudbench.spec import TransferSpec
 
@@ -50,16 +51,32 @@ def cmd_upload(a):
 
 def cmd_download(a):
     steps.download(_spec(a), a.threads, Path(a.manifest), Path(a.record), Path(a.rclone_log),
-                   Path(a.series))
+                   Path(a.series), Path(a.upload_record) if a.upload_record else None)
+
+
+def _skipped(a, step: str) -> bool:
+    """A failed download has nothing to reassemble or verify: record that, don't crash."""
+    rec = read_json(Path(a.download_record))
+    if rec["status"] == "ok":
+        return False
+    write_json(Path(a.record), {"step": step, "status": "skipped", "site": rec["site"],
+                                "campaign": rec["campaign"], "item": rec["layout"],
+                                "remote": rec["remote"], "repeat": rec["repeat"],
+                                "problems": [f"download failed: {rec.get('error')}"]})
+    return True
 
 
 def cmd_reassemble(a):
+    if _skipped(a, "reassemble"):
+        return
     spec = _spec(a)
     steps.reassemble(spec, Path(a.manifest), Path(a.record),
                      {"campaign": spec.campaign, "site": spec.site})
 
 
 def cmd_verify(a):
+    if _skipped(a, "verify"):
+        return
     spec = _spec(a)
     steps.verify(spec, Path(a.manifest), Path(a.record),
                  {"campaign": spec.campaign, "site": spec.site}, keep_data=a.keep_data)
@@ -86,6 +103,25 @@ def cmd_plots(a):
     plots.transfers_html(transfers, missing, Path(a.table))
 
 
+def cmd_preflight(a):
+    data = json.loads(a.spec)
+    data["flags"] = tuple(data["flags"])
+    problems = preflight.run_preflight(preflight.PreflightSpec(**data), Path(a.out))
+    if problems:
+        raise steps.StepError(f"preflight failed at site {data['site']}:\n  " + "\n  ".join(problems))
+
+
+def cmd_status(a):
+    failures = status.failures(pd.read_csv(a.transfers, sep="\t"))
+    if failures:
+        raise steps.StepError(status.describe(failures))
+    Path(a.out).write_text("all measurements ok\n")
+
+
+def cmd_cleanup(a):
+    status.cleanup(json.loads(a.spec))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cloudbench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -108,15 +144,20 @@ def build_parser() -> argparse.ArgumentParser:
           ("--rclone-log", req), ("--series", req)]
     add("upload", cmd_upload, *tx, ("--dataset-dir", req), ("--chunks-root", req),
         ("--checksums", {"nargs": "+", "required": True}))
-    add("download", cmd_download, *tx, ("--manifest", req))
-    add("reassemble", cmd_reassemble, ("--spec", req), ("--manifest", req), ("--record", req))
+    add("download", cmd_download, *tx, ("--manifest", req), ("--upload-record", {}))
+    add("reassemble", cmd_reassemble, ("--spec", req), ("--manifest", req), ("--record", req),
+        ("--download-record", req))
     add("verify", cmd_verify, ("--spec", req), ("--manifest", req), ("--record", req),
+        ("--download-record", req),
         ("--keep-data", {"action": "store_true"}))
     add("manifest", cmd_manifest, ("--info", req), ("--checksums", {"nargs": "+", **req}),
         ("--uploads", {"nargs": "+", **req}), ("--out", req))
     add("aggregate", cmd_aggregate, ("--results", req), ("--expected", req), ("--out", req))
     add("plots", cmd_plots, ("--tables", req), ("--rate-vs-time", req),
         ("--rate-by-strategy", req), ("--steps", req), ("--table", req))
+    add("preflight", cmd_preflight, ("--spec", req), ("--out", req))
+    add("status", cmd_status, ("--transfers", req), ("--out", req))
+    add("cleanup", cmd_cleanup, ("--spec", req))
     return p
 
 

@@ -7,6 +7,7 @@ under ``--sdm conda`` the conda env's python is used instead.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -31,3 +32,15 @@ def missing_variables(required: str | list[str] | None) -> list[str]:
         return []
     names = required.split(",") if isinstance(required, str) else list(required)
     return [n.strip() for n in names if n.strip() and not os.environ.get(n.strip())]
+
+
+def retry_token(record_path: str) -> str:
+    """'' for a missing or successful record; ``failed@<start>`` for a failed one."""
+    path = Path(record_path)
+    if not path.exists():
+        return ""
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "unreadable"
+    return "" if rec.get("status") == "ok" else f"failed@{rec.get('started_utc')}"

@@ -19,7 +19,7 @@ from cloudbench.chunking import chunks_of, concatenate, split_file
 from cloudbench.datagen import generate_file
 from cloudbench.records import host_info, read_json, timed_step, utc_now, write_json
 from cloudbench.spec import TransferSpec
-from cloudbench.transfer import fresh_dir, measure, purge
+from cloudbench.transfer import fresh_dir, keep_attempt, measure, purge
 
 COPY_MANIFEST = "manifest.json"
 OBJECTS = "objects"
@@ -157,37 +157,59 @@ def upload(
                     rec.update(status="failed", error=f"publishing {path.name}: {res.stderr[-300:]}",
                                mb_per_s=None)
                     break
+    keep_attempt(record, rec, log)
     write_json(record, rec)
 
 
-def fetch_copy_manifest(spec: TransferSpec, out: Path) -> dict[str, Any]:
-    """Read one copy's manifest from the remote, or stop with what to run first."""
-    binary = rc.find_rclone()
-    out.parent.mkdir(parents=True, exist_ok=True)
+def fetch_copy_manifest(spec: TransferSpec) -> dict[str, Any] | None:
+    """One copy's manifest from the remote; None when the copy is not (completely) there."""
     res = rc.run_helper(
-        rc.helper_command(binary, "cat", f"{spec.data_prefix}/{COPY_MANIFEST}",
+        rc.helper_command(rc.find_rclone(), "cat", f"{spec.data_prefix}/{COPY_MANIFEST}",
                           extra_flags=spec.flags)
     )
     if res.returncode != 0 or not res.stdout.strip():
-        raise StepError(
-            f"campaign {spec.campaign!r}: no complete upload at {spec.data_prefix} "
-            f"(manifest.json missing); run the upload site {spec.upload_site!r} first"
-        )
-    data = json.loads(res.stdout)
-    write_json(out, data)
-    return data
+        return None
+    return json.loads(res.stdout)
+
+
+def _failed_upload(upload_record: Path | None) -> str | None:
+    if upload_record is None or not upload_record.exists():
+        return None
+    rec = read_json(upload_record)
+    return None if rec["status"] == "ok" else f"upload of this copy failed: {rec.get('error')}"
 
 
 def download(spec: TransferSpec, threads: int, manifest_out: Path, record: Path, log: Path,
-             series: Path) -> None:
-    man = fetch_copy_manifest(spec, manifest_out)
+             series: Path, upload_record: Path | None = None) -> None:
+    """Timed download of one copy into a fresh directory.
+
+    A copy whose upload failed is recorded as failed (nothing to measure); a copy that is not
+    there at all stops the run with the upload site to run first.
+    """
+    man = fetch_copy_manifest(spec)
+    if man is None:
+        reason = _failed_upload(upload_record)
+        if reason is None:
+            raise StepError(
+                f"campaign {spec.campaign!r}: no complete upload at {spec.data_prefix} "
+                f"(manifest.json missing); run the upload site {spec.upload_site!r} first"
+            )
+        write_json(manifest_out, {"files": [], "missing": reason})
+        rec = {**spec.row_keys(), "status": "failed", "error": reason, "seconds": None,
+               "mb_per_s": None, "bytes": 0, "files": 0, "retries": 0, "started_utc": utc_now(),
+               **host_info()}
+        keep_attempt(record, rec, log)
+        write_json(record, rec)
+        series.write_text("elapsed_s\tbytes\tmb_per_s\n")
+        return
+    write_json(manifest_out, man)
     local = fresh_dir(spec.local_dir)
-    nobjects = len(object_names(man))
-    nbytes = sum(f["bytes"] for f in man["files"])
     rec = measure(
         spec, f"{spec.data_prefix}/{OBJECTS}", str(local), threads=threads,
-        expected_files=nobjects, expected_bytes=nbytes, log_path=log, series_path=series,
+        expected_files=len(object_names(man)), expected_bytes=sum(f["bytes"] for f in man["files"]),
+        log_path=log, series_path=series,
     )
+    keep_attempt(record, rec, log)
     write_json(record, rec)
 
 

@@ -16,7 +16,8 @@ from typing import Any
 from cloudbench import rclone as rc
 from cloudbench.spec import TransferSpec
 from cloudbench.rclonelog import parse_rclone_log, rate_series
-from cloudbench.records import host_info, rate_mb_s, utc_now
+from cloudbench.records import host_info, rate_mb_s, utc_now, write_json
+from cloudbench.secrets import redact, redact_file, secret_values
 
 SERIES_HEADER = "elapsed_s\tbytes\tmb_per_s\n"
 
@@ -72,6 +73,8 @@ def measure(
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seconds = time.perf_counter() - t0
+    secrets = secret_values()
+    redact_file(log_path, secrets)
     log = parse_rclone_log(_lines(log_path)) if log_path.exists() else None
     write_series(series_path, log_path)
 
@@ -80,6 +83,7 @@ def measure(
     error = None
     if proc.returncode != 0:
         error = (log.last_error if log else None) or proc.stdout.strip()[-500:] or "rclone failed"
+        error = redact(error, secrets)
     elif moved != expected_bytes or moved_files != expected_files:
         error = (
             f"rclone moved {moved_files} files / {moved} bytes, expected "
@@ -105,6 +109,19 @@ def measure(
         "destination": dst,
         **host_info(),
     }
+
+
+def keep_attempt(record_path: Path, record: dict[str, Any], log_path: Path) -> None:
+    """Every attempt's record and rclone log, kept beside the current one.
+
+    A rerun replaces the record Snakemake tracks; the history of failed attempts (and what
+    they cost) stays in ``<record>.attempts/`` so nothing measured is ever lost.
+    """
+    stamp = record["started_utc"].replace(":", "").replace("-", "")
+    folder = record_path.with_suffix(".attempts")
+    write_json(folder / f"{stamp}.json", record)
+    if log_path.exists():
+        shutil.copyfile(log_path, folder / f"{stamp}.rclone.jsonl")
 
 
 def fresh_dir(path: Path) -> Path:

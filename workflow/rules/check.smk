@@ -20,7 +20,7 @@ rule reassemble:
         "../../envs/cloudbench.yaml"
     shell:
         "python -m cloudbench reassemble --spec {params.spec:q} --manifest {input.manifest}"
-        " --record {output} 2> {log}"
+        " --download-record {input.download} --record {output} 2> {log}"
 
 
 rule verify:
@@ -39,4 +39,4 @@ rule verify:
         "../../envs/cloudbench.yaml"
     shell:
         "python -m cloudbench verify --spec {params.spec:q} --manifest {input.manifest}"
-        " --record {output} 2> {log}"
+        " --download-record {input.download} --record {output} 2> {log}"

@@ -47,9 +47,12 @@ wildcard_constraints:
 
 # Cheap bookkeeping runs on the submit host, not as batch jobs.
 localrules:
+    preflight,
     manifest,
     aggregate,
     plots,
+    status,
+    cleanup,
 
 
 def active(direction):
@@ -80,6 +83,19 @@ def measurement_of(wildcards, direction):
     )
 
 
+def retry_token(direction):
+    """A param that changes after a failed measurement, so the next run measures it again.
+
+    Snakemake re-runs a job whose params differ from those stored when it last ran: this
+    is empty while a record is missing or ok, and names the failed attempt otherwise.
+    """
+
+    def fn(wildcards):
+        return jobenv.retry_token(record(measurement_of(wildcards, direction)))
+
+    return fn
+
+
 def spec_json(direction):
     def fn(wildcards):
         return transfer_spec(CAMPAIGN, measurement_of(wildcards, direction)).to_json()
@@ -108,11 +124,14 @@ def upload_inputs(wildcards):
 
 
 def download_inputs(wildcards):
-    """With site: all, a download waits for the upload of the copy it reads."""
+    """Preflight first; with site: all, also the upload of the copy it reads (listed first)."""
+    inputs = []
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
         up = measurement_of(wildcards, "upload")
-        return [record(Measurement(UPLOAD_SITE, up.remote, "upload", up.layout, up.repeat))]
-    return []
+        inputs.append(
+            record(Measurement(UPLOAD_SITE, up.remote, "upload", up.layout, up.repeat))
+        )
+    return inputs + [f"{SITES}/{wildcards.site}/preflight.json"]
 
 
 def verify_inputs(wildcards):
@@ -179,6 +198,31 @@ def aggregate_inputs(wildcards):
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
         files.append(f"{RESULTS}/manifest.json")
     return files
+
+
+def preflight_spec(wildcards):
+    site = CAMPAIGN.site_named(wildcards.site)
+    return json.dumps(
+        {
+            "campaign": CAMPAIGN.name,
+            "site": site.name,
+            "scratch": str(site.scratch),
+            "needed_bytes": CAMPAIGN.scratch_needed(site),
+            "remote_prefixes": {r.name: CAMPAIGN.remote_prefix(r) for r in CAMPAIGN.remotes},
+            "flags": list(CAMPAIGN.rclone_flags),
+            "min_rclone_version": CAMPAIGN.min_rclone_version,
+        }
+    )
+
+
+def cleanup_spec():
+    return json.dumps(
+        {
+            "remote_data": [CAMPAIGN.remote_prefix(r, "data") for r in CAMPAIGN.remotes],
+            "scratch": [str(s.scratch / CAMPAIGN.name) for s in CAMPAIGN.active_sites],
+            "flags": list(CAMPAIGN.rclone_flags),
+        }
+    )
 
 
 def final_targets():

@@ -3,6 +3,8 @@
 
 
 rule generate:
+    input:
+        f"{SITES}/{UPLOAD_SITE}/preflight.json",
     output:
         data=temp(f"{UPLOAD_DATA}/dataset/{{file}}"),
         record=f"{SITES}/{UPLOAD_SITE}/steps/generate/{{file}}.json",

@@ -13,6 +13,7 @@ rule upload:
         rclone=f"{SITES}/{{site}}/rclone/upload/{{remote}}/{{layout}}/r{{repeat}}.jsonl",
     params:
         spec=spec_json("upload"),
+        retry=retry_token("upload"),
         dataset=f"{UPLOAD_DATA}/dataset",
         chunks=f"{UPLOAD_DATA}/chunks",
     threads: workflow.cores
@@ -40,6 +41,8 @@ rule download:
         rclone=f"{SITES}/{{site}}/rclone/download/{{remote}}/{{layout}}/r{{repeat}}.jsonl",
     params:
         spec=spec_json("download"),
+        retry=retry_token("download"),
+        upload_record=lambda w, input: input[0] if len(input) > 1 else "",
     threads: workflow.cores
     resources:
         network=1,
@@ -48,7 +51,8 @@ rule download:
         "../../envs/cloudbench.yaml"
     shell:
         "python -m cloudbench download --spec {params.spec:q} --threads {threads}"
-        " --manifest {output.manifest} --record {output.record} --series {output.series}"
+        " --manifest {output.manifest} --upload-record {params.upload_record:q}"
+        " --record {output.record} --series {output.series}"
         " --rclone-log {log.rclone} 2> {log.job}"
 
 

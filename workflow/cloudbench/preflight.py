@@ -1,0 +1,103 @@
+"""Checks run first at every site, before any data is generated or moved.
+
+Each problem is one line naming what is wrong and what to do; all of them are reported
+together, so a user fixes everything in one go instead of one failure per hour-long job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cloudbench import rclone as rc
+from cloudbench.records import host_info, utc_now, write_json
+from cloudbench.secrets import redact, secret_values
+from cloudbench.sizes import size_label
+
+FREE_SPACE_OVERRIDE = "CLOUDBENCH_FREE_BYTES"  # for tests on machines without a small fs
+
+
+@dataclass(frozen=True)
+class PreflightSpec:
+    campaign: str
+    site: str
+    scratch: str
+    needed_bytes: int
+    remote_prefixes: dict[str, str]
+    flags: tuple[str, ...]
+    min_rclone_version: str
+
+
+def free_bytes(path: Path) -> int:
+    override = os.environ.get(FREE_SPACE_OVERRIDE)
+    if override:
+        return int(override)
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+def check_remote(binary: str, name: str, prefix: str, site: str, flags: tuple[str, ...]) -> str | None:
+    """Write, read back and delete a tiny object: reachable, writable, and consistent."""
+    obj = f"{prefix}/preflight/{site}-{host_info()['host']}.txt"
+    token = f"cloudbench preflight {utc_now()}\n"
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as fh:
+        fh.write(token)
+        fh.flush()
+        steps = [
+            ("write", rc.helper_command(binary, "copyto", fh.name, obj, extra_flags=flags)),
+            ("read back", rc.helper_command(binary, "cat", obj, extra_flags=flags)),
+            ("delete", rc.helper_command(binary, "deletefile", obj, extra_flags=flags)),
+        ]
+        for what, cmd in steps:
+            try:
+                res = rc.run_helper([*cmd, "--retries", "1", "--low-level-retries", "2",
+                                     "--contimeout", "15s", "--timeout", "30s"], timeout=120)
+            except Exception as err:  # noqa: BLE001 - any failure is the answer
+                return f"remote {name} ({prefix}): cannot {what} a test object: {err}"
+            if res.returncode != 0:
+                msg = res.stderr.strip().splitlines()[-1:] or ["rclone failed"]
+                return f"remote {name} ({prefix}): cannot {what} a test object: {msg[0][-300:]}"
+            if what == "read back" and res.stdout != token:
+                return f"remote {name} ({prefix}): test object read back differs from what was written"
+    return None
+
+
+def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
+    problems: list[str] = []
+    version = None
+    try:
+        binary = rc.find_rclone()
+        version = rc.rclone_version(binary)
+        rc.check_version(version, spec.min_rclone_version)
+    except rc.RcloneError as err:
+        problems.append(str(err))
+        binary = None
+    if binary and version:
+        for name, prefix in spec.remote_prefixes.items():
+            p = check_remote(binary, name, prefix, spec.site, spec.flags)
+            if p:
+                problems.append(p)
+    scratch = Path(spec.scratch)
+    free = free_bytes(scratch)
+    if free < spec.needed_bytes:
+        problems.append(
+            f"scratch {scratch}: {size_label(free)} free ({free} bytes), this site needs "
+            f"{size_label(spec.needed_bytes)} ({spec.needed_bytes} bytes); free space or set "
+            f"sites.{spec.site}.scratch"
+        )
+    problems = [redact(p, secret_values()) for p in problems]
+    if not problems:
+        result: dict[str, Any] = {
+            "campaign": spec.campaign, "site": spec.site, "checked_utc": utc_now(),
+            "rclone_version": version, "scratch_free_bytes": free,
+            "scratch_needed_bytes": spec.needed_bytes, "remotes": list(spec.remote_prefixes),
+            **host_info(),
+        }
+        write_json(out, result)
+    return problems

@@ -1,0 +1,66 @@
+"""Keep credentials out of everything cloudbench writes.
+
+cloudbench never puts a credential on a command line; rclone reads them from its config file
+or from ``RCLONE_CONFIG_<REMOTE>_<KEY>`` variables.  What rclone itself writes (its log, an
+error message that echoes a key) is scrubbed here before it is kept, and a remote spelled
+with a credential in it is refused outright.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+REDACTED = "***"
+_SECRET_NAME = re.compile(
+    r"(SECRET|PASSWORD|PASS|TOKEN|ACCESS_KEY|ACCOUNT_KEY|SAS_URL|API_KEY|KEY_ID|PRIVATE_KEY|"
+    r"SESSION|CREDENTIAL|AUTH_KEY)",
+    re.IGNORECASE,
+)
+_SECRET_PARAM = re.compile(
+    r"(secret_access_key|access_key_id|password|pass|token|key|account_key|sas_url|session_token)"
+    r"\s*=",
+    re.IGNORECASE,
+)
+MIN_SECRET_LEN = 6  # shorter values would redact ordinary words
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of environment variables that hold credentials for rclone or a cloud SDK."""
+    env = os.environ if environ is None else environ
+    out = []
+    for name, value in env.items():
+        if not value or len(value) < MIN_SECRET_LEN:
+            continue
+        relevant = name.startswith(("RCLONE_", "AWS_", "AZURE_", "GOOGLE_", "B2_", "OS_"))
+        if relevant and _SECRET_NAME.search(name) and not name.endswith(("_TYPE", "_PROVIDER")):
+            out.append(value)
+    return sorted(set(out), key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    for s in secrets:
+        if s:
+            text = text.replace(s, REDACTED)
+    return text
+
+
+def redact_file(path: Path, secrets: Iterable[str] | None = None) -> bool:
+    """Scrub ``path`` in place; True if anything was replaced."""
+    secrets = secret_values() if secrets is None else list(secrets)
+    if not secrets or not path.exists():
+        return False
+    text = path.read_text(errors="replace")
+    clean = redact(text, secrets)
+    if clean == text:
+        return False
+    path.write_text(clean)
+    return True
+
+
+def credential_in_remote(remote: str) -> str | None:
+    """The credential parameter named in an rclone connection string, if any."""
+    m = _SECRET_PARAM.search(remote)
+    return m.group(1) if m else None

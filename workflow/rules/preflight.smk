@@ -1,0 +1,39 @@
+# First at every site: rclone, the remote and scratch are checked before any data moves.
+# Last: the run ends non-zero, listing every measurement that is not ok.
+
+
+rule preflight:
+    output:
+        f"{SITES}/{{site}}/preflight.json",
+    log:
+        f"{SITES}/{{site}}/logs/preflight.log",
+    params:
+        spec=preflight_spec,
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "python -m cloudbench preflight --spec {params.spec:q} --out {output} 2> {log}"
+
+
+rule status:
+    input:
+        f"{RESULTS}/transfers.tsv",
+    output:
+        f"{RESULTS}/status.txt",
+    log:
+        f"{RESULTS}/logs/status.log",
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "python -m cloudbench status --transfers {input} --out {output} 2> {log}"
+
+
+rule cleanup:
+    log:
+        f"{RESULTS}/logs/cleanup.log",
+    params:
+        spec=cleanup_spec(),
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "python -m cloudbench cleanup --spec {params.spec:q} > {log} 2>&1"
