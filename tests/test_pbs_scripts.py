@@ -391,8 +391,9 @@ def test_submit_dry_run_and_wrapper_records_exit_code(tmp_path: Path) -> None:
 
 
 @needs_torque
-def test_qsub_wrapper_accepts_our_arguments(tmp_path: Path) -> None:
-    """`qsub --sbatchline` (Slurm wrapper) shows the sbatch call; no cluster needed."""
+@pytest.mark.scheduler
+def test_qsub_wrapper_accepts_our_arguments(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """`qsub --sbatchline` shows the sbatch call (submits nothing; needs a slurm.conf)."""
     args = submit.build_qsub_args(
         SINGLE,
         tmp_path / "j.sh",
@@ -401,7 +402,11 @@ def test_qsub_wrapper_accepts_our_arguments(tmp_path: Path) -> None:
         {"PBS_ACCOUNT": "dp1", "PBS_QUEUE": "debug"},
     )
     proc = subprocess.run(
-        [args[0], "--sbatchline", *args[1:]], capture_output=True, text=True, timeout=30
+        [args[0], "--sbatchline", *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=slurm_cluster.client_env(),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     line = proc.stdout
@@ -542,3 +547,20 @@ def test_snakemake_cluster_generic_end_to_end(slurm_cluster: SlurmCluster, tmp_p
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert [(tmp_path / f"out/{i}.txt").read_text().strip() for i in range(2)] == ["0", "1"]
+
+
+def test_status_main_success_from_exit_status_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(status, "run_qstat", lambda jobid: V("finished", 0))
+    assert status.main(["5.srv"]) == 0  # no submit record at all: still success
+    assert capsys.readouterr().out == "success\n"
+    jobs = tmp_path / "logs/pbs/jobs"
+    jobs.mkdir(parents=True)
+    copy = jobs / "t.jobscript"
+    copy.write_text("x")
+    status.record_path(jobs, "6.srv").write_text(json.dumps({"jobscript": str(copy)}))
+    assert status.main(["6.srv"]) == 0
+    assert capsys.readouterr().out == "success\n"
+    assert not copy.exists()

@@ -238,9 +238,14 @@ def main(argv: list[str]) -> int:
         if status != "running":
             log(log_dir, jobid, status, reason)
         if status == "success":  # keep the copies of failed jobs for debugging
-            for key in ("wrapper", "jobscript"):
-                if record.get(key):
-                    Path(record[key]).unlink(missing_ok=True)
+            try:
+                if not record:
+                    record = json.loads(record_path(log_dir / "jobs", jobid).read_text())
+                for key in ("wrapper", "jobscript"):
+                    if record.get(key):
+                        Path(record[key]).unlink(missing_ok=True)
+            except (OSError, ValueError, AttributeError):
+                pass  # cleanup only
     except Exception as exc:  # noqa: BLE001 - must never break the workflow
         status = "failed"
         log(log_dir, jobid, status, f"internal error: {exc!r}")

@@ -31,6 +31,11 @@ from tests.infra.slurm import SlurmCluster, missing_binaries, start_slurm
 SKIP_REASON = "slurm-wlm/munge not installed: run `make sysdeps` (apt-get)"
 
 
+# pytest makes a separate session fixture per module that imports it, so the
+# cluster itself is shared here: started by the first, stopped by the last.
+_shared: dict[str, object] = {"cluster": None, "users": 0}
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     """A running single-node Slurm cluster; skipped only if binaries are missing.
@@ -40,8 +45,15 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
     """
     if missing_binaries():
         pytest.skip(SKIP_REASON)
-    cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
+    if _shared["cluster"] is None:
+        _shared["cluster"] = start_slurm(tmp_path_factory.mktemp("slurm"))
+    cluster = _shared["cluster"]
+    assert isinstance(cluster, SlurmCluster)
+    _shared["users"] = int(_shared["users"]) + 1
     try:
         yield cluster
     finally:
-        cluster.stop()
+        _shared["users"] = int(_shared["users"]) - 1
+        if _shared["users"] == 0:
+            _shared["cluster"] = None
+            cluster.stop()

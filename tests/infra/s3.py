@@ -67,6 +67,13 @@ class S3Server:
         self.stop()
         raise RuntimeError("rclone serve s3 did not start listening in time")
 
+    def kill(self) -> None:
+        """SIGKILL: a crash, not a graceful shutdown (which lets open requests finish)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()

@@ -403,6 +403,9 @@ def _remove_fallback_link(conf: Path, backup: Path | None) -> None:
             FALLBACK_CONF.unlink()
         if backup is not None and backup.exists() and not FALLBACK_CONF.exists():
             backup.replace(FALLBACK_CONF)
+        for d in (FALLBACK_CONF.parent, FALLBACK_CONF.parent.parent):
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()  # /run/slurm/conf, /run/slurm: only if we left them empty
     except OSError:
         pass
 

@@ -26,11 +26,11 @@ def snakemake(workdir: Path, configfile: Path, *args: str, env: dict | None = No
     """``snakemake --profile profiles/<profile>`` on the repo's workflow, run in ``workdir``."""
     cmd = [
         str(BIN / "snakemake"),
+        *args,  # first: --configfile takes several values and would swallow a target
         "--snakefile", str(ROOT / "workflow" / "Snakefile"),
         "--directory", str(workdir),
         "--profile", str(ROOT / "profiles" / profile),
         "--configfile", str(configfile),
-        *args,
     ]  # fmt: skip
     full_env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", **(env or {})}
     return subprocess.run(cmd, cwd=workdir, env=full_env, capture_output=True, text=True,

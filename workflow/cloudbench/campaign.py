@@ -192,8 +192,8 @@ class Campaign:
         need = 0
         if site.upload:
             need += self.dataset_bytes * (1 + len(self.chunk_sizes))
-        if site.download:
-            need = max(need, 2 * self.dataset_bytes + self.file_bytes)
+        if site.download:  # with site: all, downloads may overlap the last uploads
+            need += 2 * self.dataset_bytes + self.file_bytes
         return need
 
     def remote_prefix(self, remote: Remote, *parts: str) -> str:

@@ -1,0 +1,220 @@
+"""Faults, bad input and secrets against a real S3 endpoint: nothing lost, nothing silently wrong."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.infra.s3 import serve_s3
+from tests.infra.workflow import BIN, ROOT, snakemake, write_config
+
+pytestmark = pytest.mark.slow
+FAST_FAIL = ["--retries", "1", "--low-level-retries", "1", "--contimeout", "2s", "--timeout", "5s"]
+
+
+def _small(cfg: dict, **dataset) -> dict:
+    cfg["dataset"].update({"files": 1, "size": "8MiB", "chunk_sizes": ["2MiB"], **dataset})
+    return cfg
+
+
+def _table(workdir: Path, campaign: str = "demo") -> pd.DataFrame:
+    return pd.read_csv(workdir / "results" / campaign / "transfers.tsv", sep="\t")
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _popen_snakemake(workdir: Path, cfg: Path, env: dict) -> subprocess.Popen:
+    cmd = [str(BIN / "snakemake"), "--snakefile", str(ROOT / "workflow/Snakefile"),
+           "--directory", str(workdir), "--profile", str(ROOT / "profiles/local"),
+           "--configfile", str(cfg)]
+    full_env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env}
+    return subprocess.Popen(cmd, cwd=workdir, env=full_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_config):
+    """The server dies during the first upload: that measurement is failed with rclone's
+    error, the campaign goes on once the server is back, the run ends non-zero listing the
+    failure, and a rerun measures exactly the failed transfer again."""
+    cfg_d = _small(demo_config, size="24MiB")
+    cfg_d.update(remote="s3t:", strategies=["plain"], repeats=1)
+    cfg_d["rclone"]["flags"] = ["--bwlimit", "4M", *FAST_FAIL]
+    cfg = write_config(tmp_path, cfg_d)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        env = s3.client_env("S3T")
+        proc = _popen_snakemake(tmp_path, cfg, env)
+        log = tmp_path / "results/demo/sites/tursa/rclone/upload/main/plain/r1.jsonl"
+        _wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 120, "upload to start")
+        s3.kill()
+        record = tmp_path / "results/demo/sites/tursa/transfers/upload/main/plain/r1.json"
+        _wait_for(record.exists, 120, "the failed upload's record")
+        s3.start()
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode != 0
+        assert "not ok" in out and "failed: tursa upload main plain r1" in out
+        df = _table(tmp_path)
+        up = df[df["direction"] == "upload"].iloc[0]
+        assert up["status"] == "failed" and isinstance(up["error"], str) and up["error"]
+        assert pd.isna(up["mb_per_s"])
+        downs = df[df["direction"] == "download"]
+        assert (downs["status"] == "failed").all()  # nothing to download: said, not skipped
+        assert downs["error"].str.contains("upload of this copy failed").all()
+
+        rerun = snakemake(tmp_path, cfg, env=env)
+        assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+        df2 = _table(tmp_path)
+        assert (df2["status"] == "ok").all()
+        attempts = sorted((record.with_suffix(".attempts")).glob("*.json"))
+        assert [json.loads(p.read_text())["status"] for p in attempts] == ["failed", "ok"]
+
+
+def test_server_killed_mid_download(tmp_path, demo_config):
+    cfg_d = _small(demo_config, size="24MiB")
+    cfg_d.update(remote="s3t:", strategies=["plain"], repeats=1)
+    cfg_d["sites"]["tursa"]["download"] = False
+    cfg_d["rclone"]["flags"] = ["--bwlimit", "4M", *FAST_FAIL]
+    cfg = write_config(tmp_path, cfg_d)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        env = s3.client_env("S3T")
+        proc = _popen_snakemake(tmp_path, cfg, env)
+        log = tmp_path / "results/demo/sites/tesseract/rclone/download/main/plain/r1.jsonl"
+        _wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 240, "download start")
+        s3.kill()
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode != 0
+        df = _table(tmp_path)
+        up = df[df["direction"] == "upload"].iloc[0]
+        down = df[df["direction"] == "download"].iloc[0]
+        assert up["status"] == "ok"  # the finished measurement is kept
+        assert down["status"] == "failed" and down["error"]
+        s3.start()
+        rerun = snakemake(tmp_path, cfg, env=env)
+        assert rerun.returncode == 0, rerun.stderr[-2000:]
+        df2 = _table(tmp_path)
+        assert (df2["status"] == "ok").all()
+        assert df2[df2["direction"] == "upload"].iloc[0]["started_utc"] == up["started_utc"]
+
+
+def test_corrupt_object_is_caught_and_named(tmp_path, demo_config):
+    cfg_d = _small(demo_config)
+    cfg_d.update(strategies=["chunked"], repeats=1)
+    cfg_d["rclone"]["flags"] = []
+    cfg = write_config(tmp_path, cfg_d)
+    up = snakemake(tmp_path, cfg, "results/demo/manifest.json")  # upload only
+    assert up.returncode == 0, up.stderr[-2000:]
+    obj = (tmp_path / "scratch/demo-remote/cloudbench/demo/data/chunked-2MiB/r1/objects"
+           / "demo-001.bin/demo-001.bin.0002")
+    data = bytearray(obj.read_bytes())
+    data[12345] ^= 0xFF
+    obj.write_bytes(bytes(data))
+    run = snakemake(tmp_path, cfg)
+    assert run.returncode != 0
+    df = _table(tmp_path)
+    downs = df[df["direction"] == "download"]
+    assert (downs["status"] == "corrupt").all()
+    assert downs["error"].str.contains("demo-001.bin.0002").all()
+    assert not downs["error"].str.contains("demo-001.bin.0001").any()
+    assert "corrupt" in run.stdout + run.stderr
+
+
+def test_wrong_key_stops_in_preflight_before_any_data(tmp_path, demo_config):
+    cfg_d = _small(demo_config)
+    cfg_d.update(remote="s3t:")
+    cfg = write_config(tmp_path, cfg_d)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        env = {**s3.client_env("S3T"), "RCLONE_CONFIG_S3T_SECRET_ACCESS_KEY": "wrong-secret-x"}
+        run = snakemake(tmp_path, cfg, env=env)
+    assert run.returncode != 0
+    log = (tmp_path / "results/demo/sites/tursa/logs/preflight.log").read_text()
+    assert "remote main (s3t:cloudbench/demo): cannot write a test object" in log
+    assert "wrong-secret-x" not in log
+    assert not list((tmp_path / "scratch").rglob("*.bin"))  # nothing was generated
+
+
+def _small_filesystem(path: Path, size: str) -> bool:
+    """A real small filesystem (tmpfs) where this machine lets us mount one."""
+    path.mkdir(parents=True)
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                         capture_output=True)
+    return res.returncode == 0
+
+
+def test_scratch_too_small_is_one_clear_line(tmp_path, demo_config):
+    cfg_d = _small(demo_config)
+    small = tmp_path / "small"
+    mounted = _small_filesystem(small, "5m")
+    env = {} if mounted else {"CLOUDBENCH_FREE_BYTES": str(5 * 2**20)}  # injected figure
+    try:
+        cfg_d["sites"]["tursa"]["scratch"] = str(small)
+        cfg = write_config(tmp_path, cfg_d)
+        run = snakemake(tmp_path, cfg, env=env)
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(small)], check=True)
+    assert run.returncode != 0
+    log = (tmp_path / "results/demo/sites/tursa/logs/preflight.log").read_text()
+    problems = [line for line in log.splitlines() if line.startswith("  ")]
+    assert len(problems) == 1, log
+    assert f"scratch {small}" in problems[0] and "needs 40MiB" in problems[0]
+    assert "5MiB free" in problems[0] or not mounted
+    assert not list(tmp_path.rglob("*.bin"))  # nothing was generated
+
+
+def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_config):
+    cfg_d = _small(demo_config, size="16MiB")
+    cfg_d.update(strategies=["plain", "multithread"], repeats=1)
+    cfg_d["rclone"]["flags"] = ["--bwlimit", "8M"]
+    cfg = write_config(tmp_path, cfg_d)
+    proc = _popen_snakemake(tmp_path, cfg, {})
+
+    def finished() -> dict[Path, dict]:
+        """Records written and known to Snakemake as complete (not in .snakemake/incomplete)."""
+        incomplete = {base64.b64decode(p.name.encode()).decode()
+                      for p in (tmp_path / ".snakemake/incomplete").glob("*")}
+        return {p: json.loads(p.read_text()) for p in
+                (tmp_path / "results/demo/sites").rglob("transfers/**/r1.json")
+                if str(p.relative_to(tmp_path)) not in incomplete}
+
+    _wait_for(lambda: len(finished()) >= 1, 240, "a finished upload")
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=120)
+    done = finished()
+    assert done
+    assert len(done) < 3, "interrupted too late: every transfer had finished"
+    rerun = snakemake(tmp_path, cfg)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    for p, rec in done.items():  # measured once, not again
+        assert json.loads(p.read_text())["started_utc"] == rec["started_utc"]
+    assert (_table(tmp_path)["status"] == "ok").all()
+
+
+def test_secret_never_written_anywhere(tmp_path, demo_config):
+    secret = "Zq9-distinctive-SECRET-4711"
+    cfg_d = _small(demo_config)
+    cfg_d.update(remote="s3t:", repeats=1)
+    cfg = write_config(tmp_path, cfg_d)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key="cbkey4711",
+                  secret=secret) as s3:
+        run = snakemake(tmp_path, cfg, env=s3.client_env("S3T"))
+        assert run.returncode == 0, run.stderr[-2000:]
+        rep = snakemake(tmp_path, cfg, "--report", str(tmp_path / "results/demo/report.html"),
+                        env=s3.client_env("S3T"))
+        assert rep.returncode == 0
+    assert secret not in run.stdout + run.stderr
+    leaks = [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert leaks == []

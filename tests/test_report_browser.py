@@ -1,0 +1,397 @@
+"""The campaign report in a real browser: every figure and table renders, and nothing errs.
+
+Headless Chromium opens the Snakemake report of the demo campaign, and for every figure and
+HTML table a copy of the report that selects it (as a click in the menu would), with the
+caption beside it. Each view is checked three ways: the DOM after the page's scripts ran
+(the entry is in the menu; an image decoded to a non-zero size), a screenshot whose content
+area is not blank, and no console errors or uncaught exceptions. The figure PNGs are also
+opened on their own. A second test does the same for a synthetic campaign with several
+sites, failures and an outlier, which the demo cannot produce.
+
+Set CLOUDBENCH_SCREENSHOTS=<dir> to keep the screenshots for a look by eye.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from cloudbench import plots, stats
+from tests.infra.workflow import snakemake, write_config
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--enable-logging=stderr", "--v=0", "--hide-scrollbars",
+]  # fmt: skip
+WINDOW = (1600, 1000)
+REPORT_FIGURES = {
+    "rate_vs_time.png", "rate_by_strategy.png", "speedup.png", "rate_vs_distance.png",
+    "steps.png", "transfers.html", "summary.html", "cost.html", "campaign.html",
+}  # fmt: skip
+CATEGORIES = ["Transfers", "Where the time goes", "Tables", "Cost", "Campaign"]
+
+
+def _find_chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
+
+
+CHROMIUM = _find_chromium()
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium not installed: `make sysdeps` installs Debian's chromium"
+)
+
+# Console errors and uncaught exceptions, made visible: Chromium logs every console message as
+# INFO:CONSOLE whatever its level, so console.error is re-logged with a marker.
+ERROR_HOOK = """<script>
+(function () {
+  const mark = "CLOUDBENCH-CONSOLE-ERROR ";
+  const orig = console.error.bind(console);
+  console.error = function (...a) { console.log(mark + a.map(String).join(" ")); orig(...a); };
+  window.addEventListener("error", (e) => console.log(mark + "Uncaught " + e.message));
+  window.addEventListener("unhandledrejection", (e) => console.log(mark + "rejection " + e.reason));
+})();
+</script>"""
+
+# Select one result as the menu's button would, show its caption, and report in the DOM
+# whether an image decoded (naturalWidth) once the page has settled.
+SELECT = """<script>
+window.addEventListener("load", function () {
+  setTimeout(function () {
+    const key = %s;
+    const r = results[key];
+    const kind = r.mime_type.startsWith("image/") ? "img" : "html";
+    app.setView({content: kind, contentPath: r.data_uri, resultPath: key});
+    app.showResultInfo(key);
+    setTimeout(function () {
+      const img = document.querySelector("img[src^='data:image']");
+      const frame = document.querySelector("iframe[src^='data:']");
+      document.body.setAttribute("data-cb-selected", key);
+      document.body.setAttribute("data-cb-img-width", img ? String(img.naturalWidth) : "none");
+      document.body.setAttribute("data-cb-iframe", frame ? "yes" : "no");
+    }, 500);
+  }, 300);
+});
+</script>"""
+
+
+def chromium(args: list[str], workdir: Path) -> subprocess.CompletedProcess:
+    """One headless Chromium run with a fresh profile directory."""
+    profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=workdir)
+    cmd = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+           f"--window-size={WINDOW[0]},{WINDOW[1]}", "--virtual-time-budget=10000", *args]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=workdir)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def console_errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines()
+            if "CONSOLE" in line and ("CLOUDBENCH-CONSOLE-ERROR" in line or "Uncaught" in line
+                                      or ":ERROR:CONSOLE" in line)]
+
+
+def screenshot(url: str, out: Path, workdir: Path) -> subprocess.CompletedProcess:
+    run = chromium([f"--screenshot={out}", url], workdir)
+    assert out.exists(), f"no screenshot of {url}: {run.stderr[-2000:]}"
+    return run
+
+
+def dump_dom(url: str, workdir: Path) -> tuple[str, subprocess.CompletedProcess]:
+    run = chromium(["--dump-dom", url], workdir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run.stdout, run
+
+
+def ink(png: Path, box: tuple[int, int, int, int] | None = None) -> tuple[float, float]:
+    """(grey-level standard deviation, fraction of pixels that differ from the most common
+    colour) of a PNG or a region of it: a blank page has both near 0."""
+    img = Image.open(png).convert("L")
+    if box is not None:
+        img = img.crop(box)
+    a = np.asarray(img, dtype=float)
+    values, counts = np.unique(a.round(), return_counts=True)
+    background = values[counts.argmax()]
+    return float(a.std()), float((np.abs(a - background) > 8).mean())
+
+
+def assert_not_blank(png: Path, box=None, min_std: float = 8.0, min_ink: float = 0.01) -> None:
+    std, frac = ink(png, box)
+    assert std > min_std and frac > min_ink, f"{png.name} looks blank: std {std:.1f}, ink {frac:.3f}"
+
+
+def _keep(shots: Path) -> None:
+    target = os.environ.get("CLOUDBENCH_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        for p in shots.glob("*.png"):
+            shutil.copy(p, Path(target) / p.name)
+
+
+def report_results(report: Path) -> dict[str, dict]:
+    """The report's embedded ``results`` object: path -> name, caption, mime type, data URI."""
+    text = report.read_text()
+    m = re.search(r"^\s*var results = (\{.*\});\s*$", text, re.MULTILINE)
+    assert m, "no results object in the report"
+    return json.loads(m.group(1))
+
+
+def with_scripts(report: Path, out: Path, key: str | None) -> Path:
+    """A copy of the report with the error hook first and, for ``key``, the selection."""
+    text = report.read_text()
+    text = text.replace("<head>", "<head>" + ERROR_HOOK, 1)
+    if key is not None:
+        i = text.rindex("</body>")
+        text = text[:i] + SELECT % json.dumps(key) + text[i:]
+    out.write_text(text)
+    return out
+
+
+def check_report_in_browser(report: Path, workdir: Path, expected: set[str]) -> dict[str, dict]:
+    """Every check on one report; returns its results object. Screenshots go to workdir/shots."""
+    shots = workdir / "shots"
+    shots.mkdir(exist_ok=True)
+    results = report_results(report)
+    names = {r["name"] for r in results.values()}
+    assert expected <= names, f"missing from the report: {sorted(expected - names)}"
+
+    # the landing page: the menu lists every category, the page renders, no errors
+    plain = with_scripts(report, workdir / "report-hooked.html", None)
+    dom, run = dump_dom(plain.as_uri(), workdir)
+    for cat in CATEGORIES:
+        assert cat in dom, f"category {cat!r} not in the rendered menu"
+    assert console_errors(run.stderr) == [], console_errors(run.stderr)
+    run = screenshot(plain.as_uri(), shots / "report.png", workdir)
+    assert console_errors(run.stderr) == [], console_errors(run.stderr)
+    assert_not_blank(shots / "report.png")
+
+    # each figure and table, selected as a click in the menu would
+    for key, r in sorted(results.items()):
+        if r["mime_type"] not in ("image/png", "text/html"):
+            continue
+        page = with_scripts(report, workdir / f"view-{r['name']}.html", key)
+        dom, run = dump_dom(page.as_uri(), workdir)
+        assert f'data-cb-selected="{key}"' in dom, f"{key} was not selected"
+        assert console_errors(run.stderr) == [], (key, console_errors(run.stderr))
+        caption_words = re.sub(r"<[^>]+>", " ", r["caption"]).split()[:4]
+        assert " ".join(caption_words)[:20].split()[0] in dom, f"caption of {key} not shown"
+        if r["mime_type"] == "image/png":
+            width = re.search(r'data-cb-img-width="([^"]*)"', dom).group(1)
+            assert width.isdigit() and int(width) > 300, f"{key} did not decode: {width}"
+        else:
+            assert 'data-cb-iframe="yes"' in dom, f"{key} not shown in a frame"
+        shot = shots / f"view-{Path(r['name']).stem}-{r['mime_type'].split('/')[1]}.png"
+        run = screenshot(page.as_uri(), shot, workdir)
+        assert console_errors(run.stderr) == [], (key, console_errors(run.stderr))
+        # the content area is the right half (the left half holds the menu and caption)
+        assert_not_blank(shot, box=(WINDOW[0] // 2 + 10, 0, WINDOW[0], WINDOW[1]))
+    _keep(shots)
+    return results
+
+
+def check_outputs_in_browser(paths: list[Path], workdir: Path) -> dict[str, str]:
+    """Open each figure PNG and HTML table on its own: not blank, no errors; returns the DOMs
+    of the HTML files."""
+    shots = workdir / "shots"
+    shots.mkdir(exist_ok=True)
+    doms = {}
+    for p in paths:
+        assert p.stat().st_size > 0, p
+        if p.suffix == ".png":
+            assert_not_blank(p)  # the PNG itself
+        shot = shots / f"file-{p.stem}-{p.suffix[1:]}.png"
+        run = screenshot(p.as_uri(), shot, workdir)
+        assert console_errors(run.stderr) == [], (p.name, console_errors(run.stderr))
+        assert_not_blank(shot)
+        if p.suffix == ".html":
+            doms[p.name], run = dump_dom(p.as_uri(), workdir)
+            assert "<table" in doms[p.name], p.name
+    _keep(shots)
+    return doms
+
+
+# --- the demo campaign through Snakemake -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory):
+    from tests.conftest import ROOT
+    import yaml
+
+    with open(ROOT / "config" / "config.yaml") as fh:
+        config = yaml.safe_load(fh)
+    workdir = tmp_path_factory.mktemp("demo-report")
+    cfg = write_config(workdir, config)
+    run = snakemake(workdir, cfg)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = workdir / "results" / config["campaign"] / "report.html"
+    rep = snakemake(workdir, cfg, "--report", str(report))
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    return workdir, config, report
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_demo_report_renders_every_figure(demo_report, tmp_path):
+    workdir, config, report = demo_report
+    results = check_report_in_browser(report, tmp_path, REPORT_FIGURES | {"summary.tsv"})
+    figures = workdir / "results" / config["campaign"] / "figures"
+    check_outputs_in_browser(sorted(p for p in figures.iterdir()
+                                    if p.suffix in (".png", ".html")), tmp_path)
+    # the captions carry the definitions the numbers were computed with
+    caption = {r["name"]: r["caption"] for r in results.values()}
+    assert "10%" in caption["rate_by_strategy.png"] and "10,000" in caption["speedup.png"]
+
+
+@pytest.mark.slow
+def test_demo_summary_tsv(demo_report):
+    workdir, config, _ = demo_report
+    summary = pd.read_csv(workdir / "results" / config["campaign"] / "summary.tsv", sep="\t")
+    assert list(summary.columns) == stats.SUMMARY_COLUMNS
+    layouts = {"plain", "chunked-4MiB", "multithread"}
+    sites = list(config["sites"])
+    expected = {(s, d, lay) for s, v in config["sites"].items()
+                for d in ("upload", "download") if v.get(d) for lay in layouts}
+    assert set(zip(summary["site"], summary["direction"], summary["layout"],
+                   strict=True)) == expected
+    assert (summary["n"] == config["repeats"]).all()
+    assert (summary["failed"] + summary["corrupt"] == 0).all()
+    assert (summary.loc[summary["layout"] == "plain", "speedup_vs_plain"] == 1).all()
+    # 16 MB/s bandwidth cap in the demo: the medians sit just below 16.78 (= 16 MiB/s)
+    assert summary["p50"].between(10, 16.8).all(), summary["p50"]
+    assert summary["sustained_median"].between(10, 16.8).all()
+    assert sites[0] in set(summary["site"])
+
+
+# --- a synthetic campaign: several sites, failures, an outlier, prices for one remote only -----
+
+SYNTH_SITES = {
+    "edinburgh": {"location": [55.95, -3.19], "upload": True, "download": True},
+    "chicago": {"location": [41.88, -87.63], "upload": False, "download": True},
+    "perth": {"location": [-31.95, 115.86], "upload": False, "download": True},
+    "garching": {"location": [48.26, 11.67], "upload": False, "download": True},
+}
+SYNTH_INFO = {
+    "campaign": "synth", "bucket": "b", "sites": SYNTH_SITES,
+    "remotes": {
+        "main": {"location": [50.11, 8.68],
+                 "prices": {"egress_per_gb": 0.09, "storage_per_gb_month": 0.023,
+                            "currency": "USD"}},
+        "other": {"location": [53.35, -6.26], "prices": None},
+    },
+    "dataset": {"name": "d", "files": 4, "file_bytes": 2 * 10**9, "chunk_sizes": [2**26, 2**28]},
+    "strategies": ["plain", "chunked", "multithread"], "repeats": 4,
+    "rclone": {"flags": ["--fast-list"], "multi_thread_cutoff": 2**28,
+               "multi_thread_chunk_size": 2**26},
+}  # fmt: skip
+LAYOUTS = {"plain": 1.0, "chunked-64MiB": 1.5, "chunked-256MiB": 1.7, "multithread": 2.1}
+
+
+def synthetic_tables(out: Path, seed: int = 7) -> None:
+    """transfers/timeseries/steps/missing TSVs for SYNTH_INFO: rates fall with distance, a 2 s
+    ramp, one collapsed repeat, one failed and one corrupt download."""
+    rng = np.random.default_rng(seed)
+    nbytes = SYNTH_INFO["dataset"]["files"] * SYNTH_INFO["dataset"]["file_bytes"]
+    trows, srows, steps = [], [], []
+    for site, s in SYNTH_SITES.items():
+        for remote, r in SYNTH_INFO["remotes"].items():
+            base = 900 / (1 + stats.haversine_km(s["location"], r["location"]) / 1500)
+            for direction in ("upload", "download"):
+                if not s[direction]:
+                    continue
+                for layout, gain in LAYOUTS.items():
+                    for rep in range(1, 5):
+                        rate = base * gain * rng.normal(1, 0.06)
+                        if (site, remote, direction, layout, rep) == (
+                                "chicago", "main", "download", "plain", 3):
+                            rate *= 0.3  # a collapse
+                        status, error = "ok", ""
+                        if (site, remote, layout, rep) == ("perth", "main", "multithread", 2):
+                            status, error = "failed", "connection reset by peer"
+                        if (site, remote, layout, rep) == ("garching", "main", "chunked-64MiB",
+                                                           4) and direction == "download":
+                            status, error = "corrupt", "d-001.bin chunk 3: xxh128 mismatch"
+                        steady = nbytes / rate / 1e6
+                        seconds = steady + 2.5
+                        t, got = 0.0, 0.0
+                        while got < nbytes:
+                            t += 1.0
+                            speed = rate * (0.2 if t <= 1 else 0.6 if t <= 2 else 1.0)
+                            got = min(nbytes, got + speed * 1e6 * rng.normal(1, 0.04))
+                            srows.append([site, remote, direction, layout.split("-")[0], layout,
+                                          rep, round(t, 3), int(got), speed])
+                        trows.append({
+                            "campaign": "synth", "site": site, "remote": remote,
+                            "direction": direction, "strategy": layout.split("-")[0],
+                            "chunk_bytes": 0, "transfers": 4, "streams": 1, "repeat": rep,
+                            "files": 4, "bytes": nbytes,
+                            "started_utc": f"2026-03-0{1 + rep}T1{rep}:00:00Z",
+                            "seconds": seconds,
+                            "mb_per_s": nbytes / seconds / 1e6 if status == "ok" else math.nan,
+                            "status": status, "retries": 1 if status == "failed" else 0,
+                            "low_level_retries": int(rng.integers(0, 3)),
+                            "rclone_version": "1.75.2", "host": f"{site}-login1",
+                            "node_cores": 128, "layout": layout, "error": error,
+                        })  # fmt: skip
+                        if direction == "download":
+                            steps.append([site, "verify", layout, 8 * rng.uniform(0.8, 1.2)])
+                            if layout.startswith("chunked"):
+                                steps.append([site, "reassemble", layout, 5.0])
+    for name in ("generate", "checksum"):
+        steps += [["edinburgh", name, f"d-00{i}.bin", 6.0] for i in range(1, 5)]
+    steps += [["edinburgh", "chunk", f"d-00{i}.bin", 3.0] for i in range(1, 5)]
+    pd.DataFrame(trows).to_csv(out / "transfers.tsv", sep="\t", index=False)
+    pd.DataFrame(srows, columns=["site", "remote", "direction", "strategy", "layout", "repeat",
+                                 "elapsed_s", "bytes", "mb_per_s"]).assign(campaign="synth").to_csv(
+        out / "timeseries.tsv", sep="\t", index=False)
+    pd.DataFrame(steps, columns=["site", "step", "item", "seconds"]).assign(
+        campaign="synth", bytes=nbytes).to_csv(out / "steps.tsv", sep="\t", index=False)
+    pd.DataFrame(columns=["site", "direction", "remote", "layout", "repeat"]).to_csv(
+        out / "missing.tsv", sep="\t", index=False)
+
+
+def build_synthetic(tmp: Path) -> dict[str, Path]:
+    synthetic_tables(tmp)
+    names = {"rate_vs_time": "rate_vs_time.png", "rate_by_strategy": "rate_by_strategy.png",
+             "speedup": "speedup.png", "rate_vs_distance": "rate_vs_distance.png",
+             "steps": "steps.png", "table": "transfers.html", "summary_tsv": "summary.tsv",
+             "summary_html": "summary.html", "cost": "cost.html", "campaign": "campaign.html"}
+    assert set(names) == set(plots.OUTPUTS)
+    out = {k: tmp / "figures" / v for k, v in names.items()}
+    plots.build_report(tmp, SYNTH_INFO, out)
+    return out
+
+
+@needs_chromium
+def test_synthetic_campaign_outputs_render(tmp_path):
+    out = build_synthetic(tmp_path)
+    doms = check_outputs_in_browser(
+        [p for k, p in out.items() if k != "summary_tsv"], tmp_path)
+    summary = pd.read_csv(out["summary_tsv"], sep="\t")
+    # the collapsed repeat is flagged, the failed and corrupt transfers are counted
+    row = summary[(summary.site == "chicago") & (summary.remote == "main")
+                  & (summary.direction == "download") & (summary.layout == "plain")]
+    assert row["outliers"].item() == 1
+    assert summary["failed"].sum() == 1 and summary["corrupt"].sum() == 1
+    assert "connection reset by peer" in doms["summary.html"]
+    # prices for one remote, none for the other: said so, no invented numbers
+    assert "no prices configured" in doms["cost.html"] and "USD" in doms["cost.html"]
+    assert "edinburgh-login1" in doms["campaign.html"]

@@ -1,0 +1,386 @@
+"""The report's statistics on constructed data whose answers are known."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cloudbench import stats
+from cloudbench.stats import (
+    LinearFit,
+    Prices,
+    bootstrap_ci,
+    campaign_cost,
+    haversine_km,
+    hours_per_tb,
+    interval_rates,
+    linear_fit,
+    outlier_flags,
+    per_tb,
+    speedup,
+    summarise,
+    sustained_rate,
+    time_budget,
+)
+
+REPORT = Path(__file__).resolve().parents[1] / "workflow" / "report"
+MB = 10**6
+
+
+def series(points: list[tuple[float, float]]) -> pd.DataFrame:
+    """A per-second series from (elapsed_s, cumulative MB)."""
+    return pd.DataFrame({"elapsed_s": [t for t, _ in points],
+                         "bytes": [int(b * MB) for _, b in points]})
+
+
+def ramp_then(rate: float, ramp: list[float], seconds: int) -> pd.DataFrame:
+    """``ramp`` MB in each of the first seconds, then exactly ``rate`` MB/s."""
+    pts, total = [], 0.0
+    for t in range(1, seconds + 1):
+        total += ramp[t - 1] if t <= len(ramp) else rate
+        pts.append((float(t), total))
+    return series(pts)
+
+
+# --- sustained rate ---------------------------------------------------------------------------
+
+
+def test_sustained_rate_ignores_a_two_second_ramp():
+    s = ramp_then(100, [10, 40], 30)  # 2 s ramp, then 28 s at exactly 100 MB/s
+    r = sustained_rate(s, whole_mb_per_s=90.0)
+    assert r.method == "series"
+    assert r.mb_per_s == pytest.approx(100.0)
+    assert r.start_s == 3.0 and r.end_s == 30.0  # first sample at or after 10% of 30 s
+    # the whole-transfer rate of the same series is lower: the ramp is in it
+    assert 2850 / 30 < 100
+
+
+def test_sustained_window_starts_at_ten_percent_of_the_last_sample():
+    s = ramp_then(50, [5, 5, 5, 5, 5], 60)  # 5 s ramp: 10% of 60 s = 6 s, past the ramp
+    r = sustained_rate(s)
+    assert r.start_s == 6.0
+    assert r.mb_per_s == pytest.approx(50.0)
+    # a custom fraction moves the window
+    assert sustained_rate(s, ramp_fraction=0.5).start_s == 30.0
+
+
+def test_sustained_rate_excludes_the_first_interval_even_for_short_transfers():
+    s = series([(1.0, 5), (2.0, 25), (3.0, 45)])  # slow first second, then 20 MB/s
+    assert sustained_rate(s).mb_per_s == pytest.approx(20.0)
+
+
+def test_sustained_rate_falls_back_with_fewer_than_three_samples():
+    r = sustained_rate(series([(1.0, 10), (2.0, 30)]), whole_mb_per_s=12.5)
+    assert r == stats.Sustained(12.5, "whole-transfer", r.start_s, r.end_s)
+    assert math.isnan(r.start_s)
+    assert sustained_rate(series([]), whole_mb_per_s=7.0).mb_per_s == 7.0
+    # no whole-transfer rate given: NaN, never a made-up number
+    assert math.isnan(sustained_rate(series([(1.0, 1)])).mb_per_s)
+
+
+def test_sustained_rate_counts_samples_at_the_same_instant_once():
+    # rclone's closing stats line repeats the last time: still only 2 distinct samples
+    s = series([(1.0, 10), (2.0, 30), (2.0, 30)])
+    assert sustained_rate(s, 9.0).method == "whole-transfer"
+    # and with 3 distinct samples the duplicate changes nothing
+    s = series([(1.0, 10), (2.0, 30), (3.0, 50), (3.0, 50)])
+    assert sustained_rate(s).mb_per_s == pytest.approx(20.0)
+
+
+def test_sustained_rate_is_order_independent():
+    s = ramp_then(100, [10, 40], 30)
+    assert sustained_rate(s.sample(frac=1, random_state=1)).mb_per_s == pytest.approx(100.0)
+
+
+def test_interval_rates_merge_the_closing_stats_line():
+    s = series([(1.0, 10), (2.0, 30), (3.0, 50), (3.004, 50)])
+    r = interval_rates(s)
+    assert list(r["elapsed_s"]) == [1.0, 2.0, 3.0]
+    assert list(r["mb_per_s"].round(6)) == [10.0, 20.0, 20.0]  # no drop to zero at the end
+
+
+# --- bootstrap ---------------------------------------------------------------------------------
+
+
+def test_bootstrap_is_reproducible_and_brackets_the_statistic():
+    x = np.random.default_rng(0).normal(100, 10, 50)
+    a = bootstrap_ci(x)
+    assert a == bootstrap_ci(x)  # fixed seed
+    assert a[0] < np.median(x) < a[1]
+    assert bootstrap_ci(x, seed=1) != a
+
+
+def test_bootstrap_of_the_mean_matches_the_normal_interval():
+    x = np.random.default_rng(3).normal(50, 5, 400)
+    lo, hi = bootstrap_ci(x, np.mean)
+    half = 1.96 * x.std(ddof=1) / math.sqrt(x.size)
+    assert lo == pytest.approx(x.mean() - half, abs=0.1 * half)
+    assert hi == pytest.approx(x.mean() + half, abs=0.1 * half)
+
+
+def test_bootstrap_edge_cases():
+    assert bootstrap_ci([7.0, 7.0, 7.0]) == (7.0, 7.0)
+    assert all(math.isnan(v) for v in bootstrap_ci([7.0]))
+    assert all(math.isnan(v) for v in bootstrap_ci([]))
+    assert bootstrap_ci([1.0, float("nan"), 3.0]) == bootstrap_ci([1.0, 3.0])
+    # two repeats: the medians of resamples of 2 values are a, (a+b)/2 or b
+    assert bootstrap_ci([10.0, 20.0]) == (10.0, 20.0)
+
+
+# --- speed-up ------------------------------------------------------------------------------------
+
+
+def test_speedup_is_the_ratio_of_medians():
+    r = speedup([20, 20, 20], [10, 10, 10])
+    assert r == stats.Ratio(2.0, 2.0, 2.0)
+    r = speedup([2, 4, 6, 100], [1, 2, 3])  # medians 5 and 2: robust to the 100
+    assert r.ratio == pytest.approx(2.5)
+    assert r.low <= 2.5 <= r.high
+
+
+def test_speedup_interval_is_reproducible_and_widens_with_noise():
+    rng = np.random.default_rng(5)
+    tight = speedup(rng.normal(200, 2, 8), rng.normal(100, 1, 8))
+    loose = speedup(rng.normal(200, 40, 8), rng.normal(100, 20, 8))
+    assert tight.low < 2.0 < tight.high or tight.ratio == pytest.approx(2.0, rel=0.02)
+    assert (loose.high - loose.low) > (tight.high - tight.low)
+    assert speedup([3, 4, 5], [1, 2, 3]) == speedup([3, 4, 5], [1, 2, 3])
+
+
+def test_speedup_edge_cases():
+    r = speedup([5.0], [2.0, 3.0])
+    assert r.ratio == pytest.approx(2.0) and math.isnan(r.low)  # 1 repeat: no interval
+    assert math.isnan(speedup([], [1.0, 2.0]).ratio)
+    assert math.isnan(speedup([1.0], [0.0]).ratio)
+
+
+# --- distance and the linear fit --------------------------------------------------------------
+
+
+def _chord_km(a, b) -> float:
+    """The same great-circle distance another way: the angle between the two unit vectors."""
+    def unit(p):
+        lat, lon = map(math.radians, p)
+        return np.array([math.cos(lat) * math.cos(lon), math.cos(lat) * math.sin(lon),
+                         math.sin(lat)])
+    return stats.EARTH_RADIUS_KM * math.acos(float(np.clip(unit(a) @ unit(b), -1, 1)))
+
+
+def test_haversine_edinburgh_chicago():
+    # Edinburgh (55.9533 N, 3.1883 W) to Chicago (41.8781 N, 87.6298 W): about 5,960 km
+    # (published great-circle figures: 5,950-5,960 km)
+    edinburgh, chicago = (55.9533, -3.1883), (41.8781, -87.6298)
+    d = haversine_km(edinburgh, chicago)
+    assert d == pytest.approx(5960, rel=0.01)
+    assert d == pytest.approx(_chord_km(edinburgh, chicago), rel=1e-9)
+
+
+def test_haversine_known_values():
+    assert haversine_km((10, 20), (10, 20)) == 0
+    assert haversine_km((0, 0), (1, 0)) == pytest.approx(111.19, rel=1e-3)  # 1 degree
+    assert haversine_km((0, 0), (0, 180)) == pytest.approx(math.pi * stats.EARTH_RADIUS_KM)
+    assert haversine_km((90, 0), (-90, 0)) == pytest.approx(math.pi * stats.EARTH_RADIUS_KM)
+    a, b = (51.5, -0.12), (-33.87, 151.21)
+    assert haversine_km(a, b) == pytest.approx(haversine_km(b, a))
+
+
+def test_linear_fit_of_a_perfect_line():
+    x = [0, 1, 2, 3, 4, 5]
+    f = linear_fit(x, [3 * v + 2 for v in x])
+    assert f.slope == pytest.approx(3.0) and f.intercept == pytest.approx(2.0)
+    assert f.slope_se == pytest.approx(0.0, abs=1e-9) and f.n == 6
+    assert f.r_squared == pytest.approx(1.0)
+
+
+def test_linear_fit_standard_error_matches_the_textbook_formula():
+    x = np.array([1.0, 2, 3, 4, 5])
+    y = np.array([2.1, 3.9, 6.2, 7.8, 10.1])
+    f = linear_fit(x, y)
+    b, a = np.polyfit(x, y, 1)
+    resid = y - (a + b * x)
+    se = math.sqrt((resid**2).sum() / 3 / ((x - x.mean()) ** 2).sum())
+    assert (f.slope, f.intercept, f.slope_se) == pytest.approx((b, a, se))
+
+
+def test_linear_fit_with_too_few_points():
+    f = linear_fit([1, 2], [5, 7])
+    assert f.slope == pytest.approx(2.0) and math.isnan(f.slope_se)
+    with pytest.raises(ValueError, match="distinct"):
+        linear_fit([3, 3, 3], [1, 2, 3])
+
+
+def test_distance_trend_needs_three_distinct_distances():
+    sites = {"a": {"location": [0, 0]}, "b": {"location": [0, 10]},
+             "c": {"location": [0, 20]}, "d": {"location": [0, 20]}}
+    remotes = {"main": {"location": [0, 0]}}
+    dist = stats.site_remote_distances(sites, remotes)
+    assert dist.set_index("site")["distance_km"]["a"] == 0
+    rates = {"a": 300.0, "b": 200.0, "c": 100.0, "d": 100.0}
+    t = transfers_frame([(s, "download", "plain", r, v) for s, v in rates.items()
+                         for r in (1, 2)])
+    trend = stats.distance_trend(t, dist, "download")
+    assert trend.distinct_distances == 3 and trend.fit is not None
+    per_km = -100 / haversine_km((0, 0), (0, 10))
+    assert trend.fit.slope == pytest.approx(per_km) and trend.fit.n == 4
+    # two places only: points, no fit
+    two = stats.distance_trend(t[t["site"].isin(["a", "b"])], dist, "download")
+    assert two.fit is None and two.distinct_distances == 2 and len(two.points) == 2
+    # no locations: nothing
+    assert stats.site_remote_distances({"a": {"location": None}}, remotes).empty
+
+
+# --- groups: outliers and the summary ---------------------------------------------------------
+
+
+def transfers_frame(rows: list[tuple]) -> pd.DataFrame:
+    """transfers.tsv-like rows from (site, direction, layout, repeat, rate[, status])."""
+    out = []
+    for row in rows:
+        site, direction, layout, repeat, rate = row[:5]
+        status = row[5] if len(row) > 5 else "ok"
+        out.append({
+            "site": site, "remote": "main", "direction": direction,
+            "strategy": layout.split("-")[0], "layout": layout, "repeat": repeat,
+            "bytes": 100 * MB, "seconds": 100 / rate if rate else 10.0,
+            "mb_per_s": rate if status == "ok" else math.nan, "status": status,
+            "retries": 1 if status == "failed" else 0, "low_level_retries": 2,
+            "started_utc": f"2026-01-01T00:0{repeat}:00Z",
+        })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def test_outlier_is_a_collapse_not_noise():
+    t = transfers_frame([("a", "upload", "plain", r, v)
+                         for r, v in enumerate([100, 98, 103, 40, 70], start=1)])
+    flags = outlier_flags(t)
+    assert list(flags) == [False, False, False, True, False]  # 40 < 0.5 x 98; 70 is noise
+
+
+def test_outliers_need_three_ok_repeats_in_the_group():
+    t = transfers_frame([("a", "upload", "plain", 1, 100), ("a", "upload", "plain", 2, 10)])
+    assert not outlier_flags(t).any()
+    t = transfers_frame([("a", "upload", "plain", 1, 100), ("a", "upload", "plain", 2, 10),
+                         ("a", "upload", "plain", 3, 0, "failed")])
+    assert not outlier_flags(t).any()  # the failed repeat does not count towards 3
+    # groups are separate: a slow layout is not an outlier of a fast one
+    t = transfers_frame([("a", "upload", lay, r, v) for lay, v in (("plain", 10), ("multithread", 100))
+                         for r in (1, 2, 3)])
+    assert not outlier_flags(t).any()
+
+
+def test_summarise_on_a_constructed_campaign():
+    rows = [("a", "upload", "plain", r, v) for r, v in enumerate([10, 20, 30, 40], start=1)]
+    rows += [("a", "upload", "multithread", r, v) for r, v in enumerate([50, 50, 50, 5], 1)]
+    rows += [("a", "upload", "chunked-4MiB", 1, 0, "failed"),
+             ("a", "upload", "chunked-4MiB", 2, 0, "corrupt"),
+             ("a", "upload", "chunked-4MiB", 3, 60)]
+    t = transfers_frame(rows)
+    s = summarise(t, pd.DataFrame(columns=["site", "remote", "direction", "layout", "repeat",
+                                           "elapsed_s", "bytes"]))
+    assert list(s.columns) == stats.SUMMARY_COLUMNS
+    s = s.set_index("layout")
+    p = s.loc["plain"]
+    assert (p["n"], p["mean"], p["p50"]) == (4, 25.0, 25.0)
+    assert p["p10"] == pytest.approx(13.0) and p["p90"] == pytest.approx(37.0)  # linear
+    assert p["speedup_vs_plain"] == 1.0 and math.isnan(p["speedup_ci_low"])
+    # no series: the sustained rate falls back to the whole-transfer rate, and says so
+    assert p["sustained_median"] == 25.0 and p["sustained_from_whole"] == 4
+    m = s.loc["multithread"]
+    assert m["speedup_vs_plain"] == pytest.approx(50 / 25)
+    assert m["outliers"] == 1  # 5 < 0.5 x 50
+    c = s.loc["chunked-4MiB"]
+    assert (c["n"], c["failed"], c["corrupt"], c["retries"], c["low_level_retries"]) == (
+        1, 1, 1, 1, 6)
+    assert c["speedup_vs_plain"] == pytest.approx(60 / 25) and math.isnan(c["speedup_ci_low"])
+
+
+def test_summarise_uses_the_series_for_the_sustained_rate():
+    t = transfers_frame([("a", "download", "plain", r, 90.0) for r in (1, 2, 3)])
+    frames = []
+    for r in (1, 2, 3):
+        s = ramp_then(100, [10, 40], 30)
+        s[["site", "remote", "direction", "layout", "repeat"]] = ["a", "main", "download",
+                                                                  "plain", r]
+        frames.append(s)
+    out = summarise(t, pd.concat(frames, ignore_index=True)).iloc[0]
+    assert out["sustained_median"] == pytest.approx(100.0)
+    assert out["sustained_ci_low"] == pytest.approx(100.0)
+    assert out["sustained_from_whole"] == 0
+    assert out["p50"] == 90.0  # the whole-transfer statistics are untouched
+
+
+# --- where the time goes, and cost ------------------------------------------------------------
+
+
+def test_time_budget_effective_and_raw_throughput():
+    t = transfers_frame([("a", "upload", "plain", 1, 10.0), ("a", "upload", "plain", 2, 0,
+                                                             "failed")])
+    steps = pd.DataFrame({"site": ["a", "a"], "step": ["generate", "checksum"],
+                          "seconds": [5.0, 5.0]})
+    b = time_budget(steps, t).set_index("site").loc["a"]
+    assert b["upload"] == 20.0 and b["generate"] == 5.0 and b["total_s"] == 30.0
+    assert b["raw_mb_per_s"] == pytest.approx(10.0)  # 100 MB in the ok transfer's 10 s
+    assert b["effective_mb_per_s"] == pytest.approx(100 / 30)  # and in all 30 s spent
+    assert list(b.index[:7]) == stats.STEP_ORDER
+
+
+def test_campaign_cost_and_one_tb():
+    t = transfers_frame([("a", "upload", "plain", 1, 100.0), ("a", "download", "plain", 1, 50.0),
+                         ("a", "download", "plain", 2, 0, "failed")])
+    prices = {"main": Prices(egress_per_gb=0.09, storage_per_gb_month=0.02, currency="USD")}
+    c = campaign_cost(t, prices).iloc[0]
+    assert c["downloaded_gb"] == pytest.approx(0.2)  # 2 x 100 MB, the failed one included
+    assert c["egress_cost"] == pytest.approx(0.2 * 0.09)
+    assert c["storage_cost_month"] == pytest.approx(0.1 * 0.02)
+    assert c["total_cost"] == pytest.approx(0.018 + 0.002)
+    assert hours_per_tb(100.0) == pytest.approx(10**12 / 10**8 / 3600)  # 2.78 h
+    assert math.isnan(hours_per_tb(0.0)) and math.isnan(hours_per_tb(float("nan")))
+    s = summarise(t, pd.DataFrame())
+    tb = per_tb(s, prices).set_index("direction")
+    assert tb.loc["download", "egress_cost_per_tb"] == pytest.approx(90.0)
+    assert tb.loc["upload", "egress_cost_per_tb"] == 0.0
+    assert tb.loc["upload", "storage_cost_per_tb_month"] == pytest.approx(20.0)
+    assert tb.loc["download", "hours_per_tb"] == pytest.approx(hours_per_tb(50.0))
+
+
+def test_no_prices_means_no_numbers():
+    t = transfers_frame([("a", "download", "plain", 1, 50.0)])
+    c = campaign_cost(t, {"main": None}).iloc[0]
+    assert math.isnan(c["total_cost"]) and "no prices" in c["note"]
+    tb = per_tb(summarise(t, pd.DataFrame()), {"main": None}).iloc[0]
+    assert math.isnan(tb["egress_cost_per_tb"]) and "no prices" in tb["note"]
+    assert tb["hours_per_tb"] == pytest.approx(hours_per_tb(50.0))  # time needs no prices
+    assert Prices.from_config(None) is None
+    assert Prices.from_config({"egress_per_gb": 1, "storage_per_gb_month": 2,
+                               "currency": "EUR"}) == Prices(1.0, 2.0, "EUR")
+
+
+# --- the captions state the definitions the code uses ----------------------------------------
+
+
+def test_captions_match_the_constants():
+    sustained = (REPORT / "rate_by_strategy.rst").read_text()
+    assert f"{stats.RAMP_FRACTION:.0%}" in sustained
+    assert f"fewer than {stats.MIN_SERIES_POINTS}" in sustained
+    for name in ("rate_by_strategy.rst", "speedup.rst"):
+        text = (REPORT / name).read_text()
+        assert f"{stats.N_BOOT:,} resamples" in text, name
+        assert f"default_rng({stats.SEED})" in text, name
+    summary = (REPORT / "summary_table.rst").read_text()
+    assert f"below {stats.OUTLIER_FRACTION} ×" in summary
+    assert f"at least {stats.OUTLIER_MIN_REPEATS}" in summary
+    distance = (REPORT / "rate_vs_distance.rst").read_text()
+    assert str(stats.EARTH_RADIUS_KM) in distance and "too few sites for a trend" in distance
+    assert re.search(r"10\\ :sup:`12`", (REPORT / "cost.rst").read_text())
+
+
+def test_linear_fit_is_a_frozen_record():
+    f = linear_fit([0, 1, 2], [0, 1, 2])
+    assert isinstance(f, LinearFit)
+    with pytest.raises(AttributeError):
+        f.slope = 2  # type: ignore[misc]
