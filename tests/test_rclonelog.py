@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from cloudbench.rclonelog import RcloneLog, StatsSample, parse_rclone_log, rate_series
 
 DATA = Path(__file__).parent / "data" / "rclone-logs"
@@ -25,8 +24,13 @@ BWLIMIT = 20 * MiB  # capture.sh runs every copy with --bwlimit 20M
 with open(DATA / "captures.tsv", newline="") as _fh:
     CAPTURES = {row["file"]: row for row in csv.DictReader(_fh, delimiter="\t")}
 
-CLEAN = ["local_copy.jsonl", "s3_upload.jsonl", "s3_download.jsonl",
-         "s3_upload_mt.jsonl", "s3_download_mt.jsonl"]
+CLEAN = [
+    "local_copy.jsonl",
+    "s3_upload.jsonl",
+    "s3_download.jsonl",
+    "s3_upload_mt.jsonl",
+    "s3_download_mt.jsonl",
+]
 KILLED = ["s3_killed.jsonl", "s3_killed_debug.jsonl"]
 
 
@@ -71,6 +75,7 @@ def check_series(log: RcloneLog) -> list[tuple[float, int, float]]:
 
 # --- the captures themselves -------------------------------------------------------
 
+
 def test_every_listed_capture_exists_and_is_small():
     assert len(CAPTURES) == 10
     for name in CAPTURES:
@@ -106,6 +111,7 @@ def test_every_line_parsed_and_every_stats_line_kept(name):
 
 
 # --- successful runs -----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", CLEAN)
 def test_clean_run_totals_match_the_data_copied(name):
@@ -146,20 +152,24 @@ def test_multi_thread_captures_really_used_multi_thread(name):
 
 # --- server killed mid-transfer, never restarted -------------------------------------
 
+
 @pytest.mark.parametrize("name", KILLED)
 def test_killed_run_counts_retries_and_errors(name):
     assert CAPTURES[name]["exit_code"] == "5"  # rclone: temporary error
     log = parse(name)
     attempts = attempt_messages(name)
     assert [a.split(" failed")[0] for a in attempts] == [
-        "Attempt 1/3", "Attempt 2/3", "Attempt 3/3"]
+        "Attempt 1/3",
+        "Attempt 2/3",
+        "Attempt 3/3",
+    ]
     # Attempts 1 and 2 were each followed by another attempt; 3/3 was the last.
     assert log.retries == len(attempts) - 1 == 2
     assert log.final is not None and log.final.retry_error
     # Stats errors are reset per attempt: the final line counts only attempt 3's four
     # (the destination listing and the three files); the messages hold them all.
     assert log.final.errors == 4
-    assert any(b.errors < a.errors for a, b in zip(log.samples, log.samples[1:]))
+    assert any(b.errors < a.errors for a, b in zip(log.samples, log.samples[1:], strict=False))
     raw_error_lines = [r for r in raw_records(name) if r["level"] == "error"]
     assert len(log.errors) == len(raw_error_lines) + 1  # + the NOTICE verdict
     assert log.errors[-2].startswith("Attempt 3/3 failed with 4 errors and: ")
@@ -185,13 +195,16 @@ def test_killed_run_at_vv_counts_low_level_retry_messages():
     log = parse(name)
     msgs = [r["msg"] for r in raw_records(name)]
     pacer = [m for m in msgs if m.startswith("low level retry ")]
-    operations = [m for m in msgs if m.startswith("Received error: ") and " - low level retry " in m]
+    operations = [
+        m for m in msgs if m.startswith("Received error: ") and " - low level retry " in m
+    ]
     assert pacer and operations
     assert log.low_level_retries == len(pacer) + len(operations)
     assert log.version == "1.75.2"
 
 
 # --- server killed, restarted before the second attempt ------------------------------
+
 
 def test_recovered_run():
     name = "s3_killed_recovered.jsonl"
@@ -222,6 +235,7 @@ def test_recovered_run():
 
 # --- wrong secret key ----------------------------------------------------------------
 
+
 def test_wrong_secret_download():
     name = "s3_wrong_secret_download.jsonl"
     assert CAPTURES[name]["exit_code"] == "1"
@@ -245,8 +259,9 @@ def test_wrong_secret_upload_fails_before_any_stats():
     assert log.retries == 0
     # rclone 1.75.2's only complaint above DEBUG is misleading: the 403 that caused it
     # appears only in a DEBUG line, so last_error cannot name it.
-    assert log.errors == ('Failed to create file system for "s3t:bench/wrong": '
-                          "is a file not a directory",)
+    assert log.errors == (
+        'Failed to create file system for "s3t:bench/wrong": is a file not a directory',
+    )
     assert log.last_error == log.errors[0]
     assert "403" not in log.last_error
     assert any("SignatureDoesNotMatch" in line for line in raw_lines(name))
@@ -254,6 +269,7 @@ def test_wrong_secret_upload_fails_before_any_stats():
 
 
 # --- tolerance -------------------------------------------------------------------------
+
 
 def test_non_json_lines_are_counted_and_skipped():
     clean = raw_lines("s3_killed.jsonl")
@@ -280,7 +296,10 @@ def test_non_json_lines_are_counted_and_skipped():
     assert log.errors[:-1] == ref.errors  # the repeated last line is the verdict again
     assert log.errors[-1] == ref.errors[-1]
     assert (log.retries, log.low_level_retries, log.version) == (
-        ref.retries, ref.low_level_retries, ref.version)
+        ref.retries,
+        ref.low_level_retries,
+        ref.version,
+    )
 
 
 def test_pre_1_70_time_format_and_levels_are_accepted():
@@ -292,22 +311,26 @@ def test_pre_1_70_time_format_and_levels_are_accepted():
         '{"level":"info","msg":"stats","source":"accounting/stats.go:500",'
         '"stats":{"bytes":1000,"elapsedTime":1.5,"errors":0,"retryError":false,"speed":600,'
         '"totalBytes":2000,"totalTransfers":1,"transfers":0},"time":"2023-08-31T10:00:01.5+01:00"}',
-        '{"level":"debug","msg":"Low level retry 1/10 (error timeout)","time":"2023-08-31T10:00:02+01:00"}',
+        '{"level":"debug","msg":"Low level retry 1/10 (error timeout)",'
+        '"time":"2023-08-31T10:00:02+01:00"}',
         '{"level":"fatal","msg":"Failed to copy: boom","source":"cmd/cmd.go:500",'
         '"time":"2023-08-31T10:00:03+01:00"}',
     ]
     log = parse_rclone_log(lines)
     assert log.unparsed_lines == 0
     assert log.version == "1.62.2"
-    assert log.final == StatsSample(1.5, "2023-08-31T10:00:01.5+01:00", 1000, 2000, 0, 1, 0,
-                                    False, 600.0)
+    assert log.final == StatsSample(
+        1.5, "2023-08-31T10:00:01.5+01:00", 1000, 2000, 0, 1, 0, False, 600.0
+    )
     assert log.low_level_retries == 1
     assert log.errors == ("Failed to copy: boom",)
 
 
 def test_last_error_falls_back_to_stats_last_error():
-    line = ('{"time":"t","level":"info","msg":"","stats":{"bytes":5,"elapsedTime":1,'
-            '"errors":1,"lastError":"disk full"}}')
+    line = (
+        '{"time":"t","level":"info","msg":"","stats":{"bytes":5,"elapsedTime":1,'
+        '"errors":1,"lastError":"disk full"}}'
+    )
     log = parse_rclone_log([line])
     assert log.errors == () and log.last_error == "disk full"
 
@@ -322,6 +345,7 @@ def test_notice_that_is_not_the_verdict_is_not_an_error():
 
 
 # --- rate_series on constructed input --------------------------------------------------
+
 
 def S(elapsed: float, nbytes: int) -> StatsSample:
     return StatsSample(elapsed, "", nbytes, 0, 0, 0, 0, False, 0.0)
@@ -342,8 +366,10 @@ def S(elapsed: float, nbytes: int) -> StatsSample:
         ([(0, 0), (1, 100)], [(1, 100, 100.0)]),
         ([(0, 40), (2, 100)], [(2, 100, 50.0)]),
         # Time going backwards (concatenated logs): that sample is skipped.
-        ([(1, 100), (2, 200), (0.5, 50), (3, 500)],
-         [(1, 100, 100.0), (2, 200, 100.0), (3, 500, 300.0)]),
+        (
+            [(1, 100), (2, 200), (0.5, 50), (3, 500)],
+            [(1, 100, 100.0), (2, 200, 100.0), (3, 500, 300.0)],
+        ),
         # A decreasing byte counter gives a negative rate, not a clamped one.
         ([(1, 100), (2, 50)], [(1, 100, 100.0), (2, 50, -50.0)]),
     ],
@@ -367,5 +393,8 @@ def test_rate_series_rates_times_intervals_sum_to_final_bytes():
 
 
 def test_rate_series_ignores_rclone_speed():
-    a = [StatsSample(1, "", 100, 0, 0, 0, 0, False, 9e9), StatsSample(2, "", 150, 0, 0, 0, 0, False, 1.0)]
+    a = [
+        StatsSample(1, "", 100, 0, 0, 0, 0, False, 9e9),
+        StatsSample(2, "", 150, 0, 0, 0, 0, False, 1.0),
+    ]
     assert rate_series(a) == [(1, 100, 100.0), (2, 150, 50.0)]

@@ -84,7 +84,9 @@ def measure(
     if proc.returncode != 0:
         error = (log.last_error if log else None) or proc.stdout.strip()[-500:] or "rclone failed"
         error = redact(error, secrets)
-    elif moved != expected_bytes or moved_files != expected_files:
+    elif moved < expected_bytes or moved_files < expected_files:
+        # rclone's byte count includes what failed attempts sent, so a retried transfer
+        # reports more than the dataset; fewer means something was skipped or lost.
         error = (
             f"rclone moved {moved_files} files / {moved} bytes, expected "
             f"{expected_files} files / {expected_bytes} bytes"
@@ -103,6 +105,7 @@ def measure(
         "retries": log.retries if log else 0,
         "low_level_retries": log.low_level_retries if log else 0,
         "rclone_errors": log.final.errors if log and log.final else None,
+        "bytes_on_wire": moved,
         "rclone_exit": proc.returncode,
         "rclone_version": version,
         "source": src,

@@ -1,0 +1,121 @@
+"""The site profiles on a real scheduler: Slurm (tursa) and PBS through qsub/qstat (tesseract).
+
+The single-node Slurm started by the fixture is real; PBS is Slurm's torque wrappers
+(qsub/qstat/qdel), the closest to PBS Pro that runs here. Only account, partition and cores
+are overridden for this machine, as a user at a new site would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
+from tests.infra.slurm import SlurmCluster
+from tests.infra.workflow import BIN, ROOT, snakemake, write_config
+
+pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
+RUN_TIMEOUT = 900
+
+
+def _env(cluster: SlurmCluster) -> dict[str, str]:
+    return {
+        **cluster.env,
+        "SBATCH_ACCOUNT": "cloudbench",
+        "SBATCH_PARTITION": cluster.partition,
+        "PBS_ACCOUNT": "cloudbench",
+    }
+
+
+def _campaign(tmp_path: Path, demo_config: dict, **rclone) -> Path:
+    demo_config["dataset"].update(files=2, size="6MiB", chunk_sizes=["2MiB"])
+    demo_config["repeats"] = 1
+    demo_config["rclone"].update(rclone or {"flags": []})
+    return write_config(tmp_path, demo_config)
+
+
+def _popen(workdir: Path, cfg: Path, profile: str, env: dict) -> subprocess.Popen:
+    cmd = [str(BIN / "snakemake"), "--cores", "2", "--snakefile", str(ROOT / "workflow/Snakefile"),
+           "--directory", str(workdir), "--profile", str(ROOT / "profiles" / profile),
+           "--configfile", str(cfg)]
+    return subprocess.Popen(cmd, cwd=workdir, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_running(cluster: SlurmCluster, name_part: str, timeout: float = 300) -> str:
+    """The id of a running job whose name or comment mentions ``name_part``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = cluster.run(["squeue", "-h", "-t", "R", "-o", "%i|%j|%k"], check=False).stdout
+        for line in out.splitlines():
+            job_id, name, comment = (line.split("|") + ["", ""])[:3]
+            if name_part in name or name_part in comment:
+                return job_id
+        time.sleep(0.5)
+    raise AssertionError(f"no running job for {name_part}")
+
+
+def test_demo_through_tursa_then_tesseract(slurm_cluster, tmp_path, demo_config):  # noqa: F811
+    cfg = _campaign(tmp_path, demo_config)
+    env = _env(slurm_cluster)
+    tursa = snakemake(tmp_path, cfg, "--cores", "2", profile="tursa", env=env,
+                      timeout=RUN_TIMEOUT)
+    assert tursa.returncode == 0, tursa.stdout[-3000:] + tursa.stderr[-3000:]
+    out = tursa.stdout + tursa.stderr
+    assert "Submitted array job" in out
+    # Slurm's own records: the array tasks are there under one ArrayJobId
+    jobs = slurm_cluster.run(["scontrol", "show", "job", "-o"], check=False).stdout
+    arrays = [line for line in jobs.splitlines() if "ArrayTaskId=" in line]
+    assert len(arrays) >= 2, jobs[-2000:]
+    df = pd.read_csv(tmp_path / "results/demo/transfers.tsv", sep="\t")
+    assert set(df["site"]) == {"tursa"} and (df["status"] == "ok").all()
+    assert (df["transfers"] + df["streams"] - 1 == 2).all()  # threads = the --cores 2 node
+
+    tesseract = snakemake(tmp_path, cfg, "--cores", "2", profile="tesseract", env=env,
+                          timeout=RUN_TIMEOUT)
+    assert tesseract.returncode == 0, tesseract.stdout[-3000:] + tesseract.stderr[-3000:]
+    assert list((tmp_path / "logs/pbs/jobs").glob("*.exit")), "nothing went through qsub"
+    df = pd.read_csv(tmp_path / "results/demo/transfers.tsv", sep="\t")
+    tess = df[df["site"] == "tesseract"]
+    assert len(tess) == 3 and (tess["status"] == "ok").all()
+
+
+def test_job_killed_by_slurm_is_failed_not_waited_on(slurm_cluster, tmp_path, demo_config):  # noqa: F811
+    cfg = _campaign(tmp_path, demo_config, flags=["--bwlimit", "200k"])
+    proc = _popen(tmp_path, cfg, "tursa", _env(slurm_cluster))
+    try:
+        job = _wait_running(slurm_cluster, "upload")
+        slurm_cluster.run(["scancel", job.split("_")[0]])
+        out, _ = proc.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            slurm_cluster.run(["scancel", "-u", "root"], check=False)
+    assert proc.returncode != 0
+    assert "Error in rule upload" in out or "rule upload" in out and "failed" in out.lower()
+
+
+def test_job_killed_by_pbs_is_failed_not_waited_on(slurm_cluster, tmp_path, demo_config):  # noqa: F811
+    cfg = _campaign(tmp_path, demo_config, flags=["--bwlimit", "200k"])
+    env = _env(slurm_cluster)
+    up = snakemake(tmp_path, cfg, "--config", "site=tursa", "--",
+                   "results/demo/manifest.json", env=env)  # uploads, without a scheduler
+    assert up.returncode == 0, up.stderr[-2000:]
+    proc = _popen(tmp_path, cfg, "tesseract", env)
+    try:
+        job = _wait_running(slurm_cluster, "download")
+        qdel = subprocess.run(["qdel", job], env={**os.environ, **env}, capture_output=True,
+                              text=True, timeout=60)
+        assert qdel.returncode == 0, qdel.stderr
+        out, _ = proc.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            slurm_cluster.run(["scancel", "-u", "root"], check=False)
+    assert proc.returncode != 0
+    assert "Error in rule download" in out
