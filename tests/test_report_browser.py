@@ -13,6 +13,7 @@ Set CLOUDBENCH_SCREENSHOTS=<dir> to keep the screenshots for a look by eye.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
@@ -25,12 +26,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
+from cloudbench import plots, stats
 from PIL import Image
 
-from cloudbench import plots, stats
-from tests.infra.workflow import snakemake, write_config
-
-pytestmark = pytest.mark.browser
+from tests.infra.workflow import ROOT, snakemake, write_config
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -78,11 +78,13 @@ window.addEventListener("load", function () {
     const key = %s;
     const r = results[key];
     const kind = r.mime_type.startsWith("image/") ? "img" : "html";
-    app.setView({content: kind, contentPath: r.data_uri, resultPath: key});
-    app.showResultInfo(key);
+    // one setView: React batches state updates, a second call would undo the first
+    app.setView({navbarMode: "resultinfo", content: kind, contentPath: r.data_uri,
+                 resultPath: key});
     setTimeout(function () {
-      const img = document.querySelector("img[src^='data:image']");
-      const frame = document.querySelector("iframe[src^='data:']");
+      const img = Array.from(document.images).find((i) => i.src === r.data_uri);
+      const frame = Array.from(document.querySelectorAll("iframe"))
+        .find((f) => f.src === r.data_uri);
       document.body.setAttribute("data-cb-selected", key);
       document.body.setAttribute("data-cb-img-width", img ? String(img.naturalWidth) : "none");
       document.body.setAttribute("data-cb-iframe", frame ? "yes" : "no");
@@ -95,8 +97,14 @@ window.addEventListener("load", function () {
 def chromium(args: list[str], workdir: Path) -> subprocess.CompletedProcess:
     """One headless Chromium run with a fresh profile directory."""
     profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=workdir)
-    cmd = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-           f"--window-size={WINDOW[0]},{WINDOW[1]}", "--virtual-time-budget=10000", *args]
+    cmd = [
+        CHROMIUM,
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={profile}",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        "--virtual-time-budget=10000",
+        *args,
+    ]
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=workdir)
     finally:
@@ -104,9 +112,12 @@ def chromium(args: list[str], workdir: Path) -> subprocess.CompletedProcess:
 
 
 def console_errors(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines()
-            if "CONSOLE" in line and ("CLOUDBENCH-CONSOLE-ERROR" in line or "Uncaught" in line
-                                      or ":ERROR:CONSOLE" in line)]
+    return [
+        line
+        for line in stderr.splitlines()
+        if "CONSOLE" in line
+        and ("CLOUDBENCH-CONSOLE-ERROR" in line or "Uncaught" in line or ":ERROR:CONSOLE" in line)
+    ]
 
 
 def screenshot(url: str, out: Path, workdir: Path) -> subprocess.CompletedProcess:
@@ -135,15 +146,17 @@ def ink(png: Path, box: tuple[int, int, int, int] | None = None) -> tuple[float,
 
 def assert_not_blank(png: Path, box=None, min_std: float = 8.0, min_ink: float = 0.01) -> None:
     std, frac = ink(png, box)
-    assert std > min_std and frac > min_ink, f"{png.name} looks blank: std {std:.1f}, ink {frac:.3f}"
+    assert std > min_std and frac > min_ink, (
+        f"{png.name} looks blank: std {std:.1f}, ink {frac:.3f}"
+    )
 
 
-def _keep(shots: Path) -> None:
+def _keep(shots: Path, tag: str) -> None:
     target = os.environ.get("CLOUDBENCH_SCREENSHOTS")
     if target:
         Path(target).mkdir(parents=True, exist_ok=True)
         for p in shots.glob("*.png"):
-            shutil.copy(p, Path(target) / p.name)
+            shutil.copy(p, Path(target) / f"{tag}-{p.name}")
 
 
 def report_results(report: Path) -> dict[str, dict]:
@@ -191,8 +204,9 @@ def check_report_in_browser(report: Path, workdir: Path, expected: set[str]) -> 
         dom, run = dump_dom(page.as_uri(), workdir)
         assert f'data-cb-selected="{key}"' in dom, f"{key} was not selected"
         assert console_errors(run.stderr) == [], (key, console_errors(run.stderr))
-        caption_words = re.sub(r"<[^>]+>", " ", r["caption"]).split()[:4]
-        assert " ".join(caption_words)[:20].split()[0] in dom, f"caption of {key} not shown"
+        text = html.unescape(re.sub(r"<[^>]+>", " ", dom))
+        for word in html.unescape(re.sub(r"<[^>]+>", " ", r["caption"])).split()[:6]:
+            assert word in text, f"caption of {key} not shown ({word!r} missing)"
         if r["mime_type"] == "image/png":
             width = re.search(r'data-cb-img-width="([^"]*)"', dom).group(1)
             assert width.isdigit() and int(width) > 300, f"{key} did not decode: {width}"
@@ -203,14 +217,14 @@ def check_report_in_browser(report: Path, workdir: Path, expected: set[str]) -> 
         assert console_errors(run.stderr) == [], (key, console_errors(run.stderr))
         # the content area is the right half (the left half holds the menu and caption)
         assert_not_blank(shot, box=(WINDOW[0] // 2 + 10, 0, WINDOW[0], WINDOW[1]))
-    _keep(shots)
+    _keep(shots, "report")
     return results
 
 
-def check_outputs_in_browser(paths: list[Path], workdir: Path) -> dict[str, str]:
+def check_outputs_in_browser(paths: list[Path], workdir: Path, tag: str) -> dict[str, str]:
     """Open each figure PNG and HTML table on its own: not blank, no errors; returns the DOMs
     of the HTML files."""
-    shots = workdir / "shots"
+    shots = workdir / f"shots-{tag}"
     shots.mkdir(exist_ok=True)
     doms = {}
     for p in paths:
@@ -224,7 +238,7 @@ def check_outputs_in_browser(paths: list[Path], workdir: Path) -> dict[str, str]
         if p.suffix == ".html":
             doms[p.name], run = dump_dom(p.as_uri(), workdir)
             assert "<table" in doms[p.name], p.name
-    _keep(shots)
+    _keep(shots, tag)
     return doms
 
 
@@ -233,9 +247,6 @@ def check_outputs_in_browser(paths: list[Path], workdir: Path) -> dict[str, str]
 
 @pytest.fixture(scope="module")
 def demo_report(tmp_path_factory):
-    from tests.conftest import ROOT
-    import yaml
-
     with open(ROOT / "config" / "config.yaml") as fh:
         config = yaml.safe_load(fh)
     workdir = tmp_path_factory.mktemp("demo-report")
@@ -249,13 +260,15 @@ def demo_report(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.browser
 @needs_chromium
 def test_demo_report_renders_every_figure(demo_report, tmp_path):
     workdir, config, report = demo_report
     results = check_report_in_browser(report, tmp_path, REPORT_FIGURES | {"summary.tsv"})
     figures = workdir / "results" / config["campaign"] / "figures"
-    check_outputs_in_browser(sorted(p for p in figures.iterdir()
-                                    if p.suffix in (".png", ".html")), tmp_path)
+    check_outputs_in_browser(
+        sorted(p for p in figures.iterdir() if p.suffix in (".png", ".html")), tmp_path, "demo"
+    )
     # the captions carry the definitions the numbers were computed with
     caption = {r["name"]: r["caption"] for r in results.values()}
     assert "10%" in caption["rate_by_strategy.png"] and "10,000" in caption["speedup.png"]
@@ -268,10 +281,16 @@ def test_demo_summary_tsv(demo_report):
     assert list(summary.columns) == stats.SUMMARY_COLUMNS
     layouts = {"plain", "chunked-4MiB", "multithread"}
     sites = list(config["sites"])
-    expected = {(s, d, lay) for s, v in config["sites"].items()
-                for d in ("upload", "download") if v.get(d) for lay in layouts}
-    assert set(zip(summary["site"], summary["direction"], summary["layout"],
-                   strict=True)) == expected
+    expected = {
+        (s, d, lay)
+        for s, v in config["sites"].items()
+        for d in ("upload", "download")
+        if v.get(d)
+        for lay in layouts
+    }
+    assert (
+        set(zip(summary["site"], summary["direction"], summary["layout"], strict=True)) == expected
+    )
     assert (summary["n"] == config["repeats"]).all()
     assert (summary["failed"] + summary["corrupt"] == 0).all()
     assert (summary.loc[summary["layout"] == "plain", "speedup_vs_plain"] == 1).all()
@@ -321,13 +340,22 @@ def synthetic_tables(out: Path, seed: int = 7) -> None:
                     for rep in range(1, 5):
                         rate = base * gain * rng.normal(1, 0.06)
                         if (site, remote, direction, layout, rep) == (
-                                "chicago", "main", "download", "plain", 3):
+                            "chicago",
+                            "main",
+                            "download",
+                            "plain",
+                            3,
+                        ):
                             rate *= 0.3  # a collapse
                         status, error = "ok", ""
                         if (site, remote, layout, rep) == ("perth", "main", "multithread", 2):
                             status, error = "failed", "connection reset by peer"
-                        if (site, remote, layout, rep) == ("garching", "main", "chunked-64MiB",
-                                                           4) and direction == "download":
+                        if (site, remote, layout, rep) == (
+                            "garching",
+                            "main",
+                            "chunked-64MiB",
+                            4,
+                        ) and direction == "download":
                             status, error = "corrupt", "d-001.bin chunk 3: xxh128 mismatch"
                         steady = nbytes / rate / 1e6
                         seconds = steady + 2.5
@@ -336,8 +364,19 @@ def synthetic_tables(out: Path, seed: int = 7) -> None:
                             t += 1.0
                             speed = rate * (0.2 if t <= 1 else 0.6 if t <= 2 else 1.0)
                             got = min(nbytes, got + speed * 1e6 * rng.normal(1, 0.04))
-                            srows.append([site, remote, direction, layout.split("-")[0], layout,
-                                          rep, round(t, 3), int(got), speed])
+                            srows.append(
+                                [
+                                    site,
+                                    remote,
+                                    direction,
+                                    layout.split("-")[0],
+                                    layout,
+                                    rep,
+                                    round(t, 3),
+                                    int(got),
+                                    speed,
+                                ]
+                            )
                         trows.append({
                             "campaign": "synth", "site": site, "remote": remote,
                             "direction": direction, "strategy": layout.split("-")[0],
@@ -359,39 +398,82 @@ def synthetic_tables(out: Path, seed: int = 7) -> None:
         steps += [["edinburgh", name, f"d-00{i}.bin", 6.0] for i in range(1, 5)]
     steps += [["edinburgh", "chunk", f"d-00{i}.bin", 3.0] for i in range(1, 5)]
     pd.DataFrame(trows).to_csv(out / "transfers.tsv", sep="\t", index=False)
-    pd.DataFrame(srows, columns=["site", "remote", "direction", "strategy", "layout", "repeat",
-                                 "elapsed_s", "bytes", "mb_per_s"]).assign(campaign="synth").to_csv(
-        out / "timeseries.tsv", sep="\t", index=False)
+    pd.DataFrame(
+        srows,
+        columns=[
+            "site",
+            "remote",
+            "direction",
+            "strategy",
+            "layout",
+            "repeat",
+            "elapsed_s",
+            "bytes",
+            "mb_per_s",
+        ],
+    ).assign(campaign="synth").to_csv(out / "timeseries.tsv", sep="\t", index=False)
     pd.DataFrame(steps, columns=["site", "step", "item", "seconds"]).assign(
-        campaign="synth", bytes=nbytes).to_csv(out / "steps.tsv", sep="\t", index=False)
+        campaign="synth", bytes=nbytes
+    ).to_csv(out / "steps.tsv", sep="\t", index=False)
     pd.DataFrame(columns=["site", "direction", "remote", "layout", "repeat"]).to_csv(
-        out / "missing.tsv", sep="\t", index=False)
+        out / "missing.tsv", sep="\t", index=False
+    )
+
+
+# the plots rule's outputs, as the workflow names them
+OUTPUT_NAMES = {
+    "rate_vs_time": "rate_vs_time.png",
+    "rate_by_strategy": "rate_by_strategy.png",
+    "speedup": "speedup.png",
+    "rate_vs_distance": "rate_vs_distance.png",
+    "steps": "steps.png",
+    "table": "transfers.html",
+    "summary_tsv": "summary.tsv",
+    "summary_html": "summary.html",
+    "cost": "cost.html",
+    "campaign": "campaign.html",
+}
 
 
 def build_synthetic(tmp: Path) -> dict[str, Path]:
     synthetic_tables(tmp)
-    names = {"rate_vs_time": "rate_vs_time.png", "rate_by_strategy": "rate_by_strategy.png",
-             "speedup": "speedup.png", "rate_vs_distance": "rate_vs_distance.png",
-             "steps": "steps.png", "table": "transfers.html", "summary_tsv": "summary.tsv",
-             "summary_html": "summary.html", "cost": "cost.html", "campaign": "campaign.html"}
+    names = OUTPUT_NAMES
     assert set(names) == set(plots.OUTPUTS)
     out = {k: tmp / "figures" / v for k, v in names.items()}
     plots.build_report(tmp, SYNTH_INFO, out)
     return out
 
 
+@pytest.mark.browser
 @needs_chromium
 def test_synthetic_campaign_outputs_render(tmp_path):
     out = build_synthetic(tmp_path)
     doms = check_outputs_in_browser(
-        [p for k, p in out.items() if k != "summary_tsv"], tmp_path)
+        [p for k, p in out.items() if k != "summary_tsv"], tmp_path, "synthetic"
+    )
     summary = pd.read_csv(out["summary_tsv"], sep="\t")
     # the collapsed repeat is flagged, the failed and corrupt transfers are counted
-    row = summary[(summary.site == "chicago") & (summary.remote == "main")
-                  & (summary.direction == "download") & (summary.layout == "plain")]
+    row = summary[
+        (summary.site == "chicago")
+        & (summary.remote == "main")
+        & (summary.direction == "download")
+        & (summary.layout == "plain")
+    ]
     assert row["outliers"].item() == 1
     assert summary["failed"].sum() == 1 and summary["corrupt"].sum() == 1
     assert "connection reset by peer" in doms["summary.html"]
     # prices for one remote, none for the other: said so, no invented numbers
     assert "no prices configured" in doms["cost.html"] and "USD" in doms["cost.html"]
     assert "edinburgh-login1" in doms["campaign.html"]
+
+
+def test_report_of_a_campaign_with_nothing_measured_yet(tmp_path):
+    """Before any transfer has a record, every output is still written, saying so."""
+    synthetic_tables(tmp_path)
+    for name in ("transfers.tsv", "timeseries.tsv", "steps.tsv"):
+        head = pd.read_csv(tmp_path / name, sep="\t").iloc[:0]
+        head.to_csv(tmp_path / name, sep="\t", index=False)
+    names = {k: tmp_path / "out" / v for k, v in OUTPUT_NAMES.items()}
+    plots.build_report(tmp_path, {"sites": {}, "remotes": {}}, names)
+    assert all(p.exists() and p.stat().st_size > 0 for p in names.values())
+    assert pd.read_csv(names["summary_tsv"], sep="\t").empty

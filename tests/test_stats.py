@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from cloudbench import stats
 from cloudbench.stats import (
     LinearFit,
@@ -34,8 +33,9 @@ MB = 10**6
 
 def series(points: list[tuple[float, float]]) -> pd.DataFrame:
     """A per-second series from (elapsed_s, cumulative MB)."""
-    return pd.DataFrame({"elapsed_s": [t for t, _ in points],
-                         "bytes": [int(b * MB) for _, b in points]})
+    return pd.DataFrame(
+        {"elapsed_s": [t for t, _ in points], "bytes": [int(b * MB) for _, b in points]}
+    )
 
 
 def ramp_then(rate: float, ramp: list[float], seconds: int) -> pd.DataFrame:
@@ -164,10 +164,13 @@ def test_speedup_edge_cases():
 
 def _chord_km(a, b) -> float:
     """The same great-circle distance another way: the angle between the two unit vectors."""
+
     def unit(p):
         lat, lon = map(math.radians, p)
-        return np.array([math.cos(lat) * math.cos(lon), math.cos(lat) * math.sin(lon),
-                         math.sin(lat)])
+        return np.array(
+            [math.cos(lat) * math.cos(lon), math.cos(lat) * math.sin(lon), math.sin(lat)]
+        )
+
     return stats.EARTH_RADIUS_KM * math.acos(float(np.clip(unit(a) @ unit(b), -1, 1)))
 
 
@@ -215,14 +218,17 @@ def test_linear_fit_with_too_few_points():
 
 
 def test_distance_trend_needs_three_distinct_distances():
-    sites = {"a": {"location": [0, 0]}, "b": {"location": [0, 10]},
-             "c": {"location": [0, 20]}, "d": {"location": [0, 20]}}
+    sites = {
+        "a": {"location": [0, 0]},
+        "b": {"location": [0, 10]},
+        "c": {"location": [0, 20]},
+        "d": {"location": [0, 20]},
+    }
     remotes = {"main": {"location": [0, 0]}}
     dist = stats.site_remote_distances(sites, remotes)
     assert dist.set_index("site")["distance_km"]["a"] == 0
     rates = {"a": 300.0, "b": 200.0, "c": 100.0, "d": 100.0}
-    t = transfers_frame([(s, "download", "plain", r, v) for s, v in rates.items()
-                         for r in (1, 2)])
+    t = transfers_frame([(s, "download", "plain", r, v) for s, v in rates.items() for r in (1, 2)])
     trend = stats.distance_trend(t, dist, "download")
     assert trend.distinct_distances == 3 and trend.fit is not None
     per_km = -100 / haversine_km((0, 0), (0, 10))
@@ -255,8 +261,9 @@ def transfers_frame(rows: list[tuple]) -> pd.DataFrame:
 
 
 def test_outlier_is_a_collapse_not_noise():
-    t = transfers_frame([("a", "upload", "plain", r, v)
-                         for r, v in enumerate([100, 98, 103, 40, 70], start=1)])
+    t = transfers_frame(
+        [("a", "upload", "plain", r, v) for r, v in enumerate([100, 98, 103, 40, 70], start=1)]
+    )
     flags = outlier_flags(t)
     assert list(flags) == [False, False, False, True, False]  # 40 < 0.5 x 98; 70 is noise
 
@@ -264,24 +271,35 @@ def test_outlier_is_a_collapse_not_noise():
 def test_outliers_need_three_ok_repeats_in_the_group():
     t = transfers_frame([("a", "upload", "plain", 1, 100), ("a", "upload", "plain", 2, 10)])
     assert not outlier_flags(t).any()
-    t = transfers_frame([("a", "upload", "plain", 1, 100), ("a", "upload", "plain", 2, 10),
-                         ("a", "upload", "plain", 3, 0, "failed")])
+    t = transfers_frame(
+        [
+            ("a", "upload", "plain", 1, 100),
+            ("a", "upload", "plain", 2, 10),
+            ("a", "upload", "plain", 3, 0, "failed"),
+        ]
+    )
     assert not outlier_flags(t).any()  # the failed repeat does not count towards 3
     # groups are separate: a slow layout is not an outlier of a fast one
-    t = transfers_frame([("a", "upload", lay, r, v) for lay, v in (("plain", 10), ("multithread", 100))
-                         for r in (1, 2, 3)])
+    groups = (("plain", 10), ("multithread", 100))
+    t = transfers_frame([("a", "upload", lay, r, v) for lay, v in groups for r in (1, 2, 3)])
     assert not outlier_flags(t).any()
 
 
 def test_summarise_on_a_constructed_campaign():
     rows = [("a", "upload", "plain", r, v) for r, v in enumerate([10, 20, 30, 40], start=1)]
     rows += [("a", "upload", "multithread", r, v) for r, v in enumerate([50, 50, 50, 5], 1)]
-    rows += [("a", "upload", "chunked-4MiB", 1, 0, "failed"),
-             ("a", "upload", "chunked-4MiB", 2, 0, "corrupt"),
-             ("a", "upload", "chunked-4MiB", 3, 60)]
+    rows += [
+        ("a", "upload", "chunked-4MiB", 1, 0, "failed"),
+        ("a", "upload", "chunked-4MiB", 2, 0, "corrupt"),
+        ("a", "upload", "chunked-4MiB", 3, 60),
+    ]
     t = transfers_frame(rows)
-    s = summarise(t, pd.DataFrame(columns=["site", "remote", "direction", "layout", "repeat",
-                                           "elapsed_s", "bytes"]))
+    s = summarise(
+        t,
+        pd.DataFrame(
+            columns=["site", "remote", "direction", "layout", "repeat", "elapsed_s", "bytes"]
+        ),
+    )
     assert list(s.columns) == stats.SUMMARY_COLUMNS
     s = s.set_index("layout")
     p = s.loc["plain"]
@@ -295,7 +313,12 @@ def test_summarise_on_a_constructed_campaign():
     assert m["outliers"] == 1  # 5 < 0.5 x 50
     c = s.loc["chunked-4MiB"]
     assert (c["n"], c["failed"], c["corrupt"], c["retries"], c["low_level_retries"]) == (
-        1, 1, 1, 1, 6)
+        1,
+        1,
+        1,
+        1,
+        6,
+    )
     assert c["speedup_vs_plain"] == pytest.approx(60 / 25) and math.isnan(c["speedup_ci_low"])
 
 
@@ -304,8 +327,13 @@ def test_summarise_uses_the_series_for_the_sustained_rate():
     frames = []
     for r in (1, 2, 3):
         s = ramp_then(100, [10, 40], 30)
-        s[["site", "remote", "direction", "layout", "repeat"]] = ["a", "main", "download",
-                                                                  "plain", r]
+        s[["site", "remote", "direction", "layout", "repeat"]] = [
+            "a",
+            "main",
+            "download",
+            "plain",
+            r,
+        ]
         frames.append(s)
     out = summarise(t, pd.concat(frames, ignore_index=True)).iloc[0]
     assert out["sustained_median"] == pytest.approx(100.0)
@@ -318,10 +346,12 @@ def test_summarise_uses_the_series_for_the_sustained_rate():
 
 
 def test_time_budget_effective_and_raw_throughput():
-    t = transfers_frame([("a", "upload", "plain", 1, 10.0), ("a", "upload", "plain", 2, 0,
-                                                             "failed")])
-    steps = pd.DataFrame({"site": ["a", "a"], "step": ["generate", "checksum"],
-                          "seconds": [5.0, 5.0]})
+    t = transfers_frame(
+        [("a", "upload", "plain", 1, 10.0), ("a", "upload", "plain", 2, 0, "failed")]
+    )
+    steps = pd.DataFrame(
+        {"site": ["a", "a"], "step": ["generate", "checksum"], "seconds": [5.0, 5.0]}
+    )
     b = time_budget(steps, t).set_index("site").loc["a"]
     assert b["upload"] == 20.0 and b["generate"] == 5.0 and b["total_s"] == 30.0
     assert b["raw_mb_per_s"] == pytest.approx(10.0)  # 100 MB in the ok transfer's 10 s
@@ -330,8 +360,13 @@ def test_time_budget_effective_and_raw_throughput():
 
 
 def test_campaign_cost_and_one_tb():
-    t = transfers_frame([("a", "upload", "plain", 1, 100.0), ("a", "download", "plain", 1, 50.0),
-                         ("a", "download", "plain", 2, 0, "failed")])
+    t = transfers_frame(
+        [
+            ("a", "upload", "plain", 1, 100.0),
+            ("a", "download", "plain", 1, 50.0),
+            ("a", "download", "plain", 2, 0, "failed"),
+        ]
+    )
     prices = {"main": Prices(egress_per_gb=0.09, storage_per_gb_month=0.02, currency="USD")}
     c = campaign_cost(t, prices).iloc[0]
     assert c["downloaded_gb"] == pytest.approx(0.2)  # 2 x 100 MB, the failed one included
@@ -356,8 +391,9 @@ def test_no_prices_means_no_numbers():
     assert math.isnan(tb["egress_cost_per_tb"]) and "no prices" in tb["note"]
     assert tb["hours_per_tb"] == pytest.approx(hours_per_tb(50.0))  # time needs no prices
     assert Prices.from_config(None) is None
-    assert Prices.from_config({"egress_per_gb": 1, "storage_per_gb_month": 2,
-                               "currency": "EUR"}) == Prices(1.0, 2.0, "EUR")
+    assert Prices.from_config(
+        {"egress_per_gb": 1, "storage_per_gb_month": 2, "currency": "EUR"}
+    ) == Prices(1.0, 2.0, "EUR")
 
 
 # --- the captions state the definitions the code uses ----------------------------------------

@@ -4,17 +4,30 @@ Whole-file hashes are written in ``xxh128sum``'s own format (``<hex>  <name>``) 
 ``xxh128sum -c`` verifies a file by hand.  Per-chunk hashes, for every configured chunk size,
 are computed in the same pass, so a corrupt download can name its chunk without reading
 the file again.
+
+Files are read through memory maps (``chunking.windows``): XXH3 reads the page cache
+directly, with no copy into a Python buffer, in L2-sized pieces so that the second and later
+hashes of a piece (per-chunk digests) find it in cache.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import xxhash
 
+from cloudbench.chunking import pieces, windows
+from cloudbench.records import write_json
+
 READ_BLOCK = 16 * 2**20
+
+
+def xxh128():
+    """A fresh XXH3-128 state (what ``xxh128sum`` computes): ``update(bytes)``, ``hexdigest()``."""
+    return xxhash.xxh3_128()
 
 
 class _ChunkHasher:
@@ -67,12 +80,58 @@ def hash_stream(
     whole = xxhash.xxh3_128()
     chunkers = [_ChunkHasher(c) for c in chunk_sizes]
     total = 0
-    for data in read_blocks(paths):
-        whole.update(data)
-        for ch in chunkers:
-            ch.update(data)
-        total += len(data)
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for win in windows(fd, 0, os.fstat(fd).st_size):
+                try:
+                    if chunkers:
+                        for piece in pieces(win.view):
+                            whole.update(piece)
+                            for ch in chunkers:
+                                ch.update(piece)
+                    else:
+                        whole.update(win.view)
+                    total += len(win.view)
+                finally:
+                    win.close()
+        finally:
+            os.close(fd)
     return whole.hexdigest(), {c.chunk_bytes: c.finish() for c in chunkers}, total
+
+
+# --- digests computed while a file was written ------------------------------------------------
+
+_NOTE_KEYS = ("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
+
+
+def digest_note_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.xxh128.json")
+
+
+def write_digest_note(path: Path, digest: str, nbytes: int) -> None:
+    """Record the XXH128 of ``path`` computed from the very bytes written to it.
+
+    The note is bound to the file's identity (device, inode, size, mtime and ctime, taken
+    after the file got its final name), so any later change to the file voids it.
+    """
+    st = os.stat(path)
+    write_json(digest_note_path(path), {"file": path.name, "xxh128": digest, "bytes": nbytes,
+                                        **{k: getattr(st, k) for k in _NOTE_KEYS}})
+
+
+def read_digest_note(path: Path) -> tuple[str, int] | None:
+    """(XXH128, bytes) from the note of an unchanged ``path``; None if absent or stale."""
+    try:
+        note = json.loads(digest_note_path(path).read_text())
+        st = os.stat(path)
+        if note["file"] != path.name or note["bytes"] != st.st_size:
+            return None
+        if any(note[k] != getattr(st, k) for k in _NOTE_KEYS):
+            return None
+        return str(note["xxh128"]), int(note["bytes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def xxh128sum_line(digest: str, name: str) -> str:

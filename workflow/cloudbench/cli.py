@@ -92,15 +92,8 @@ def cmd_aggregate(a):
 
 
 def cmd_plots(a):
-    t = Path(a.tables)
-    transfers = pd.read_csv(t / "transfers.tsv", sep="\t")
-    series = pd.read_csv(t / "timeseries.tsv", sep="\t")
-    step_df = pd.read_csv(t / "steps.tsv", sep="\t")
-    missing = pd.read_csv(t / "missing.tsv", sep="\t")
-    plots.rate_vs_time(series, Path(a.rate_vs_time))
-    plots.rate_by_strategy(transfers, Path(a.rate_by_strategy))
-    plots.step_breakdown(step_df, transfers, Path(a.steps))
-    plots.transfers_html(transfers, missing, Path(a.table))
+    outputs = {name: Path(getattr(a, name)) for name in plots.OUTPUTS}
+    plots.build_report(Path(a.tables), json.loads(a.info), outputs)
 
 
 def cmd_preflight(a):
@@ -153,8 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("manifest", cmd_manifest, ("--info", req), ("--checksums", {"nargs": "+", **req}),
         ("--uploads", {"nargs": "+", **req}), ("--out", req))
     add("aggregate", cmd_aggregate, ("--results", req), ("--expected", req), ("--out", req))
-    add("plots", cmd_plots, ("--tables", req), ("--rate-vs-time", req),
-        ("--rate-by-strategy", req), ("--steps", req), ("--table", req))
+    add("plots", cmd_plots, ("--tables", req), ("--info", req),
+        *[(f"--{name.replace('_', '-')}", req) for name in plots.OUTPUTS])
     add("preflight", cmd_preflight, ("--spec", req), ("--out", req))
     add("status", cmd_status, ("--transfers", req), ("--out", req))
     add("cleanup", cmd_cleanup, ("--spec", req))

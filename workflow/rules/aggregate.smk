@@ -12,16 +12,18 @@ rule aggregate:
         ),
         timeseries=f"{RESULTS}/timeseries.tsv",
         steps=report(
-            f"{RESULTS}/steps.tsv", caption="../report/steps_tsv.rst", category="Tables"
+            f"{RESULTS}/steps.tsv",
+            caption="../report/steps_tsv.rst",
+            category="Tables",
         ),
         missing=f"{RESULTS}/missing.tsv",
     log:
         f"{RESULTS}/logs/aggregate.log",
+    conda:
+        "../../envs/cloudbench.yaml"
     params:
         expected=expected_measurements(),
         results=lambda w, output: Path(output.transfers).parent,
-    conda:
-        "../../envs/cloudbench.yaml"
     shell:
         "python -m cloudbench aggregate --results {params.results} --expected {params.expected:q}"
         " --out {params.results} 2> {log}"
@@ -41,23 +43,57 @@ rule plots:
             caption="../report/rate_by_strategy.rst",
             category="Transfers",
         ),
+        speedup=report(
+            f"{RESULTS}/figures/speedup.png",
+            caption="../report/speedup.rst",
+            category="Transfers",
+        ),
+        rate_vs_distance=report(
+            f"{RESULTS}/figures/rate_vs_distance.png",
+            caption="../report/rate_vs_distance.rst",
+            category="Transfers",
+        ),
         steps=report(
             f"{RESULTS}/figures/steps.png",
             caption="../report/steps.rst",
             category="Where the time goes",
+        ),
+        summary_html=report(
+            f"{RESULTS}/figures/summary.html",
+            caption="../report/summary_table.rst",
+            category="Tables",
+        ),
+        summary_tsv=report(
+            f"{RESULTS}/summary.tsv",
+            caption="../report/summary_tsv.rst",
+            category="Tables",
         ),
         table=report(
             f"{RESULTS}/figures/transfers.html",
             caption="../report/transfers_table.rst",
             category="Tables",
         ),
+        cost=report(
+            f"{RESULTS}/figures/cost.html",
+            caption="../report/cost.rst",
+            category="Cost",
+        ),
+        campaign=report(
+            f"{RESULTS}/figures/campaign.html",
+            caption="../report/campaign.rst",
+            category="Campaign",
+        ),
     log:
         f"{RESULTS}/logs/plots.log",
-    params:
-        tables=lambda w, input: Path(input[0]).parent,
     conda:
         "../../envs/cloudbench.yaml"
+    params:
+        tables=lambda w, input: Path(input[0]).parent,
+        info=report_info(),
     shell:
-        "python -m cloudbench plots --tables {params.tables} --rate-vs-time {output.rate_vs_time}"
-        " --rate-by-strategy {output.rate_by_strategy} --steps {output.steps}"
-        " --table {output.table} 2> {log}"
+        "python -m cloudbench plots --tables {params.tables} --info {params.info:q}"
+        " --rate-vs-time {output.rate_vs_time} --rate-by-strategy {output.rate_by_strategy}"
+        " --speedup {output.speedup} --rate-vs-distance {output.rate_vs_distance}"
+        " --steps {output.steps} --table {output.table} --summary-tsv {output.summary_tsv}"
+        " --summary-html {output.summary_html} --cost {output.cost}"
+        " --campaign {output.campaign} 2> {log}"

@@ -17,8 +17,9 @@ try:
     CAMPAIGN = load_campaign(config)
 except ConfigError as err:
     raise WorkflowError(f"config error: {err}") from None
+# Checked where jobs are submitted; batch jobs themselves do not see the variables.
 MISSING_ENV = jobenv.missing_variables(config.get("required_env"))
-if MISSING_ENV:
+if MISSING_ENV and workflow.is_main_process:
     raise WorkflowError(
         f"this profile needs {', '.join(MISSING_ENV)} set in the environment "
         f"(e.g. export {MISSING_ENV[0]}=...): scheduler account/partition/queue never live in files"
@@ -148,7 +149,11 @@ def verify_inputs(wildcards):
 
 
 def upload_records():
-    return [record(m) for m in CAMPAIGN.measurements(CAMPAIGN.upload_site)]
+    return [
+        record(m)
+        for m in CAMPAIGN.measurements(CAMPAIGN.upload_site)
+        if m.direction == "upload"
+    ]
 
 
 def manifest_info():
@@ -195,8 +200,6 @@ def aggregate_inputs(wildcards):
     files = [record(m) for m in active("upload")]
     for m in active("download"):
         files += [record(m), verify_record(m)]
-    if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
-        files.append(f"{RESULTS}/manifest.json")
     return files
 
 
@@ -225,6 +228,69 @@ def cleanup_spec():
     )
 
 
+def bookkeeping_targets():
+    """The campaign manifest (upload site) and the final status line of every run."""
+    targets = [f"{RESULTS}/status.txt"]
+    if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
+        targets.append(f"{RESULTS}/manifest.json")
+    return targets
+
+
 def final_targets():
-    figures = ["rate_vs_time.png", "rate_by_strategy.png", "steps.png", "transfers.html"]
-    return [f"{RESULTS}/transfers.tsv"] + [f"{RESULTS}/figures/{f}" for f in figures]
+    figures = [
+        "rate_vs_time.png",
+        "rate_by_strategy.png",
+        "speedup.png",
+        "rate_vs_distance.png",
+        "steps.png",
+        "transfers.html",
+        "summary.html",
+        "cost.html",
+        "campaign.html",
+    ]
+    return [f"{RESULTS}/transfers.tsv", f"{RESULTS}/summary.tsv"] + [
+        f"{RESULTS}/figures/{f}" for f in figures
+    ]
+
+
+def report_info():
+    """What the report needs from the config, as JSON: locations, prices, flags, dataset.
+
+    Top-level ``prices`` apply to the single ``remote``; with ``remotes``, each remote's own
+    ``prices``. Remote URLs are left out (the report needs names and places, not addresses).
+    """
+    named = config.get("remotes") or {}
+    remotes = {}
+    for r in CAMPAIGN.remotes:
+        prices = (
+            (named.get(r.name) or {}).get("prices") if named else config.get("prices")
+        )
+        remotes[r.name] = {"location": r.location, "prices": prices or None}
+    return json.dumps(
+        {
+            "campaign": CAMPAIGN.name,
+            "bucket": CAMPAIGN.bucket,
+            "sites": {
+                s.name: {
+                    "location": s.location,
+                    "upload": s.upload,
+                    "download": s.download,
+                }
+                for s in CAMPAIGN.sites
+            },
+            "remotes": remotes,
+            "dataset": {
+                "name": CAMPAIGN.dataset_name,
+                "files": CAMPAIGN.files,
+                "file_bytes": CAMPAIGN.file_bytes,
+                "chunk_sizes": list(CAMPAIGN.chunk_sizes),
+            },
+            "strategies": list(CAMPAIGN.strategies),
+            "repeats": CAMPAIGN.repeats,
+            "rclone": {
+                "flags": list(CAMPAIGN.rclone_flags),
+                "multi_thread_cutoff": CAMPAIGN.multi_thread_cutoff,
+                "multi_thread_chunk_size": CAMPAIGN.multi_thread_chunk_size,
+            },
+        }
+    )

@@ -51,7 +51,7 @@ rule download:
         "../../envs/cloudbench.yaml"
     shell:
         "python -m cloudbench download --spec {params.spec:q} --threads {threads}"
-        " --manifest {output.manifest} --upload-record {params.upload_record:q}"
+        " --manifest {output.manifest} --upload-record={params.upload_record:q}"
         " --record {output.record} --series {output.series}"
         " --rclone-log {log.rclone} 2> {log.job}"
 
