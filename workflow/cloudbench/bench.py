@@ -45,6 +45,7 @@ DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 STEPS = ("generate", "checksum", "chunk", "reassemble", "transfer", "memory", "schedule")
 MEMORY_LIMIT = 256 * MIB
 SCHEDULE_LIMIT = 15.0
+TRANSFER_PAIRS = 2  # x --pairs: an rclone copy varies by +-20% from run to run on a busy machine
 SEED = "cloudbench-bench"
 CTX = {"campaign": "bench", "site": "bench"}
 
@@ -78,8 +79,16 @@ class Row:
     detail: str = ""
 
     def cells(self) -> list[str]:
-        return [self.step, _fmt(self.ours), _fmt(self.baseline), self.unit, f"{self.ratio:.3f}",
-                self.target, "PASS" if self.passed else "FAIL", self.detail]
+        return [
+            self.step,
+            _fmt(self.ours),
+            _fmt(self.baseline),
+            self.unit,
+            f"{self.ratio:.3f}",
+            self.target,
+            "PASS" if self.passed else "FAIL",
+            self.detail,
+        ]
 
 
 HEADER = ["step", "ours", "baseline", "unit", "ratio", "target", "pass", "detail"]
@@ -138,41 +147,66 @@ class Bench:
         seconds = time.perf_counter() - t0
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = sum(getattr(b, k) - getattr(a, k) for a, b in ((r0, r1), (c0, c1))
-                  for k in ("ru_utime", "ru_stime"))
+        cpu = sum(
+            getattr(b, k) - getattr(a, k)
+            for a, b in ((r0, r1), (c0, c1))
+            for k in ("ru_utime", "ru_stime")
+        )
         run = Run(step, side, pair, seconds, cpu, extra)
         if pair > 0:
             self.runs.append(run)
         return run
 
-    def pairs_of(self, step: str, sides: list[tuple[str, Callable[[], None], Callable[[], Any]]]
-                 ) -> dict[str, list[Run]]:
-        """A warm-up round (pair 0, not kept) and then ``self.pairs`` rounds of every side."""
+    def pairs_of(
+        self,
+        step: str,
+        sides: list[tuple[str, Callable[[], None], Callable[[], Any]]],
+        pairs: int | None = None,
+    ) -> dict[str, list[Run]]:
+        """A warm-up round (pair 0, not kept) and then ``pairs`` rounds of every side."""
         out: dict[str, list[Run]] = {name: [] for name, _, _ in sides}
-        for pair in range(self.pairs + 1):
+        for pair in range((pairs or self.pairs) + 1):
             for name, prepare, fn in sides:
                 prepare()
                 run = self.timed(step, name, pair, fn)
                 if pair > 0:
                     out[name].append(run)
             label = " ".join(f"{n}={out[n][-1].seconds:.3f}s" for n, _, _ in sides) if pair else ""
-            print(f"  {step} pair {pair}{' (warm-up)' if not pair else ''} {label}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  {step} pair {pair}{' (warm-up)' if not pair else ''} {label}",
+                file=sys.stderr,
+                flush=True,
+            )
         return out
 
-    def speed_row(self, step: str, ours: list[Run], base: list[Run], baseline: str,
-                  target: float, detail: str = "") -> None:
+    def speed_row(
+        self,
+        step: str,
+        ours: list[Run],
+        base: list[Run],
+        baseline: str,
+        target: float,
+        detail: str = "",
+    ) -> None:
         ratios = [b.seconds / o.seconds for o, b in zip(ours, base, strict=True)]
         cpu = statistics.median(b.cpu / o.cpu for o, b in zip(ours, base, strict=True) if o.cpu)
         ratio = statistics.median(ratios)
         o_s = statistics.median(r.seconds for r in ours)
         b_s = statistics.median(r.seconds for r in base)
-        self.rows.append(Row(
-            step, o_s, b_s, "s", ratio, f">= {target:.2f}x", ratio >= target,
-            f"vs {baseline}; {self.size / o_s / 1e6:.0f} vs {self.size / b_s / 1e6:.0f} MB/s; "
-            f"ratios {' '.join(f'{r:.2f}' for r in ratios)}; CPU-time ratio {cpu:.2f}"
-            + (f"; {detail}" if detail else ""),
-        ))
+        self.rows.append(
+            Row(
+                step,
+                o_s,
+                b_s,
+                "s",
+                ratio,
+                f">= {target:.2f}x",
+                ratio >= target,
+                f"vs {baseline}; {self.size / o_s / 1e6:.0f} vs {self.size / b_s / 1e6:.0f} MB/s; "
+                f"ratios {' '.join(f'{r:.2f}' for r in ratios)}; CPU-time ratio {cpu:.2f}"
+                + (f"; {detail}" if detail else ""),
+            )
+        )
 
     # --- the data file ------------------------------------------------------------------------
 
@@ -201,23 +235,36 @@ class Bench:
             steps.generate(ours_out, self.size, SEED, d / "record.json", CTX)
 
         def dd():
-            subprocess.run(["dd", "if=/dev/zero", f"of={dd_out}", "bs=1M", *count, "status=none"],
-                           check=True)
+            subprocess.run(
+                ["dd", "if=/dev/zero", f"of={dd_out}", "bs=1M", *count, "status=none"], check=True
+            )
 
         def openssl():
             flags = "iflag=fullblock" + (",count_bytes" if self.size % MIB else "")
             subprocess.run(
-                ["bash", "-c", f"openssl enc -aes-256-ctr -nosalt -pass pass:X < /dev/zero "
-                 f"2>/dev/null | dd of={shlex.quote(str(ssl_out))} bs=1M {count[-1]} {flags} "
-                 "status=none"], check=True)
+                [
+                    "bash",
+                    "-c",
+                    f"openssl enc -aes-256-ctr -nosalt -pass pass:X < /dev/zero "
+                    f"2>/dev/null | dd of={shlex.quote(str(ssl_out))} bs=1M {count[-1]} {flags} "
+                    "status=none",
+                ],
+                check=True,
+            )
 
-        runs = self.pairs_of("generate", [("ours", clean, ours), ("dd", clean, dd),
-                                          ("openssl", clean, openssl)])
+        runs = self.pairs_of(
+            "generate", [("ours", clean, ours), ("dd", clean, dd), ("openssl", clean, openssl)]
+        )
         for p in (ours_out, dd_out, ssl_out):
             p.unlink(missing_ok=True)
         self.speed_row("generate", runs["ours"], runs["dd"], "dd if=/dev/zero bs=1M", 0.9)
-        self.speed_row("generate-openssl", runs["ours"], runs["openssl"],
-                       "openssl enc -aes-256-ctr < /dev/zero | dd iflag=fullblock", 1.2)
+        self.speed_row(
+            "generate-openssl",
+            runs["ours"],
+            runs["openssl"],
+            "openssl enc -aes-256-ctr < /dev/zero | dd iflag=fullblock",
+            1.2,
+        )
 
     # --- checksum -------------------------------------------------------------------------------
 
@@ -231,13 +278,15 @@ class Bench:
         seen: dict[str, set[str]] = {"ours": set(), "xxh128sum": set()}
 
         def ours():
-            steps.checksum(self.data, [self.chunk], d / "sum", d / "chunks.json", d / "rec.json",
-                           CTX)
+            steps.checksum(
+                self.data, [self.chunk], d / "sum", d / "chunks.json", d / "rec.json", CTX
+            )
             seen["ours"].add(json.loads((d / "chunks.json").read_text())["xxh128"])
 
         def base():
-            out = subprocess.run(["xxh128sum", str(self.data)], check=True, capture_output=True,
-                                 text=True).stdout
+            out = subprocess.run(
+                ["xxh128sum", str(self.data)], check=True, capture_output=True, text=True
+            ).stdout
             seen["xxh128sum"].add(parse_xxh128sum(out)[str(self.data)])
 
         def prep():
@@ -247,8 +296,14 @@ class Bench:
         same = seen["ours"] == seen["xxh128sum"] and len(seen["ours"]) == 1
         if not same:
             raise SystemExit(f"checksum: ours {seen['ours']} != xxh128sum {seen['xxh128sum']}")
-        self.speed_row("checksum", runs["ours"], runs["xxh128sum"], "xxh128sum", 0.9,
-                       f"ours also computes the {self.chunk // MIB} MiB chunk digests; same digest")
+        self.speed_row(
+            "checksum",
+            runs["ours"],
+            runs["xxh128sum"],
+            "xxh128sum",
+            0.9,
+            f"ours also computes the {self.chunk // MIB} MiB chunk digests; same digest",
+        )
 
     # --- chunk ----------------------------------------------------------------------------------
 
@@ -272,16 +327,18 @@ class Bench:
             steps.chunk(self.data, self.chunk, self.width, ours_dir, d / "rec.json", CTX)
 
         def base():
-            subprocess.run(["split", "-b", str(self.chunk), str(self.data),
-                            str(split_dir / "x.")], check=True)
+            subprocess.run(
+                ["split", "-b", str(self.chunk), str(self.data), str(split_dir / "x.")], check=True
+            )
 
         runs = self.pairs_of("chunk", [("ours", prep_ours, ours), ("split", prep_split, base)])
         n = len(list(ours_dir.iterdir()))
         if n != len(list(split_dir.iterdir())):
             raise SystemExit("chunk: ours and split made different numbers of chunks")
         shutil.rmtree(d, ignore_errors=True)
-        self.speed_row("chunk", runs["ours"], runs["split"], f"split -b {self.chunk}", 1.5,
-                       f"{n} chunks")
+        self.speed_row(
+            "chunk", runs["ours"], runs["split"], f"split -b {self.chunk}", 1.5, f"{n} chunks"
+        )
 
     # --- reassemble + verify ---------------------------------------------------------------------
 
@@ -290,10 +347,19 @@ class Bench:
         from cloudbench.spec import TransferSpec
 
         return TransferSpec(
-            campaign="bench", bucket="bench", site="bench", upload_site="bench",
-            remote="local", remote_url=str(self.work / "remote"), direction="download",
-            layout_label=Layout("chunked", self.chunk).label, repeat=1, files=(self.name,),
-            file_bytes=size, chunk_width=self.width, scratch=str(scratch),
+            campaign="bench",
+            bucket="bench",
+            site="bench",
+            upload_site="bench",
+            remote="local",
+            remote_url=str(self.work / "remote"),
+            direction="download",
+            layout_label=Layout("chunked", self.chunk).label,
+            repeat=1,
+            files=(self.name,),
+            file_bytes=size,
+            chunk_width=self.width,
+            scratch=str(scratch),
         )
 
     def manifest_for(self, spec, data: Path, out: Path) -> str:
@@ -302,8 +368,13 @@ class Bench:
         from cloudbench.records import write_json
 
         digest, per_chunk, nbytes = hash_stream([data], [self.chunk])
-        hashes = {self.name: {"bytes": nbytes, "xxh128": digest,
-                              "chunks": {str(c): d for c, d in per_chunk.items()}}}
+        hashes = {
+            self.name: {
+                "bytes": nbytes,
+                "xxh128": digest,
+                "chunks": {str(c): d for c, d in per_chunk.items()},
+            }
+        }
         write_json(out, steps.copy_manifest(spec, hashes))
         return digest
 
@@ -339,17 +410,23 @@ class Bench:
             parts = sorted(str(p) for p in chunk_dir.iterdir())
             with open(cat_out, "wb") as fh:
                 subprocess.run(["cat", *parts], stdout=fh, check=True)
-            out = subprocess.run(["xxh128sum", str(cat_out)], check=True, capture_output=True,
-                                 text=True).stdout
+            out = subprocess.run(
+                ["xxh128sum", str(cat_out)], check=True, capture_output=True, text=True
+            ).stdout
             if parse_xxh128sum(out)[str(cat_out)] != digest:
                 raise SystemExit("reassemble: cat + xxh128sum disagrees with the manifest")
 
         runs = self.pairs_of("reassemble", [("ours", prep, ours), ("cat+xxh128sum", prep, base)])
         source = runs["ours"][-1].extra.get("xxh128_from")
         shutil.rmtree(d, ignore_errors=True)
-        self.speed_row("reassemble+verify", runs["ours"], runs["cat+xxh128sum"],
-                       "cat chunks > file; xxh128sum file", 1.5,
-                       f"verify took its digest from: {source}")
+        self.speed_row(
+            "reassemble+verify",
+            runs["ours"],
+            runs["cat+xxh128sum"],
+            "cat chunks > file; xxh128sum file",
+            1.5,
+            f"verify took its digest from: {source}",
+        )
 
     # --- transfer -------------------------------------------------------------------------------
 
@@ -371,9 +448,19 @@ class Bench:
         write_json(sums, {"file": self.name, "bytes": nbytes, "xxh128": digest, "chunks": {}})
         threads = len(os.sched_getaffinity(0))
         spec = TransferSpec(
-            campaign="bench", bucket="bench", site="bench", upload_site="bench", remote="local",
-            remote_url=str(d / "remote"), direction="upload", layout_label="plain", repeat=1,
-            files=(self.name,), file_bytes=self.size, chunk_width=0, scratch=str(d / "site"),
+            campaign="bench",
+            bucket="bench",
+            site="bench",
+            upload_site="bench",
+            remote="local",
+            remote_url=str(d / "remote"),
+            direction="upload",
+            layout_label="plain",
+            repeat=1,
+            files=(self.name,),
+            file_bytes=self.size,
+            chunk_width=0,
+            scratch=str(d / "site"),
         )
         real = rc.find_rclone()
         wrapper = d / "rclone-timer"
@@ -384,8 +471,12 @@ class Bench:
         listing.write_text(f"{self.name}\n")
         dst = f"{spec.data_prefix}/objects"
         rec_path = d / "record.json"
-        env = {"CLOUDBENCH_RCLONE": str(wrapper), "CB_BENCH_RCLONE": real,
-               "CB_BENCH_ARGV": str(argv_file), "CB_BENCH_TIMES": str(times_file)}
+        env = {
+            "CLOUDBENCH_RCLONE": str(wrapper),
+            "CB_BENCH_RCLONE": real,
+            "CB_BENCH_ARGV": str(argv_file),
+            "CB_BENCH_TIMES": str(times_file),
+        }
 
         def prep():
             shutil.rmtree(d / "remote", ignore_errors=True)
@@ -395,8 +486,16 @@ class Bench:
             saved = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
             try:
-                steps.upload(spec, threads, src, d / "chunks", [sums], rec_path,
-                             d / "rclone.jsonl", d / "series.tsv")
+                steps.upload(
+                    spec,
+                    threads,
+                    src,
+                    d / "chunks",
+                    [sums],
+                    rec_path,
+                    d / "rclone.jsonl",
+                    d / "series.tsv",
+                )
             finally:
                 for k, v in saved.items():
                     if v is None:
@@ -424,37 +523,56 @@ class Bench:
             argv = bare_argv()
             (d / "bare.jsonl").unlink(missing_ok=True)
             t0 = time.perf_counter()
-            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True)
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             seconds = time.perf_counter() - t0
             if proc.returncode != 0:
                 raise SystemExit(f"transfer: bare rclone failed: {proc.stdout[-500:]}")
             return {"mb_per_s": self.size / seconds / 1e6, "seconds": seconds}
 
-        runs = self.pairs_of("transfer", [("ours", prep, ours), ("bare-rclone", prep, bare)])
+        runs = self.pairs_of(
+            "transfer",
+            [("ours", prep, ours), ("bare-rclone", prep, bare)],
+            pairs=TRANSFER_PAIRS * self.pairs,
+        )
         shutil.rmtree(d / "remote", ignore_errors=True)
         ours_runs, bare_runs = runs["ours"], runs["bare-rclone"]
-        ratios = [o.extra["mb_per_s"] / b.extra["mb_per_s"]
-                  for o, b in zip(ours_runs, bare_runs, strict=True)]
+        ratios = [
+            o.extra["mb_per_s"] / b.extra["mb_per_s"]
+            for o, b in zip(ours_runs, bare_runs, strict=True)
+        ]
         ratio = statistics.median(ratios)
         o_rate = statistics.median(o.extra["mb_per_s"] for o in ours_runs)
         b_rate = statistics.median(b.extra["mb_per_s"] for b in bare_runs)
         cmd = " ".join(shlex.quote(a) for a in bare_argv()[1:])
-        self.rows.append(Row(
-            "transfer", o_rate, b_rate, "MB/s", ratio, ">= 0.97x", ratio >= 0.97,
-            f"steps.upload's reported rate vs the same command run bare (rclone {cmd}); "
-            f"ratios {' '.join(f'{r:.3f}' for r in ratios)}",
-        ))
+        self.rows.append(
+            Row(
+                "transfer",
+                o_rate,
+                b_rate,
+                "MB/s",
+                ratio,
+                ">= 0.97x",
+                ratio >= 0.97,
+                f"steps.upload's reported rate vs the same command run bare (rclone {cmd}); "
+                f"ratios {' '.join(f'{r:.3f}' for r in ratios)}",
+            )
+        )
         agree = [o.extra["mb_per_s"] / (self.size / o.extra["outside_s"] / 1e6) for o in ours_runs]
         worst = max(agree, key=lambda a: abs(a - 1))
         med = statistics.median(agree)
-        self.rows.append(Row(
-            "transfer-rate-honest", o_rate,
-            statistics.median(self.size / o.extra["outside_s"] / 1e6 for o in ours_runs), "MB/s",
-            med, "1 +/- 0.01", abs(worst - 1) <= 0.01,
-            "reported rate vs bytes / wall time of the rclone process taken outside it "
-            f"(bash wrapper clock); per run {' '.join(f'{a:.4f}' for a in agree)}",
-        ))
+        self.rows.append(
+            Row(
+                "transfer-rate-honest",
+                o_rate,
+                statistics.median(self.size / o.extra["outside_s"] / 1e6 for o in ours_runs),
+                "MB/s",
+                med,
+                "1 +/- 0.01",
+                abs(worst - 1) <= 0.01,
+                "reported rate vs bytes / wall time of the rclone process taken outside it "
+                f"(bash wrapper clock); per run {' '.join(f'{a:.4f}' for a in agree)}",
+            )
+        )
 
     # --- memory ---------------------------------------------------------------------------------
 
@@ -473,9 +591,17 @@ class Bench:
 
         def child(step: str, **kw: Any) -> None:
             cmd = [sys.executable, "-m", "cloudbench.bench", "--child", step, json.dumps(kw)]
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-                p for p in (str(Path(__file__).resolve().parents[1]),
-                            os.environ.get("PYTHONPATH")) if p)}
+            env = {
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    p
+                    for p in (
+                        str(Path(__file__).resolve().parents[1]),
+                        os.environ.get("PYTHONPATH"),
+                    )
+                    if p
+                ),
+            }
             t0 = time.perf_counter()
             proc = subprocess.Popen(cmd, env=env)
             _, status, usage = os.wait4(proc.pid, 0)
@@ -484,10 +610,15 @@ class Bench:
             if proc.returncode != 0:
                 raise SystemExit(f"memory: {step} failed in its child process")
             results.append((step, usage.ru_maxrss * 1024, seconds))
-            print(f"  memory {step}: max RSS {usage.ru_maxrss / 1024:.0f} MiB ({seconds:.1f} s)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  memory {step}: max RSS {usage.ru_maxrss / 1024:.0f} MiB ({seconds:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
-        child("import", )
+        child(
+            "import",
+        )
         child("generate", out=str(data), size=size)
         child("checksum", data=str(data), chunk=self.chunk, out=str(d / "sums"))
         child("chunk", data=str(data), chunk=self.chunk, width=self.width, outdir=str(d / "chunks"))
@@ -501,14 +632,24 @@ class Bench:
         shutil.rmtree(d, ignore_errors=True)
         base_rss = results[0][1]
         for step, rss, _ in results[1:]:
-            self.rows.append(Row(
-                f"memory-{step}", rss / MIB, MEMORY_LIMIT / MIB, "MiB", rss / MEMORY_LIMIT,
-                "<= 1 (256 MiB)", rss < MEMORY_LIMIT,
-                f"max RSS of a fresh process running the step on a {size / 2**30:g} GiB file "
-                f"(of which {base_rss / MIB:.0f} MiB is Python + the CLI's imports)"
-                + ("; verify reads the whole file (no note from reassemble)" if step == "verify"
-                   else ""),
-            ))
+            self.rows.append(
+                Row(
+                    f"memory-{step}",
+                    rss / MIB,
+                    MEMORY_LIMIT / MIB,
+                    "MiB",
+                    rss / MEMORY_LIMIT,
+                    "<= 1 (256 MiB)",
+                    rss < MEMORY_LIMIT,
+                    f"max RSS of a fresh process running the step on a {size / 2**30:g} GiB file "
+                    f"(of which {base_rss / MIB:.0f} MiB is Python + the CLI's imports)"
+                    + (
+                        "; verify reads the whole file (no note from reassemble)"
+                        if step == "verify"
+                        else ""
+                    ),
+                )
+            )
 
     # --- scheduling -----------------------------------------------------------------------------
 
@@ -517,21 +658,35 @@ class Bench:
 
         d = self.work / "schedule"
         d.mkdir(parents=True, exist_ok=True)
-        sites = {f"site{i}": {"upload": i == 1, "download": True,
-                              "scratch": str(d / f"scratch{i}")} for i in range(1, 6)}
+        sites = {
+            f"site{i}": {"upload": i == 1, "download": True, "scratch": str(d / f"scratch{i}")}
+            for i in range(1, 6)
+        }
         cfg = {
-            "campaign": "study", "remote": str(d / "remote"), "bucket": "cloudbench",
-            "dataset": {"name": "gauge", "files": 10, "size": "3.8GiB",
-                        "chunk_sizes": ["64MiB"]},
-            "strategies": ["plain", "chunked", "multithread"], "repeats": 3,
-            "sites": sites, "site": "all",
+            "campaign": "study",
+            "remote": str(d / "remote"),
+            "bucket": "cloudbench",
+            "dataset": {"name": "gauge", "files": 10, "size": "3.8GiB", "chunk_sizes": ["64MiB"]},
+            "strategies": ["plain", "chunked", "multithread"],
+            "repeats": 3,
+            "sites": sites,
+            "site": "all",
         }
         config = d / "campaign.yaml"
         config.write_text(yaml.safe_dump(cfg, sort_keys=False))
         bindir = Path(sys.executable).parent
-        cmd = [str(bindir / "snakemake"), "--snakefile", str(REPO / "workflow" / "Snakefile"),
-               "--directory", str(d), "--profile", str(REPO / "profiles" / "local"),
-               "--configfile", str(config), "-n"]
+        cmd = [
+            str(bindir / "snakemake"),
+            "--snakefile",
+            str(REPO / "workflow" / "Snakefile"),
+            "--directory",
+            str(d),
+            "--profile",
+            str(REPO / "profiles" / "local"),
+            "--configfile",
+            str(config),
+            "-n",
+        ]
         env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
         times, jobs = [], "?"
         for _ in range(max(1, min(3, self.pairs))):
@@ -544,12 +699,19 @@ class Bench:
                 if line.startswith("total"):
                     jobs = line.split()[-1]
         med = statistics.median(times)
-        self.rows.append(Row(
-            "schedule", med, SCHEDULE_LIMIT, "s", med / SCHEDULE_LIMIT, "<= 1 (15 s)",
-            med < SCHEDULE_LIMIT,
-            f"snakemake -n, 10 files x 3.8 GiB, 64 MiB chunks, 3 strategies, 3 repeats, 5 sites: "
-            f"{jobs} jobs; runs {' '.join(f'{t:.2f}' for t in times)} s",
-        ))
+        self.rows.append(
+            Row(
+                "schedule",
+                med,
+                SCHEDULE_LIMIT,
+                "s",
+                med / SCHEDULE_LIMIT,
+                "<= 1 (15 s)",
+                med < SCHEDULE_LIMIT,
+                "snakemake -n, 10 files x 3.8 GiB, 64 MiB chunks, 3 strategies, 3 repeats, "
+                f"5 sites: {jobs} jobs; runs {' '.join(f'{t:.2f}' for t in times)} s",
+            )
+        )
 
 
 # --- the memory check's child process ---------------------------------------------------------
@@ -568,12 +730,14 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
         steps.generate(out, kw["size"], SEED, out.with_name("generate.json"), CTX)
     elif step == "checksum":
         out = Path(kw["out"])
-        steps.checksum(Path(kw["data"]), [kw["chunk"]], out / "sum", out / "chunks.json",
-                       out / "rec.json", CTX)
+        steps.checksum(
+            Path(kw["data"]), [kw["chunk"]], out / "sum", out / "chunks.json", out / "rec.json", CTX
+        )
     elif step == "chunk":
         out = Path(kw["outdir"])
-        steps.chunk(Path(kw["data"]), kw["chunk"], kw["width"], out,
-                    out.with_name("chunk.json"), CTX)
+        steps.chunk(
+            Path(kw["data"]), kw["chunk"], kw["width"], out, out.with_name("chunk.json"), CTX
+        )
     elif step in ("reassemble", "verify"):
         spec = TransferSpec.from_json(kw["spec"])
         fn = getattr(steps, step)
@@ -654,10 +818,10 @@ def machine_info(work: Path) -> dict[str, str]:
         "kernel": platform.release(),
         "bench dir": str(work),
         "filesystem": f"{mnt.get('fstype', '?')} on {mnt.get('device', '?')} mounted at "
-                      f"{mnt.get('mount', '?')} ({mnt.get('options', '?')})",
+        f"{mnt.get('mount', '?')} ({mnt.get('options', '?')})",
         "python": platform.python_version(),
         "cryptography / xxhash (libxxhash)": f"{cryptography.__version__} / {xxhash.VERSION} "
-                                             f"({xxhash.XXHASH_VERSION})",
+        f"({xxhash.XXHASH_VERSION})",
         "rclone": _cmd_out([rc.find_rclone(), "version"]),
         "xxh128sum": _cmd_out(["xxh128sum", "--version"]),
         "openssl": _cmd_out(["openssl", "version"]),
@@ -665,8 +829,16 @@ def machine_info(work: Path) -> dict[str, str]:
     }
 
 
-def write_results(bench: Bench, out: Path, info: dict[str, str], cache: str,
-                  started: str, finished: str, loads: tuple[str, str], argv: list[str]) -> None:
+def write_results(
+    bench: Bench,
+    out: Path,
+    info: dict[str, str],
+    cache: str,
+    started: str,
+    finished: str,
+    loads: tuple[str, str],
+    argv: list[str],
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "bench.tsv", "w") as fh:
         fh.write("\t".join(HEADER) + "\n")
@@ -675,29 +847,47 @@ def write_results(bench: Bench, out: Path, info: dict[str, str], cache: str,
     with open(out / "pairs.tsv", "w") as fh:
         fh.write("step\tside\tpair\tseconds\tcpu_s\textra\n")
         for r in bench.runs:
-            fh.write(f"{r.step}\t{r.side}\t{r.pair}\t{r.seconds:.6f}\t{r.cpu:.6f}\t"
-                     f"{json.dumps(r.extra, sort_keys=True)}\n")
+            fh.write(
+                f"{r.step}\t{r.side}\t{r.pair}\t{r.seconds:.6f}\t{r.cpu:.6f}\t"
+                f"{json.dumps(r.extra, sort_keys=True)}\n"
+            )
     lines = [
-        "# cloudbench: the data path against the tools it stands in for", "",
-        f"`{' '.join(argv)}`, {started} to {finished} (UTC).", "",
-        "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER),
+        "# cloudbench: the data path against the tools it stands in for",
+        "",
+        f"`{' '.join(argv)}`, {started} to {finished} (UTC).",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
     ]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row.cells()) + " |"
-              for row in bench.rows]
     lines += [
-        "", "## Method", "",
+        "| " + " | ".join(c.replace("|", "\\|") for c in row.cells()) + " |" for row in bench.rows
+    ]
+    lines += [
+        "",
+        "## Method",
+        "",
         f"- Size: {bench.size} bytes ({bench.size / 2**30:g} GiB) per file, chunks of "
         f"{bench.chunk} bytes; memory check on {bench.mem_size / 2**30:g} GiB.",
         f"- {bench.pairs} timed pairs after one untimed warm-up pair, run alternately (ours, "
         "baseline, ours, baseline, ...); a row's ratio is the median of the per-pair ratios "
-        "(baseline time / our time; for transfers our rate / the bare rate).",
+        "(baseline time / our time; for transfers our rate / the bare rate). Transfers get "
+        f"{TRANSFER_PAIRS * bench.pairs} pairs: one rclone copy varies by far more than the "
+        "3% being tested. Generate runs as triples (ours, dd, openssl).",
+        "- Transfers: local to local, `steps.upload` (strategy plain, threads = usable cores) "
+        "against the identical rclone command line (recorded by a wrapper) run bare; the "
+        "wrapper's own clock (bash `$EPOCHREALTIME` around rclone) checks the reported rate, "
+        "and its ~2 ms of bash start-up count against ours.",
+        "- Reassemble + verify: `steps.reassemble` then `steps.verify(keep_data=True)`; "
+        "neither side deletes anything (the workflow's verify deletes the download after).",
         "- Ours: the package's step function (`cloudbench.steps.<step>`), called in the bench's "
         "process and timed around the call (record writing included). Baselines: the tool as "
         "a child process, timed around it.",
         f"- Page cache: {cache}",
         "- `ratio` for memory and scheduling is measured / limit (pass if < 1).",
-        "- `pairs.tsv` holds every timed run with its wall and CPU seconds.", "",
-        "## Machine", "",
+        "- `pairs.tsv` holds every timed run with its wall and CPU seconds.",
+        "",
+        "## Machine",
+        "",
     ]
     lines += [f"- {k}: {v}" for k, v in info.items()]
     lines += [f"- load average (1, 5, 15 min) at start: {loads[0]}; at end: {loads[1]}", ""]
@@ -716,21 +906,33 @@ def print_table(rows: list[Row]) -> None:
 def main(argv: list[str] | None = None) -> int:
     from cloudbench.sizes import parse_size
 
-    p = argparse.ArgumentParser(prog="python -m cloudbench.bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m cloudbench.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--out", default="results/bench", help="where the tables go")
     p.add_argument("--size", default="2GiB", help="bytes per file (default 2GiB)")
     p.add_argument("--pairs", type=int, default=5, help="timed pairs per comparison (default 5)")
-    p.add_argument("--dir", help="scratch directory for the data (default: <repo>/scratch/bench, "
-                                 "on the repository's file system)")
-    p.add_argument("--only", action="append", choices=STEPS,
-                   help="run only this comparison (repeatable)")
-    p.add_argument("--cold", action="store_true",
-                   help="drop the page cache before every timed run (needs a writable "
-                        f"{DROP_CACHES})")
+    p.add_argument(
+        "--dir",
+        help="scratch directory for the data (default: <repo>/scratch/bench, "
+        "on the repository's file system)",
+    )
+    p.add_argument(
+        "--only", action="append", choices=STEPS, help="run only this comparison (repeatable)"
+    )
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help=f"drop the page cache before every timed run (needs a writable {DROP_CACHES})",
+    )
     p.add_argument("--chunk", default="64MiB", help="chunk size (default 64MiB, at most size/4)")
-    p.add_argument("--mem-size", help="file size for the memory check (default 4GiB; the "
-                                      "--size when that is under 1GiB, for quick runs)")
+    p.add_argument(
+        "--mem-size",
+        help="file size for the memory check (default 4GiB; the "
+        "--size when that is under 1GiB, for quick runs)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the scratch data")
     p.add_argument("--child", nargs=2, metavar=("STEP", "JSON"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -741,8 +943,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.size < 4 or a.pairs < 1:
         p.error("--size must be at least 4 bytes and --pairs at least 1")
     a.chunk = max(1, min(parse_size(a.chunk), a.size // 4))
-    a.mem_size = parse_size(a.mem_size) if a.mem_size else (
-        4 * 2**30 if a.size >= 2**30 else a.size)
+    a.mem_size = (
+        parse_size(a.mem_size) if a.mem_size else (4 * 2**30 if a.size >= 2**30 else a.size)
+    )
     if a.cold:
         try:
             os.sync()
@@ -755,16 +958,19 @@ def main(argv: list[str] | None = None) -> int:
     only = a.only or list(STEPS)
     cache = (
         "cold: `sync; echo 3 > /proc/sys/vm/drop_caches` before every timed run of either side"
-        if a.cold else
-        "warm: `sync`, then every input read once, before every timed run of either side "
+        if a.cold
+        else "warm: `sync`, then every input read once, before every timed run of either side "
         "(outputs of the previous run deleted first; no write-back pending)"
     )
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     info = machine_info(a.work)
-    print(f"cloudbench bench: {a.size} bytes, {a.pairs} pairs, in {a.work} "
-          f"({info['filesystem'].split(' (')[0]}); page cache {cache.split(':')[0]}",
-          file=sys.stderr, flush=True)
+    print(
+        f"cloudbench bench: {a.size} bytes, {a.pairs} pairs, in {a.work} "
+        f"({info['filesystem'].split(' (')[0]}); page cache {cache.split(':')[0]}",
+        file=sys.stderr,
+        flush=True,
+    )
     bench = Bench(a)
     try:
         for step in STEPS:
@@ -776,12 +982,21 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(a.work, ignore_errors=True)
     finished = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     load1 = Path("/proc/loadavg").read_text().split()[:3]
-    write_results(bench, Path(a.out), info, cache, started, finished,
-                  (" ".join(load0), " ".join(load1)),
-                  ["python -m cloudbench.bench", *(argv if argv is not None else sys.argv[1:])])
+    write_results(
+        bench,
+        Path(a.out),
+        info,
+        cache,
+        started,
+        finished,
+        (" ".join(load0), " ".join(load1)),
+        ["python -m cloudbench.bench", *(argv if argv is not None else sys.argv[1:])],
+    )
     print_table(bench.rows)
-    print(f"\n{sum(r.passed for r in bench.rows)}/{len(bench.rows)} targets met; "
-          f"{Path(a.out) / 'bench.tsv'}, {Path(a.out) / 'bench.md'}")
+    print(
+        f"\n{sum(r.passed for r in bench.rows)}/{len(bench.rows)} targets met; "
+        f"{Path(a.out) / 'bench.tsv'}, {Path(a.out) / 'bench.md'}"
+    )
     return 0
 
 

@@ -20,6 +20,7 @@ from cloudbench.sizes import SizeError, parse_size, size_label
 STRATEGIES = ("plain", "chunked", "multithread")
 DIRECTIONS = ("upload", "download")
 ALL_SITES = "all"
+NO_SITE = "none"  # only pull every site's results from the remote and aggregate them
 MIN_CHUNK_INDEX_WIDTH = 4
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -35,6 +36,7 @@ class Site:
     download: bool
     scratch: Path
     location: tuple[float, float] | None
+    launch: tuple[tuple[str, Any], ...] = ()  # how the launcher reaches it (ssh host, workdir)
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,20 @@ class Campaign:
         """The sites whose share this run performs (``site: all`` = every site, in order)."""
         if self.site == ALL_SITES:
             return list(self.sites)
+        if self.site == NO_SITE:
+            return []
         return [self.site_named(self.site)]
+
+    @property
+    def passive_sites(self) -> list[Site]:
+        """Sites whose results this run pulls from the remote instead of measuring."""
+        active = {s.name for s in self.active_sites}
+        return [s for s in self.sites if s.name not in active]
+
+    @property
+    def rendezvous_prefixes(self) -> list[str]:
+        """Where sites publish and find results: the campaign folder on every remote."""
+        return [self.remote_prefix(r) for r in self.remotes]
 
     @property
     def layouts(self) -> list[Layout]:
@@ -340,6 +355,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
                 download=bool(s.get("download", False)),
                 scratch=path if path.is_absolute() else base / path,
                 location=_location(f"sites.{sname}.location", s.get("location")),
+                launch=tuple(sorted((s.get("launch") or {}).items())),
             )
         )
     uploaders = [s.name for s in sites if s.upload]
@@ -368,6 +384,6 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         sites=tuple(sites),
         site=str(cfg.get("site", ALL_SITES)),
     )
-    if campaign.site != ALL_SITES:
+    if campaign.site not in (ALL_SITES, NO_SITE):
         campaign.site_named(campaign.site)  # raises with the list of known sites
     return campaign

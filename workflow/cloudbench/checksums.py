@@ -116,8 +116,15 @@ def write_digest_note(path: Path, digest: str, nbytes: int) -> None:
     after the file got its final name), so any later change to the file voids it.
     """
     st = os.stat(path)
-    write_json(digest_note_path(path), {"file": path.name, "xxh128": digest, "bytes": nbytes,
-                                        **{k: getattr(st, k) for k in _NOTE_KEYS}})
+    write_json(
+        digest_note_path(path),
+        {
+            "file": path.name,
+            "xxh128": digest,
+            "bytes": nbytes,
+            **{k: getattr(st, k) for k in _NOTE_KEYS},
+        },
+    )
 
 
 def read_digest_note(path: Path) -> tuple[str, int] | None:

@@ -82,9 +82,13 @@ class _Window:
         self._map = None
         base = offset - offset % mmap.ALLOCATIONGRANULARITY
         try:
-            self._map = mmap.mmap(fd, length + offset - base, flags=mmap.MAP_SHARED |
-                                  getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ,
-                                  offset=base)
+            self._map = mmap.mmap(
+                fd,
+                length + offset - base,
+                flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                prot=mmap.PROT_READ,
+                offset=base,
+            )
             self.view = memoryview(self._map)[offset - base :]
         except (OSError, ValueError):  # not mappable (special file, some FUSE): read it
             buf = bytearray(length)
@@ -196,8 +200,10 @@ def split_file(src: Path, outdir: Path, chunk_bytes: int, width: int) -> list[Pa
                 if win is not None:
                     win.close()
 
-        threads = [threading.Thread(target=work, args=(i,), name=f"cloudbench-split-{i}")
-                   for i in range(1, workers)]
+        threads = [
+            threading.Thread(target=work, args=(i,), name=f"cloudbench-split-{i}")
+            for i in range(1, workers)
+        ]
         for t in threads:
             t.start()
         work(0)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cloudbench import aggregate, plots, preflight, status, steps
+from cloudbench import aggregate, exchange, plots, preflight, status, steps
 from cloudbench.campaign import ConfigError
 from cloudbench.rclone import RcloneError
 from cloudbench.records import read_json, write_json
@@ -111,6 +111,16 @@ def cmd_status(a):
     Path(a.out).write_text("all measurements ok\n")
 
 
+def cmd_publish(a):
+    spec = json.loads(a.spec)
+    exchange.publish(a.site, Path(a.local), spec["prefixes"], tuple(spec["flags"]), Path(a.out))
+
+
+def cmd_pull(a):
+    spec = json.loads(a.spec)
+    exchange.pull(a.site, spec["prefixes"], Path(a.local), tuple(spec["flags"]), Path(a.out))
+
+
 def cmd_cleanup(a):
     status.cleanup(json.loads(a.spec))
 
@@ -151,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("preflight", cmd_preflight, ("--spec", req), ("--out", req))
     add("status", cmd_status, ("--transfers", req), ("--out", req))
     add("cleanup", cmd_cleanup, ("--spec", req))
+    xchg = [("--site", req), ("--spec", req), ("--local", req), ("--out", req)]
+    add("publish", cmd_publish, *xchg)
+    add("pull", cmd_pull, *xchg)
     return p
 
 
@@ -158,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (steps.StepError, RcloneError, ConfigError, SizeError) as err:
+    except (steps.StepError, RcloneError, ConfigError, SizeError, exchange.ExchangeError) as err:
         print(f"cloudbench {args.command}: {err}", file=sys.stderr)
         return 2
     return 0

@@ -84,8 +84,10 @@ def generate_file(path: Path, size: int, seed: str, block: int = BLOCK) -> None:
 
     try:
         preallocate(fd, size)
-        threads = [threading.Thread(target=work, args=(i,), name=f"cloudbench-generate-{i}")
-                   for i in range(1, workers)]
+        threads = [
+            threading.Thread(target=work, args=(i,), name=f"cloudbench-generate-{i}")
+            for i in range(1, workers)
+        ]
         for t in threads:
             t.start()
         work(0)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cloudbench import exchange
 from cloudbench import rclone as rc
 from cloudbench.records import host_info, utc_now, write_json
 from cloudbench.secrets import redact, secret_values
@@ -30,6 +31,8 @@ class PreflightSpec:
     remote_prefixes: dict[str, str]
     flags: tuple[str, ...]
     min_rclone_version: str
+    upload_site: str = ""
+    needs_upload: bool = False
 
 
 def free_bytes(path: Path) -> int:
@@ -83,6 +86,13 @@ def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
             p = check_remote(binary, name, prefix, spec.site, spec.flags)
             if p:
                 problems.append(p)
+    if binary and version and spec.needs_upload and not problems:
+        prefix = next(iter(spec.remote_prefixes.values()))
+        if not exchange.campaign_manifest_exists(prefix, spec.flags):
+            problems.append(
+                f"campaign {spec.campaign!r}: nothing uploaded yet ({prefix}/manifest.json "
+                f"missing); run the upload site {spec.upload_site!r} first"
+            )
     scratch = Path(spec.scratch)
     free = free_bytes(scratch)
     if free < spec.needed_bytes:

@@ -2,6 +2,7 @@
 # or in the cloudbench package, never inside a rule.
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
@@ -35,6 +36,7 @@ jobenv.prepare(
     use_conda=DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method,
 )
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+RUN_STARTED = datetime.now(timezone.utc).isoformat()
 
 
 wildcard_constraints:
@@ -49,6 +51,8 @@ wildcard_constraints:
 # Cheap bookkeeping runs on the submit host, not as batch jobs.
 localrules:
     preflight,
+    publish,
+    pull,
     manifest,
     aggregate,
     plots,
@@ -195,12 +199,36 @@ def expected_measurements():
     )
 
 
-def aggregate_inputs(wildcards):
-    """Every record this run can produce: the transfers, and verify for each download."""
-    files = [record(m) for m in active("upload")]
-    for m in active("download"):
-        files += [record(m), verify_record(m)]
+def site_records(site):
+    """Every record one site produces: its transfers, and verify for each download."""
+    files = []
+    for m in CAMPAIGN.measurements(site):
+        files.append(record(m))
+        if m.direction == "download":
+            files.append(verify_record(m))
     return files
+
+
+def publish_inputs(wildcards):
+    return site_records(CAMPAIGN.site_named(wildcards.site))
+
+
+def aggregate_inputs(wildcards):
+    """This run's own records, plus every other site's results pulled from the remote."""
+    files = [f for site in CAMPAIGN.active_sites for f in site_records(site)]
+    return files + [f"{SITES}/{s.name}/pulled.json" for s in CAMPAIGN.passive_sites]
+
+
+def pull_token(wildcards):
+    """A new value every invocation: other sites' results are pulled afresh by every run
+    that aggregates them (Snakemake re-runs a job whose params changed)."""
+    return RUN_STARTED
+
+
+def exchange_spec():
+    return json.dumps(
+        {"prefixes": CAMPAIGN.rendezvous_prefixes, "flags": list(CAMPAIGN.rclone_flags)}
+    )
 
 
 def preflight_spec(wildcards):
@@ -214,6 +242,9 @@ def preflight_spec(wildcards):
             "remote_prefixes": {r.name: CAMPAIGN.remote_prefix(r) for r in CAMPAIGN.remotes},
             "flags": list(CAMPAIGN.rclone_flags),
             "min_rclone_version": CAMPAIGN.min_rclone_version,
+            "upload_site": UPLOAD_SITE,
+            "needs_upload": site.download
+            and all(s.name != UPLOAD_SITE for s in CAMPAIGN.active_sites),
         }
     )
 
@@ -231,6 +262,7 @@ def cleanup_spec():
 def bookkeeping_targets():
     """The campaign manifest (upload site) and the final status line of every run."""
     targets = [f"{RESULTS}/status.txt"]
+    targets += [f"{SITES}/{s.name}/published.json" for s in CAMPAIGN.active_sites]
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
         targets.append(f"{RESULTS}/manifest.json")
     return targets

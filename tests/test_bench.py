@@ -1,0 +1,186 @@
+"""`make bench` end to end on a tiny file, and the data-path details the bench relies on."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from cloudbench import chunking, datagen, steps
+from cloudbench.checksums import digest_note_path, hash_stream
+from cloudbench.chunking import concatenate, split_file
+from cloudbench.datagen import _key_nonce, _keystream, _keystream_at, generate_file
+from cloudbench.records import read_json, write_json
+from cloudbench.spec import TransferSpec
+
+TOOLS = ("xxh128sum", "openssl", "dd", "split", "cat")
+needs_tools = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in TOOLS),
+    reason="bench baselines missing: `make sysdeps` installs Debian's xxhash",
+)
+ROWS = [
+    "generate", "generate-openssl", "checksum", "chunk", "reassemble+verify", "transfer",
+    "transfer-rate-honest", "memory-generate", "memory-checksum", "memory-chunk",
+    "memory-reassemble", "memory-verify", "schedule",
+]  # fmt: skip
+
+
+@needs_tools
+def test_bench_quick_run_writes_every_row(tmp_path):
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-m", "cloudbench.bench", "--size", "8MiB", "--pairs", "1",
+         "--out", str(out), "--dir", str(tmp_path / "scratch")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = (out / "bench.tsv").read_text().splitlines()
+    header = lines[0].split("\t")
+    assert header[:7] == ["step", "ours", "baseline", "unit", "ratio", "target", "pass"]
+    rows = {
+        line.split("\t")[0]: dict(zip(header, line.split("\t"), strict=True)) for line in lines[1:]
+    }
+    assert list(rows) == ROWS
+    for name in ROWS:
+        assert rows[name]["pass"] in ("PASS", "FAIL")
+        assert float(rows[name]["ratio"]) > 0
+    for name in ("memory-generate", "memory-verify", "schedule"):
+        assert rows[name]["pass"] == "PASS", rows[name]
+    assert "154 jobs" in rows["schedule"]["detail"]
+    md = (out / "bench.md").read_text()
+    assert "Page cache: warm" in md and "filesystem:" in md and "cpu:" in md
+    assert (out / "pairs.tsv").read_text().count("\n") > 10
+    assert list((tmp_path / "scratch").iterdir()) == []  # the scratch data is gone
+    assert "reassemble+verify" in run.stdout  # the table is printed
+
+
+# --- the data path --------------------------------------------------------------------------
+
+
+def test_keystream_can_start_anywhere_even_across_a_counter_carry():
+    key = bytes(range(32))
+    nonce = bytes(8) + b"\xff" * 7 + b"\xfe"  # the low 64 bits wrap after 2 blocks
+    stream = _keystream_at(key, nonce, 0).update(bytes(16 * 8))
+    for block in range(8):
+        assert (
+            _keystream_at(key, nonce, 16 * block).update(bytes(16))
+            == (stream[16 * block : 16 * block + 16])
+        )
+    top = b"\xff" * 16  # the 128-bit counter itself wraps to zero, as OpenSSL's does
+    zero = _keystream_at(key, bytes(16), 0).update(bytes(16))
+    assert _keystream_at(key, top, 16).update(bytes(16)) == zero
+    assert _keystream_at(key, top, 0).update(bytes(32))[16:] == zero
+
+
+@pytest.mark.parametrize(("stripe", "block", "size"), [(64, 48, 1000), (2**16, 4096, 300_017)])
+def test_striped_generation_is_the_sequential_keystream(tmp_path, monkeypatch, stripe, block, size):
+    monkeypatch.setattr(datagen, "STRIPE", stripe)
+    path = tmp_path / "f.bin"
+    generate_file(path, size, seed="s", block=block)
+    assert path.read_bytes() == _keystream("s", "f.bin").update(bytes(size))
+    assert _key_nonce("s", "f.bin") != _key_nonce("s", "g.bin")
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_split_across_map_windows_and_workers(tmp_path, monkeypatch, workers):
+    monkeypatch.setattr(chunking, "WINDOW", 3 * 4096)  # chunks straddle window edges
+    monkeypatch.setattr(chunking, "SPLIT_WORKERS", workers)
+    src = tmp_path / "f.bin"
+    generate_file(src, 100_003, seed="w")
+    parts = split_file(src, tmp_path / "c", 10_000, 4)
+    data = src.read_bytes()
+    assert [p.read_bytes() for p in parts] == [
+        data[i : i + 10_000] for i in range(0, len(data), 10_000)
+    ]
+    seen = bytearray()
+    assert concatenate(parts, tmp_path / "j.bin", on_data=seen.extend) == len(data)
+    assert bytes(seen) == data == (tmp_path / "j.bin").read_bytes()
+    assert hash_stream([src], [10_000]) == hash_stream(parts, [10_000])
+
+
+def test_empty_file_round_trip(tmp_path):
+    src = tmp_path / "e.bin"
+    generate_file(src, 0, seed="e")
+    parts = split_file(src, tmp_path / "c", 10, 4)
+    assert [p.stat().st_size for p in parts] == [0]
+    assert concatenate(parts, tmp_path / "j.bin") == 0
+    assert hash_stream([src]) == hash_stream([tmp_path / "j.bin"])
+
+
+def _download(tmp_path, size=3 * 2**20 + 5, chunk=2**20):
+    """A chunked download as the download step leaves it, and its copy manifest."""
+    spec = TransferSpec(
+        campaign="c", bucket="b", site="s", upload_site="s", remote="r",
+        remote_url=str(tmp_path / "remote"), direction="download",
+        layout_label=f"chunked-{chunk // 2**20}MiB", repeat=1, files=("f.bin",),
+        file_bytes=size, chunk_width=4, scratch=str(tmp_path / "scratch"),
+    )  # fmt: skip
+    src = tmp_path / "f.bin"
+    generate_file(src, size, seed="d")
+    digest, per_chunk, n = hash_stream([src], [chunk])
+    man = tmp_path / "manifest.json"
+    write_json(
+        man,
+        steps.copy_manifest(
+            spec,
+            {
+                "f.bin": {
+                    "bytes": n,
+                    "xxh128": digest,
+                    "chunks": {str(c): d for c, d in per_chunk.items()},
+                }
+            },
+        ),
+    )
+    split_file(src, spec.local_dir / "f.bin", chunk, 4)
+    return spec, man, src
+
+
+def test_verify_uses_the_digest_reassemble_computed_while_writing(tmp_path):
+    spec, man, src = _download(tmp_path)
+    steps.reassemble(spec, man, tmp_path / "ra.json", {})
+    out = spec.local_dir / "f.bin"
+    assert out.read_bytes() == src.read_bytes()
+    assert digest_note_path(out).exists()
+    steps.verify(spec, man, tmp_path / "v.json", {}, keep_data=True)
+    rec = read_json(tmp_path / "v.json")
+    assert (rec["status"], rec["xxh128_from"], rec["bytes"]) == (
+        "ok",
+        "reassemble",
+        src.stat().st_size,
+    )
+    # a rerun of reassemble finds the chunks it set aside
+    steps.reassemble(spec, man, tmp_path / "ra.json", {})
+    assert out.read_bytes() == src.read_bytes()
+    steps.verify(spec, man, tmp_path / "v.json", {})
+    assert read_json(tmp_path / "v.json")["status"] == "ok"
+    assert not spec.local_dir.exists()  # the whole download, chunks included, is gone
+
+
+def test_a_file_changed_after_reassembly_is_hashed_again_and_the_chunk_named(tmp_path):
+    spec, man, _ = _download(tmp_path)
+    steps.reassemble(spec, man, tmp_path / "ra.json", {})
+    out = spec.local_dir / "f.bin"
+    with open(out, "r+b") as fh:  # same size, new mtime: the note no longer applies
+        fh.seek(2**20 + 10)
+        fh.write(b"\x00" if fh.read(1) != b"\x00" else b"\x01")
+    os.utime(out, ns=(0, 10**9))
+    steps.verify(spec, man, tmp_path / "v.json", {}, keep_data=True)
+    rec = read_json(tmp_path / "v.json")
+    assert rec["status"] == "corrupt" and rec["xxh128_from"] == "verify"
+    assert "f.bin/f.bin.0001" in rec["problems"][0]
+    assert "f.bin.0000" not in rec["problems"][0] and "f.bin.0002" not in rec["problems"][0]
+
+
+def test_a_corrupt_chunk_is_named_when_verify_trusts_reassemble(tmp_path):
+    spec, man, _ = _download(tmp_path)
+    part = spec.local_dir / "f.bin" / "f.bin.0002"
+    data = bytearray(part.read_bytes())
+    data[7] ^= 0xFF
+    part.write_bytes(bytes(data))
+    steps.reassemble(spec, man, tmp_path / "ra.json", {})
+    steps.verify(spec, man, tmp_path / "v.json", {}, keep_data=True)
+    rec = read_json(tmp_path / "v.json")
+    assert rec["status"] == "corrupt"
+    assert "f.bin/f.bin.0002" in rec["problems"][0] and "0001" not in rec["problems"][0]

@@ -1,0 +1,35 @@
+# The remote is the rendezvous: each site publishes its results there (the previous run
+# moves to history/), and aggregation anywhere pulls the sites it did not measure itself.
+
+
+rule publish:
+    input:
+        publish_inputs,
+    output:
+        f"{SITES}/{{site}}/published.json",
+    log:
+        f"{RESULTS}/logs/publish/{{site}}.log",
+    params:
+        spec=exchange_spec(),
+        local=lambda w, output: Path(output[0]).parent,
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "python -m cloudbench publish --site {wildcards.site} --spec {params.spec:q}"
+        " --local {params.local} --out {output} 2> {log}"
+
+
+rule pull:
+    output:
+        f"{SITES}/{{site}}/pulled.json",
+    log:
+        f"{RESULTS}/logs/pull/{{site}}.log",
+    params:
+        spec=exchange_spec(),
+        pulled_at=pull_token,
+        local=lambda w, output: Path(output[0]).parent,
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "python -m cloudbench pull --site {wildcards.site} --spec {params.spec:q}"
+        " --local {params.local} --out {output} 2> {log}"
