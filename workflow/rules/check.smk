@@ -19,7 +19,7 @@ rule reassemble:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench reassemble --spec {params.spec:q} --manifest {input.manifest}"
+        "$CLOUDBENCH_PYTHON -m cloudbench reassemble --spec {params.spec:q} --manifest {input.manifest}"
         " --download-record {input.download} --record {output} 2> {log}"
 
 
@@ -38,5 +38,5 @@ rule verify:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench verify --spec {params.spec:q} --manifest {input.manifest}"
+        "$CLOUDBENCH_PYTHON -m cloudbench verify --spec {params.spec:q} --manifest {input.manifest}"
         " --download-record {input.download} --record {output} 2> {log}"

@@ -21,7 +21,7 @@ rule generate:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench generate --out {output.data} --size {params.size} --seed {params.seed:q}"
+        "$CLOUDBENCH_PYTHON -m cloudbench generate --out {output.data} --size {params.size} --seed {params.seed:q}"
         " --campaign {params.campaign} --site {params.site} --record {output.record} 2> {log}"
 
 
@@ -44,7 +44,7 @@ rule checksum:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench checksum --data {input} --chunk-sizes {params.chunk_sizes:q} --sum {output.sum}"
+        "$CLOUDBENCH_PYTHON -m cloudbench checksum --data {input} --chunk-sizes {params.chunk_sizes:q} --sum {output.sum}"
         " --chunks {output.chunks} --campaign {params.campaign} --site {params.site}"
         " --record {output.record} 2> {log}"
 
@@ -68,6 +68,6 @@ rule chunk:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench chunk --data {input} --chunk-bytes {params.chunk_bytes} --width {params.width}"
+        "$CLOUDBENCH_PYTHON -m cloudbench chunk --data {input} --chunk-bytes {params.chunk_bytes} --width {params.width}"
         " --outdir {output.chunks} --campaign {params.campaign} --site {params.site}"
         " --record {output.record} 2> {log}"

@@ -15,7 +15,7 @@ rule publish:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench publish --site {wildcards.site} --spec {params.spec:q}"
+        "$CLOUDBENCH_PYTHON -m cloudbench publish --site {wildcards.site} --spec {params.spec:q}"
         " --local {params.local} --out {output} 2> {log}"
 
 
@@ -31,5 +31,5 @@ rule pull:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench pull --site {wildcards.site} --spec {params.spec:q}"
+        "$CLOUDBENCH_PYTHON -m cloudbench pull --site {wildcards.site} --spec {params.spec:q}"
         " --local {params.local} --out {output} 2> {log}"

@@ -12,7 +12,7 @@ rule preflight:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench preflight --spec {params.spec:q} --out {output} 2> {log}"
+        "$CLOUDBENCH_PYTHON -m cloudbench preflight --spec {params.spec:q} --out {output} 2> {log}"
 
 
 rule status:
@@ -25,7 +25,7 @@ rule status:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench status --transfers {input} --out {output} 2> {log}"
+        "$CLOUDBENCH_PYTHON -m cloudbench status --transfers {input} --out {output} 2> {log}"
 
 
 rule cleanup:
@@ -36,4 +36,4 @@ rule cleanup:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench cleanup --spec {params.spec:q} > {log} 2>&1"
+        "$CLOUDBENCH_PYTHON -m cloudbench cleanup --spec {params.spec:q} > {log} 2>&1"

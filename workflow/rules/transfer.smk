@@ -23,7 +23,7 @@ rule upload:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench upload --spec {params.spec:q} --threads {threads}"
+        "$CLOUDBENCH_PYTHON -m cloudbench upload --spec {params.spec:q} --threads {threads}"
         " --dataset-dir {params.dataset} --chunks-root {params.chunks}"
         " --checksums {input.checksums} --record {output.record} --series {output.series}"
         " --rclone-log {log.rclone} 2> {log.job}"
@@ -50,7 +50,7 @@ rule download:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench download --spec {params.spec:q} --threads {threads}"
+        "$CLOUDBENCH_PYTHON -m cloudbench download --spec {params.spec:q} --threads {threads}"
         " --manifest {output.manifest} --upload-record={params.upload_record:q}"
         " --record {output.record} --series {output.series}"
         " --rclone-log {log.rclone} 2> {log.job}"
@@ -69,5 +69,5 @@ rule manifest:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "python -m cloudbench manifest --info {params.info:q} --checksums {input.checksums}"
+        "$CLOUDBENCH_PYTHON -m cloudbench manifest --info {params.info:q} --checksums {input.checksums}"
         " --uploads {input.uploads} --out {output} 2> {log}"

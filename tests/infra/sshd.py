@@ -1,0 +1,85 @@
+"""A real OpenSSH server on 127.0.0.1 for the launcher's tests, with a key made here.
+
+It runs as a child in the foreground (-D) with its own config, host key and authorized
+key in a temp directory, so nothing in /etc/ssh is touched; it is stopped after the test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.infra.s3 import free_port
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+START_TIMEOUT = 20.0
+
+
+@dataclass
+class SshServer:
+    port: int
+    key: Path
+    user: str
+
+    @property
+    def host(self) -> str:
+        return f"{self.user}@127.0.0.1"
+
+    def client_options(self) -> list[str]:
+        return ["-i", str(self.key), "-o", "StrictHostKeyChecking=no",
+                "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                "-o", "SendEnv=RCLONE_CONFIG_*"]
+
+
+def available() -> bool:
+    return os.path.exists(SSHD) and shutil.which("ssh") is not None and os.geteuid() == 0
+
+
+@contextmanager
+def serve_ssh(workdir: Path) -> Iterator[SshServer]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    host_key, user_key = workdir / "host_ed25519", workdir / "user_ed25519"
+    for key in (host_key, user_key):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                       check=True)
+    auth = workdir / "authorized_keys"
+    auth.write_text(user_key.with_suffix(".pub").read_text())
+    auth.chmod(0o600)
+    Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory
+    port = free_port()
+    conf = workdir / "sshd_config"
+    conf.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
+        f"AuthorizedKeysFile {auth}\nPidFile {workdir / 'sshd.pid'}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+        "AcceptEnv RCLONE_CONFIG_*\nSubsystem sftp internal-sftp\n"
+    )
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(conf)],
+                            stderr=open(workdir / "sshd.log", "ab"))  # noqa: SIM115
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(workdir / 'sshd.log').read_text()[-500:]}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("sshd did not start listening") from None
+                time.sleep(0.1)
+        yield SshServer(port, user_key, os.environ.get("USER", "root") or "root")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
