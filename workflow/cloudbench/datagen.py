@@ -60,6 +60,7 @@ def generate_file(path: Path, size: int, seed: str, block: int = BLOCK) -> None:
     stripes = range(0, size, STRIPE)
     workers = min(_workers(), len(stripes)) or 1
     errors: list[BaseException] = []
+    write_lock = threading.Lock()
     tmp = path.with_name(f".{path.name}.part")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
@@ -76,9 +77,10 @@ def generate_file(path: Path, size: int, seed: str, block: int = BLOCK) -> None:
                     n = min(block, stop - pos)
                     written = enc.update_into(zeros[:n] if n < block else zeros, view)
                     data = view[:written]
-                    while data:
-                        k = os.pwrite(fd, data, pos)
-                        data, pos = data[k:], pos + k
+                    with write_lock:  # wait asleep, not spinning on the file's lock in the kernel
+                        while data:
+                            k = os.pwrite(fd, data, pos)
+                            data, pos = data[k:], pos + k
         except BaseException as err:  # raised in the caller's thread below
             errors.append(err)
 
