@@ -245,20 +245,6 @@ def check_outputs_in_browser(paths: list[Path], workdir: Path, tag: str) -> dict
 # --- the demo campaign through Snakemake -------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def demo_report(tmp_path_factory):
-    with open(ROOT / "config" / "config.yaml") as fh:
-        config = yaml.safe_load(fh)
-    workdir = tmp_path_factory.mktemp("demo-report")
-    cfg = write_config(workdir, config)
-    run = snakemake(workdir, cfg)
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = workdir / "results" / config["campaign"] / "report.html"
-    rep = snakemake(workdir, cfg, "--report", str(report))
-    assert rep.returncode == 0, rep.stderr[-3000:]
-    return workdir, config, report
-
-
 @pytest.mark.slow
 @pytest.mark.browser
 @needs_chromium

@@ -189,7 +189,8 @@ class Bench:
         detail: str = "",
     ) -> None:
         ratios = [b.seconds / o.seconds for o, b in zip(ours, base, strict=True)]
-        cpu = statistics.median(b.cpu / o.cpu for o, b in zip(ours, base, strict=True) if o.cpu)
+        cpus = [b.cpu / o.cpu for o, b in zip(ours, base, strict=True) if o.cpu > 0]
+        cpu = statistics.median(cpus) if cpus else float("nan")
         ratio = statistics.median(ratios)
         o_s = statistics.median(r.seconds for r in ours)
         b_s = statistics.median(r.seconds for r in base)
@@ -965,6 +966,12 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     info = machine_info(a.work)
+    if info["filesystem"].split()[0] in ("tmpfs", "ramfs"):
+        info["warning"] = (
+            f"{a.work} is on {info['filesystem'].split()[0]}: no disk behind it, so write "
+            "and cold-read figures say nothing about a disk (pass --dir on a real file system)"
+        )
+        print(f"warning: {info['warning']}", file=sys.stderr)
     print(
         f"cloudbench bench: {a.size} bytes, {a.pairs} pairs, in {a.work} "
         f"({info['filesystem'].split(' (')[0]}); page cache {cache.split(':')[0]}",

@@ -2,8 +2,8 @@
 
 Whole-file hashes are written in ``xxh128sum``'s own format (``<hex>  <name>``) so that
 ``xxh128sum -c`` verifies a file by hand.  Per-chunk hashes, for every configured chunk size,
-are computed in the same pass, so a corrupt download can name its chunk without reading
-the file again.
+are computed in the same pass; they go into the manifest, so a corrupt download can be
+traced to its chunk.
 
 Files are read through memory maps (``chunking.windows``): XXH3 reads the page cache
 directly, with no copy into a Python buffer, in L2-sized pieces so that the second and later

@@ -1,15 +1,18 @@
 """Split files into fixed-size chunks and put them back together, plus the file I/O they share.
 
 Bulk bytes cross user space at most once.  Sources are read through read-only memory maps in
-windows of ``WINDOW`` bytes (no copy into a Python buffer, and the mapped pages never count
-for more than two windows of resident memory), and each window is handed to ``write`` as is:
-the kernel copies it straight from the source's page cache into the destination's.  On ext4
-this beats ``copy_file_range`` (which ext4 serves with a page-by-page splice) and halves the
-memory traffic of ``split``'s read + write.  Destinations are preallocated with fallocate(2)
-so the write path does not allocate blocks as it goes.
+windows of ``WINDOW`` bytes (no copy into a Python buffer; resident memory stays at one
+window per thread whatever the file size), and each window is handed to ``write`` as is: the
+kernel copies it straight from the source's page cache into the destination's, one copy where
+``split`` makes two (read into a buffer, write it out).  On ext4 this also beats
+``copy_file_range``, which ext4 serves with a page-by-page splice.  Destinations are
+preallocated with fallocate(2), so the write path finds its blocks already reserved.
 
 Reassembly can look at every byte right after writing it (``on_data``), so the caller can
 hash the file in the same pass, while the bytes are still in the CPU cache.
+
+A file truncated by someone else while it is mapped here would end the process with SIGBUS;
+the files these functions read are private to the job that reads them.
 
 Chunk names are ``<file>.<index>`` with zero-padded indices wide enough to sort numerically at
 any count.
@@ -238,7 +241,7 @@ def concatenate(
     """Write the concatenation of ``parts`` to ``dest``; returns the bytes written.
 
     ``on_data``, if given, sees every byte right after it is written, in order, in slices of
-    ``PIECE`` bytes (e.g. a hash's ``update``): the write has just pulled the slice into the
+    ``WRITE_PIECE`` bytes (e.g. a hash's ``update``): the write has just pulled the slice into the
     CPU cache, so looking at it again costs little more than the write alone.  One pass.
     """
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -6,10 +6,13 @@ mode can start anywhere, so the file is cut into stripes of ``STRIPE`` bytes and
 threads take alternate stripes: each encrypts a ``block`` into its own small buffer (it stays
 in that core's cache) and ``pwrite``s it in place.  The cipher of one worker runs while the
 other's write is in the kernel, so a file is produced about as fast as the kernel takes
-writes, not at the sum of cipher and write.  Memory stays at one block per worker whatever
-the file size.  The key derives from the campaign seed and the file name, so a file
-regenerated after a lost scratch directory is byte-identical and its recorded checksums stay
-valid (the bytes do not depend on the block size, the stripes or the number of workers).
+writes, not at the sum of cipher and write.  (Writes to one file take turns in the kernel
+anyway; a worker waits for its turn asleep on a lock here rather than spinning on the file's
+lock there, which would burn the CPU the other worker's cipher needs.)  Memory stays at one
+block per worker whatever the file size.  The key derives from the campaign seed and the
+file name, so a file regenerated after a lost scratch directory is byte-identical and its
+recorded checksums stay valid (the bytes do not depend on the block size, the stripes or the
+number of workers).
 """
 
 from __future__ import annotations
