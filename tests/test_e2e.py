@@ -28,10 +28,21 @@ def _check_campaign(workdir, config):
     # the reported rate is the bytes over the wall-clock seconds, to rounding
     assert ((df["mb_per_s"] - df["bytes"] / df["seconds"] / 1e6).abs() < 0.01).all()
     for r in df.itertuples():  # every row traces to a raw rclone JSON log with the same bytes
-        log = (results / "sites" / r.site / "rclone" / r.direction / r.remote / r.layout
-               / f"r{r.repeat}.jsonl")
-        stats = [json.loads(line) for line in log.read_text().splitlines()
-                 if line.startswith("{") and '"stats"' in line]
+        log = (
+            results
+            / "sites"
+            / r.site
+            / "rclone"
+            / r.direction
+            / r.remote
+            / r.layout
+            / f"r{r.repeat}.jsonl"
+        )
+        stats = [
+            json.loads(line)
+            for line in log.read_text().splitlines()
+            if line.startswith("{") and '"stats"' in line
+        ]
         assert stats and stats[-1]["stats"]["bytes"] == total
     series = pd.read_csv(results / "timeseries.tsv", sep="\t")
     assert set(series["layout"]) == set(df["layout"])

@@ -1,4 +1,4 @@
-"""Faults, bad input and secrets against a real S3 endpoint: nothing lost, nothing silently wrong."""
+"""Faults, bad input and secrets against a real S3 endpoint: nothing lost, nothing wrong."""
 
 from __future__ import annotations
 
@@ -39,12 +39,27 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 
 def _popen_snakemake(workdir: Path, cfg: Path, env: dict) -> subprocess.Popen:
-    cmd = [str(BIN / "snakemake"), "--snakefile", str(ROOT / "workflow/Snakefile"),
-           "--directory", str(workdir), "--profile", str(ROOT / "profiles/local"),
-           "--configfile", str(cfg)]
+    cmd = [
+        str(BIN / "snakemake"),
+        "--snakefile",
+        str(ROOT / "workflow/Snakefile"),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(ROOT / "profiles/local"),
+        "--configfile",
+        str(cfg),
+    ]
     full_env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env}
-    return subprocess.Popen(cmd, cwd=workdir, env=full_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        cwd=workdir,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_config):
@@ -117,8 +132,11 @@ def test_corrupt_object_is_caught_and_named(tmp_path, demo_config):
     cfg = write_config(tmp_path, cfg_d)
     up = snakemake(tmp_path, cfg, "results/demo/manifest.json")  # upload only
     assert up.returncode == 0, up.stderr[-2000:]
-    obj = (tmp_path / "scratch/demo-remote/cloudbench/demo/data/chunked-2MiB/r1/objects"
-           / "demo-001.bin/demo-001.bin.0002")
+    obj = (
+        tmp_path
+        / "scratch/demo-remote/cloudbench/demo/data/chunked-2MiB/r1/objects"
+        / "demo-001.bin/demo-001.bin.0002"
+    )
     data = bytearray(obj.read_bytes())
     data[12345] ^= 0xFF
     obj.write_bytes(bytes(data))
@@ -149,8 +167,9 @@ def test_wrong_key_stops_in_preflight_before_any_data(tmp_path, demo_config):
 def _small_filesystem(path: Path, size: str) -> bool:
     """A real small filesystem (tmpfs) where this machine lets us mount one."""
     path.mkdir(parents=True)
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                         capture_output=True)
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+    )
     return res.returncode == 0
 
 
@@ -184,11 +203,15 @@ def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_co
 
     def finished() -> dict[Path, dict]:
         """Records written and known to Snakemake as complete (not in .snakemake/incomplete)."""
-        incomplete = {base64.b64decode(p.name.encode()).decode()
-                      for p in (tmp_path / ".snakemake/incomplete").glob("*")}
-        return {p: json.loads(p.read_text()) for p in
-                (tmp_path / "results/demo/sites").rglob("transfers/**/r1.json")
-                if str(p.relative_to(tmp_path)) not in incomplete}
+        incomplete = {
+            base64.b64decode(p.name.encode()).decode()
+            for p in (tmp_path / ".snakemake/incomplete").glob("*")
+        }
+        return {
+            p: json.loads(p.read_text())
+            for p in (tmp_path / "results/demo/sites").rglob("transfers/**/r1.json")
+            if str(p.relative_to(tmp_path)) not in incomplete
+        }
 
     _wait_for(lambda: len(finished()) >= 1, 240, "a finished upload")
     os.killpg(proc.pid, signal.SIGINT)
@@ -208,12 +231,16 @@ def test_secret_never_written_anywhere(tmp_path, demo_config):
     cfg_d = _small(demo_config)
     cfg_d.update(remote="s3t:", repeats=1)
     cfg = write_config(tmp_path, cfg_d)
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key="cbkey4711",
-                  secret=secret) as s3:
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key="cbkey4711", secret=secret) as s3:
         run = snakemake(tmp_path, cfg, env=s3.client_env("S3T"))
         assert run.returncode == 0, run.stderr[-2000:]
-        rep = snakemake(tmp_path, cfg, "--report", str(tmp_path / "results/demo/report.html"),
-                        env=s3.client_env("S3T"))
+        rep = snakemake(
+            tmp_path,
+            cfg,
+            "--report",
+            str(tmp_path / "results/demo/report.html"),
+            env=s3.client_env("S3T"),
+        )
         assert rep.returncode == 0
     assert secret not in run.stdout + run.stderr
     leaks = [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]

@@ -16,17 +16,28 @@ SITES = ("tursa", "tesseract", "bnl")
 
 
 def _config(demo_config: dict, campaign: str = "demo") -> dict:
-    demo_config.update(campaign=campaign, remote="s3t:", strategies=["plain", "chunked"],
-                       repeats=1)
+    demo_config.update(campaign=campaign, remote="s3t:", strategies=["plain", "chunked"], repeats=1)
     demo_config["dataset"].update(files=1, size="6MiB", chunk_sizes=["2MiB"])
     demo_config["rclone"]["flags"] = []
     demo_config["sites"] = {
-        "tursa": {"upload": True, "download": True, "scratch": "scratch",
-                  "location": [55.92, -3.17]},
-        "tesseract": {"upload": False, "download": True, "scratch": "scratch",
-                      "location": [55.92, -3.17]},
-        "bnl": {"upload": False, "download": True, "scratch": "scratch",
-                "location": [40.87, -72.88]},
+        "tursa": {
+            "upload": True,
+            "download": True,
+            "scratch": "scratch",
+            "location": [55.92, -3.17],
+        },
+        "tesseract": {
+            "upload": False,
+            "download": True,
+            "scratch": "scratch",
+            "location": [55.92, -3.17],
+        },
+        "bnl": {
+            "upload": False,
+            "download": True,
+            "scratch": "scratch",
+            "location": [40.87, -72.88],
+        },
     }
     return demo_config
 
@@ -83,8 +94,9 @@ def test_three_sites_meet_at_the_remote(tmp_path, demo_config):
         runs = [p for p in history.iterdir() if p.is_dir()]
         assert len(runs) == 1
         old = json.loads((runs[0] / "run.json").read_text())
-        new = json.loads((tmp_path / "s3root/cloudbench/demo/results/tesseract/run.json")
-                         .read_text())
+        new = json.loads(
+            (tmp_path / "s3root/cloudbench/demo/results/tesseract/run.json").read_text()
+        )
         assert old["run_id"] != new["run_id"]
 
 
@@ -121,5 +133,6 @@ def test_two_remotes_measured_side_by_side(tmp_path, demo_config):
     }
     assert (df["status"] == "ok").all()
     for remote in ("alpha", "beta"):
-        assert (tmp_path / f"scratch/remote-{remote}/cloudbench/demo/results/tesseract/run.json"
-                ).exists()
+        assert (
+            tmp_path / f"scratch/remote-{remote}/cloudbench/demo/results/tesseract/run.json"
+        ).exists()

@@ -8,9 +8,15 @@ from cloudbench.preflight import PreflightSpec, run_preflight
 
 
 def _spec(tmp_path, **kw) -> PreflightSpec:
-    base = dict(campaign="demo", site="tursa", scratch=str(tmp_path / "scratch"),
-                needed_bytes=1000, remote_prefixes={"main": str(tmp_path / "remote/b/demo")},
-                flags=(), min_rclone_version="1.65.0")
+    base = dict(
+        campaign="demo",
+        site="tursa",
+        scratch=str(tmp_path / "scratch"),
+        needed_bytes=1000,
+        remote_prefixes={"main": str(tmp_path / "remote/b/demo")},
+        flags=(),
+        min_rclone_version="1.65.0",
+    )
     return PreflightSpec(**{**base, **kw})
 
 

@@ -42,11 +42,27 @@ def _campaign(tmp_path: Path, demo_config: dict, files: int = 2, **rclone) -> Pa
 
 
 def _popen(workdir: Path, cfg: Path, profile: str, env: dict) -> subprocess.Popen:
-    cmd = [str(BIN / "snakemake"), "--cores", "2", "--snakefile", str(ROOT / "workflow/Snakefile"),
-           "--directory", str(workdir), "--profile", str(ROOT / "profiles" / profile),
-           "--configfile", str(cfg)]
-    return subprocess.Popen(cmd, cwd=workdir, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cmd = [
+        str(BIN / "snakemake"),
+        "--cores",
+        "2",
+        "--snakefile",
+        str(ROOT / "workflow/Snakefile"),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(ROOT / "profiles" / profile),
+        "--configfile",
+        str(cfg),
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=workdir,
+        env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _wait_running(cluster: SlurmCluster, name_part: str, timeout: float = 300) -> str:
@@ -65,8 +81,7 @@ def _wait_running(cluster: SlurmCluster, name_part: str, timeout: float = 300) -
 def test_demo_through_tursa_then_tesseract(slurm_cluster, tmp_path, demo_config):  # noqa: F811
     cfg = _campaign(tmp_path, demo_config)
     env = _env(slurm_cluster)
-    tursa = snakemake(tmp_path, cfg, "--cores", "2", profile="tursa", env=env,
-                      timeout=RUN_TIMEOUT)
+    tursa = snakemake(tmp_path, cfg, "--cores", "2", profile="tursa", env=env, timeout=RUN_TIMEOUT)
     assert tursa.returncode == 0, tursa.stdout[-3000:] + tursa.stderr[-3000:]
     out = tursa.stdout + tursa.stderr
     assert "Submitted array job" in out
@@ -79,8 +94,9 @@ def test_demo_through_tursa_then_tesseract(slurm_cluster, tmp_path, demo_config)
     assert set(df["site"]) == {"tursa"} and (df["status"] == "ok").all()
     assert (df["transfers"] + df["streams"] - 1 == 2).all()  # threads = the --cores 2 node
 
-    tesseract = snakemake(tmp_path, cfg, "--cores", "2", profile="tesseract", env=env,
-                          timeout=RUN_TIMEOUT)
+    tesseract = snakemake(
+        tmp_path, cfg, "--cores", "2", profile="tesseract", env=env, timeout=RUN_TIMEOUT
+    )
     assert tesseract.returncode == 0, tesseract.stdout[-3000:] + tesseract.stderr[-3000:]
     assert list((tmp_path / "logs/pbs/jobs").glob("*.exit")), "nothing went through qsub"
     df = pd.read_csv(tmp_path / "results/demo/transfers.tsv", sep="\t")
@@ -106,14 +122,16 @@ def test_job_killed_by_slurm_is_failed_not_waited_on(slurm_cluster, tmp_path, de
 def test_job_killed_by_pbs_is_failed_not_waited_on(slurm_cluster, tmp_path, demo_config):  # noqa: F811
     cfg = _campaign(tmp_path, demo_config, files=1, flags=["--bwlimit", "300k"])
     env = _env(slurm_cluster)
-    up = snakemake(tmp_path, cfg, "results/demo/manifest.json", "--config", "site=tursa",
-                   env=env)  # uploads, without a scheduler
+    up = snakemake(
+        tmp_path, cfg, "results/demo/manifest.json", "--config", "site=tursa", env=env
+    )  # uploads, without a scheduler
     assert up.returncode == 0, up.stderr[-2000:]
     proc = _popen(tmp_path, cfg, "tesseract", env)
     try:
         job = _wait_running(slurm_cluster, "download")
-        qdel = subprocess.run(["qdel", job], env={**os.environ, **env}, capture_output=True,
-                              text=True, timeout=60)
+        qdel = subprocess.run(
+            ["qdel", job], env={**os.environ, **env}, capture_output=True, text=True, timeout=60
+        )
         assert qdel.returncode == 0, qdel.stderr
         out, _ = proc.communicate(timeout=RUN_TIMEOUT)
     finally:

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from cloudbench.rclonelog import RcloneLog, StatsSample, parse_rclone_log, rate_series
 
 DATA = Path(__file__).parent / "data" / "rclone-logs"

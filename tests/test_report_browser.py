@@ -26,11 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from cloudbench import plots, stats
 from PIL import Image
 
-from tests.infra.workflow import ROOT, snakemake, write_config
+from cloudbench import plots, stats
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
 from cloudbench import stats
 from cloudbench.stats import (
     LinearFit,

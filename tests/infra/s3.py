@@ -86,8 +86,13 @@ class S3Server:
 
 
 @contextmanager
-def serve_s3(rclone: str, root: Path, key: str = "cbtestkey", secret: str = "cbtestsecret",
-             port: int | None = None) -> Iterator[S3Server]:
+def serve_s3(
+    rclone: str,
+    root: Path,
+    key: str = "cbtestkey",
+    secret: str = "cbtestsecret",
+    port: int | None = None,
+) -> Iterator[S3Server]:
     server = S3Server(rclone, root, port or free_port(), key, secret)
     server.start()
     try:

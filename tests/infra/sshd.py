@@ -33,9 +33,18 @@ class SshServer:
         return f"{self.user}@127.0.0.1"
 
     def client_options(self) -> list[str]:
-        return ["-i", str(self.key), "-o", "StrictHostKeyChecking=no",
-                "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                "-o", "SendEnv=RCLONE_CONFIG_*"]
+        return [
+            "-i",
+            str(self.key),
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "LogLevel=ERROR",
+            "-o",
+            "SendEnv=RCLONE_CONFIG_*",
+        ]
 
 
 def available() -> bool:
@@ -47,8 +56,7 @@ def serve_ssh(workdir: Path) -> Iterator[SshServer]:
     workdir.mkdir(parents=True, exist_ok=True)
     host_key, user_key = workdir / "host_ed25519", workdir / "user_ed25519"
     for key in (host_key, user_key):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
-                       check=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     auth = workdir / "authorized_keys"
     auth.write_text(user_key.with_suffix(".pub").read_text())
     auth.chmod(0o600)
@@ -62,8 +70,9 @@ def serve_ssh(workdir: Path) -> Iterator[SshServer]:
         "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
         "AcceptEnv RCLONE_CONFIG_*\nSubsystem sftp internal-sftp\n"
     )
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(conf)],
-                            stderr=open(workdir / "sshd.log", "ab"))  # noqa: SIM115
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(conf)], stderr=open(workdir / "sshd.log", "ab")
+    )  # noqa: SIM115
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while True:

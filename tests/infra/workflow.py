@@ -21,8 +21,14 @@ def write_config(workdir: Path, config: dict, name: str = "campaign.yaml") -> Pa
     return path
 
 
-def snakemake(workdir: Path, configfile: Path, *args: str, env: dict | None = None,
-              profile: str = "local", timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path,
+    configfile: Path,
+    *args: str,
+    env: dict | None = None,
+    profile: str = "local",
+    timeout: float = RUN_TIMEOUT,
+) -> subprocess.CompletedProcess:
     """``snakemake --profile profiles/<profile>`` on the repo's workflow, run in ``workdir``."""
     cmd = [
         str(BIN / "snakemake"),
@@ -33,5 +39,6 @@ def snakemake(workdir: Path, configfile: Path, *args: str, env: dict | None = No
         "--configfile", str(configfile),
     ]  # fmt: skip
     full_env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", **(env or {})}
-    return subprocess.run(cmd, cwd=workdir, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        cmd, cwd=workdir, env=full_env, capture_output=True, text=True, timeout=timeout
+    )

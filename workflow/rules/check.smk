@@ -11,13 +11,13 @@ rule reassemble:
         f"{SITES}/{{site}}/logs/reassemble/{{remote}}/{{layout}}/r{{repeat}}.log",
     wildcard_constraints:
         layout=r"chunked-[0-9]+(KiB|MiB|GiB|TiB|B)",
-    params:
-        spec=spec_json("download"),
+    conda:
+        "../../envs/cloudbench.yaml"
     threads: 1
     resources:
         mem_mb=512,
-    conda:
-        "../../envs/cloudbench.yaml"
+    params:
+        spec=spec_json("download"),
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench reassemble --spec {params.spec:q} --manifest {input.manifest}"
         " --download-record {input.download} --record {output} 2> {log}"
@@ -30,13 +30,13 @@ rule verify:
         f"{SITES}/{{site}}/verify/{{remote}}/{{layout}}/r{{repeat}}.json",
     log:
         f"{SITES}/{{site}}/logs/verify/{{remote}}/{{layout}}/r{{repeat}}.log",
-    params:
-        spec=spec_json("download"),
+    conda:
+        "../../envs/cloudbench.yaml"
     threads: 1
     resources:
         mem_mb=512,
-    conda:
-        "../../envs/cloudbench.yaml"
+    params:
+        spec=spec_json("download"),
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench verify --spec {params.spec:q} --manifest {input.manifest}"
         " --download-record {input.download} --record {output} 2> {log}"

@@ -113,7 +113,9 @@ def dataset_files():
 
 
 def checksum_jsons():
-    return [f"{SITES}/{UPLOAD_SITE}/checksums/{n}.chunks.json" for n in CAMPAIGN.file_names]
+    return [
+        f"{SITES}/{UPLOAD_SITE}/checksums/{n}.chunks.json" for n in CAMPAIGN.file_names
+    ]
 
 
 def upload_inputs(wildcards):
@@ -121,7 +123,8 @@ def upload_inputs(wildcards):
     layout = Layout.from_label(wildcards.layout)
     if layout.strategy == "chunked":
         data = [
-            f"{UPLOAD_DATA}/chunks/{layout.chunk_label}/{n}" for n in CAMPAIGN.file_names
+            f"{UPLOAD_DATA}/chunks/{layout.chunk_label}/{n}"
+            for n in CAMPAIGN.file_names
         ]
     else:
         data = dataset_files()
@@ -239,7 +242,9 @@ def preflight_spec(wildcards):
             "site": site.name,
             "scratch": str(site.scratch),
             "needed_bytes": CAMPAIGN.scratch_needed(site),
-            "remote_prefixes": {r.name: CAMPAIGN.remote_prefix(r) for r in CAMPAIGN.remotes},
+            "remote_prefixes": {
+                r.name: CAMPAIGN.remote_prefix(r) for r in CAMPAIGN.remotes
+            },
             "flags": list(CAMPAIGN.rclone_flags),
             "min_rclone_version": CAMPAIGN.min_rclone_version,
             "upload_site": UPLOAD_SITE,
@@ -252,7 +257,9 @@ def preflight_spec(wildcards):
 def cleanup_spec():
     return json.dumps(
         {
-            "remote_data": [CAMPAIGN.remote_prefix(r, "data") for r in CAMPAIGN.remotes],
+            "remote_data": [
+                CAMPAIGN.remote_prefix(r, "data") for r in CAMPAIGN.remotes
+            ],
             "scratch": [str(s.scratch / CAMPAIGN.name) for s in CAMPAIGN.active_sites],
             "flags": list(CAMPAIGN.rclone_flags),
         }

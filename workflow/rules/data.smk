@@ -10,16 +10,16 @@ rule generate:
         record=f"{SITES}/{UPLOAD_SITE}/steps/generate/{{file}}.json",
     log:
         f"{SITES}/{UPLOAD_SITE}/logs/generate/{{file}}.log",
+    conda:
+        "../../envs/cloudbench.yaml"
+    threads: 1
+    resources:
+        mem_mb=512,
     params:
         size=CAMPAIGN.file_bytes,
         seed=CAMPAIGN.seed,
         campaign=CAMPAIGN.name,
         site=UPLOAD_SITE,
-    threads: 1
-    resources:
-        mem_mb=512,
-    conda:
-        "../../envs/cloudbench.yaml"
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench generate --out {output.data} --size {params.size} --seed {params.seed:q}"
         " --campaign {params.campaign} --site {params.site} --record {output.record} 2> {log}"
@@ -34,15 +34,15 @@ rule checksum:
         record=f"{SITES}/{UPLOAD_SITE}/steps/checksum/{{file}}.json",
     log:
         f"{SITES}/{UPLOAD_SITE}/logs/checksum/{{file}}.log",
+    conda:
+        "../../envs/cloudbench.yaml"
+    threads: 1
+    resources:
+        mem_mb=512,
     params:
         chunk_sizes=",".join(map(str, CAMPAIGN.chunk_sizes)),
         campaign=CAMPAIGN.name,
         site=UPLOAD_SITE,
-    threads: 1
-    resources:
-        mem_mb=512,
-    conda:
-        "../../envs/cloudbench.yaml"
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench checksum --data {input} --chunk-sizes {params.chunk_sizes:q} --sum {output.sum}"
         " --chunks {output.chunks} --campaign {params.campaign} --site {params.site}"
@@ -57,16 +57,16 @@ rule chunk:
         record=f"{SITES}/{UPLOAD_SITE}/steps/chunk/{{chunk}}/{{file}}.json",
     log:
         f"{SITES}/{UPLOAD_SITE}/logs/chunk/{{chunk}}/{{file}}.log",
+    conda:
+        "../../envs/cloudbench.yaml"
+    threads: 1
+    resources:
+        mem_mb=512,
     params:
         chunk_bytes=lambda w: parse_size(w.chunk),
         width=lambda w: CAMPAIGN.chunk_index_width(parse_size(w.chunk)),
         campaign=CAMPAIGN.name,
         site=UPLOAD_SITE,
-    threads: 1
-    resources:
-        mem_mb=512,
-    conda:
-        "../../envs/cloudbench.yaml"
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench chunk --data {input} --chunk-bytes {params.chunk_bytes} --width {params.width}"
         " --outdir {output.chunks} --campaign {params.campaign} --site {params.site}"

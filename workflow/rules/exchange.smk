@@ -9,11 +9,11 @@ rule publish:
         f"{SITES}/{{site}}/published.json",
     log:
         f"{RESULTS}/logs/publish/{{site}}.log",
+    conda:
+        "../../envs/cloudbench.yaml"
     params:
         spec=exchange_spec(),
         local=lambda w, output: Path(output[0]).parent,
-    conda:
-        "../../envs/cloudbench.yaml"
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench publish --site {wildcards.site} --spec {params.spec:q}"
         " --local {params.local} --out {output} 2> {log}"
@@ -24,12 +24,12 @@ rule pull:
         f"{SITES}/{{site}}/pulled.json",
     log:
         f"{RESULTS}/logs/pull/{{site}}.log",
+    conda:
+        "../../envs/cloudbench.yaml"
     params:
         spec=exchange_spec(),
         pulled_at=pull_token,
         local=lambda w, output: Path(output[0]).parent,
-    conda:
-        "../../envs/cloudbench.yaml"
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench pull --site {wildcards.site} --spec {params.spec:q}"
         " --local {params.local} --out {output} 2> {log}"

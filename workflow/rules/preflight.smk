@@ -7,10 +7,10 @@ rule preflight:
         f"{SITES}/{{site}}/preflight.json",
     log:
         f"{SITES}/{{site}}/logs/preflight.log",
-    params:
-        spec=preflight_spec,
     conda:
         "../../envs/cloudbench.yaml"
+    params:
+        spec=preflight_spec,
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench preflight --spec {params.spec:q} --out {output} 2> {log}"
 
@@ -31,9 +31,9 @@ rule status:
 rule cleanup:
     log:
         f"{RESULTS}/logs/cleanup.log",
-    params:
-        spec=cleanup_spec(),
     conda:
         "../../envs/cloudbench.yaml"
+    params:
+        spec=cleanup_spec(),
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench cleanup --spec {params.spec:q} > {log} 2>&1"

@@ -11,17 +11,17 @@ rule upload:
     log:
         job=f"{SITES}/{{site}}/logs/upload/{{remote}}/{{layout}}/r{{repeat}}.log",
         rclone=f"{SITES}/{{site}}/rclone/upload/{{remote}}/{{layout}}/r{{repeat}}.jsonl",
+    conda:
+        "../../envs/cloudbench.yaml"
+    threads: workflow.cores
+    resources:
+        network=1,
+        mem_mb=2048,
     params:
         spec=spec_json("upload"),
         retry=retry_token("upload"),
         dataset=f"{UPLOAD_DATA}/dataset",
         chunks=f"{UPLOAD_DATA}/chunks",
-    threads: workflow.cores
-    resources:
-        network=1,
-        mem_mb=2048,
-    conda:
-        "../../envs/cloudbench.yaml"
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench upload --spec {params.spec:q} --threads {threads}"
         " --dataset-dir {params.dataset} --chunks-root {params.chunks}"
@@ -39,16 +39,16 @@ rule download:
     log:
         job=f"{SITES}/{{site}}/logs/download/{{remote}}/{{layout}}/r{{repeat}}.log",
         rclone=f"{SITES}/{{site}}/rclone/download/{{remote}}/{{layout}}/r{{repeat}}.jsonl",
-    params:
-        spec=spec_json("download"),
-        retry=retry_token("download"),
-        upload_record=lambda w, input: input[0] if len(input) > 1 else "",
+    conda:
+        "../../envs/cloudbench.yaml"
     threads: workflow.cores
     resources:
         network=1,
         mem_mb=2048,
-    conda:
-        "../../envs/cloudbench.yaml"
+    params:
+        spec=spec_json("download"),
+        retry=retry_token("download"),
+        upload_record=lambda w, input: input[0] if len(input) > 1 else "",
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench download --spec {params.spec:q} --threads {threads}"
         " --manifest {output.manifest} --upload-record={params.upload_record:q}"
@@ -64,10 +64,10 @@ rule manifest:
         f"{RESULTS}/manifest.json",
     log:
         f"{SITES}/{UPLOAD_SITE}/logs/manifest.log",
-    params:
-        info=manifest_info(),
     conda:
         "../../envs/cloudbench.yaml"
+    params:
+        info=manifest_info(),
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench manifest --info {params.info:q} --checksums {input.checksums}"
         " --uploads {input.uploads} --out {output} 2> {log}"
