@@ -81,3 +81,11 @@ def test_campaign_against_real_s3(tmp_path, demo_config):
         objects = tmp_path / "s3root/cloudbench/demo/data/chunked-3MiB/r2/objects/demo-001.bin"
         assert sorted(p.name for p in objects.iterdir())[-1] == "demo-001.bin.0003"
         assert (tmp_path / "s3root/cloudbench/demo/manifest.json").exists()
+
+        # cleanup removes the bulk data from the remote and scratch, and keeps every result
+        clean = snakemake(tmp_path, cfg, "cleanup", env=s3.client_env("S3T"))
+        assert clean.returncode == 0, clean.stderr[-2000:]
+        assert not (tmp_path / "s3root/cloudbench/demo/data").exists()
+        assert (tmp_path / "s3root/cloudbench/demo/manifest.json").exists()
+        assert (tmp_path / "s3root/cloudbench/demo/results/tursa/run.json").exists()
+        assert (tmp_path / "results/demo/transfers.tsv").exists()
