@@ -19,7 +19,7 @@ from pathlib import Path
 
 import xxhash
 
-from cloudbench.chunking import pieces, windows
+from cloudbench.chunking import pieces, prefetch_head, windows
 from cloudbench.records import write_json
 
 READ_BLOCK = 16 * 2**20
@@ -80,7 +80,9 @@ def hash_stream(
     whole = xxhash.xxh3_128()
     chunkers = [_ChunkHasher(c) for c in chunk_sizes]
     total = 0
-    for path in paths:
+    for i, path in enumerate(paths):
+        if i + 1 < len(paths):  # a cold next file streams in while this one is hashed
+            prefetch_head(paths[i + 1])
         fd = os.open(path, os.O_RDONLY)
         try:
             for win in windows(fd, 0, os.fstat(fd).st_size):

@@ -123,6 +123,18 @@ class _Prefetcher:
             self.next += n
 
 
+def prefetch_head(path: Path) -> None:
+    """Start reading the head of ``path`` into the page cache (a hint; errors are ignored)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        _Prefetcher(fd, os.fstat(fd).st_size).advance(0)
+    finally:
+        os.close(fd)
+
+
 def windows(fd: int, start: int, stop: int) -> Iterator[_Window]:
     """Consecutive windows covering bytes [start, stop) of ``fd``; the caller closes each."""
     prefetch = _Prefetcher(fd, stop, start)
@@ -241,8 +253,8 @@ def concatenate(
     """Write the concatenation of ``parts`` to ``dest``; returns the bytes written.
 
     ``on_data``, if given, sees every byte right after it is written, in order, in slices of
-    ``WRITE_PIECE`` bytes (e.g. a hash's ``update``): the write has just pulled the slice into the
-    CPU cache, so looking at it again costs little more than the write alone.  One pass.
+    ``WRITE_PIECE`` bytes (e.g. a hash's ``update``): the write has just pulled the slice into
+    the CPU cache, so looking at it again costs little more than the write alone.  One pass.
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.part")
@@ -250,7 +262,9 @@ def concatenate(
     out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         preallocate(out, sum(p.stat().st_size for p in parts))
-        for part in parts:
+        for i, part in enumerate(parts):
+            if i + 1 < len(parts):  # a cold next part streams in while this one is copied
+                prefetch_head(parts[i + 1])
             fd = os.open(part, os.O_RDONLY)
             try:
                 for win in windows(fd, 0, os.fstat(fd).st_size):

@@ -60,16 +60,6 @@ localrules:
     cleanup,
 
 
-def active(direction):
-    """Measurements this run performs: this site's share, or every site's with site: all."""
-    return [
-        m
-        for site in CAMPAIGN.active_sites
-        for m in CAMPAIGN.measurements(site)
-        if m.direction == direction
-    ]
-
-
 def record(m):
     return f"{SITES}/{m.site}/transfers/{m.direction}/{m.remote}/{m.layout.label}/r{m.repeat}.json"
 
