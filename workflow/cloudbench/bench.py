@@ -1,11 +1,12 @@
 """``make bench``: the data path against the tools it stands in for, side by side, on this machine.
 
-Every comparison runs both sides alternately on the same file (``ours, baseline, ours,
-baseline, ...``: one untimed warm-up pair, then ``--pairs`` timed pairs) and reports the
-median of the per-pair ratios, so slow drifts of the machine (other jobs, write-back, thermal)
-hit both sides alike.  Our side is always the package's real step function
-(``cloudbench.steps.generate`` etc.), called in this process and timed around the call;
-the baseline is the command line tool, run as a child process and timed the same way.
+Every comparison runs both sides alternately on the same file (one untimed warm-up pair,
+then ``--pairs`` timed pairs, the order within a pair rotating: ``ours, baseline``,
+``baseline, ours``, ...) and reports the median of the per-pair ratios, so slow drifts of
+the machine (other jobs, write-back, thermal) hit both sides alike.  Our side is always the
+package's real step function (``cloudbench.steps.generate`` etc.), called in this process
+and timed around the call; the baseline is the command line tool, run as a child process
+and timed the same way.
 
 Before every timed run, of either side: outputs of the previous run are deleted, ``sync``
 flushes dirty pages (so no write-back is pending), and then either every input is read once
@@ -117,6 +118,7 @@ class Bench:
         self.size: int = args.size
         self.pairs: int = args.pairs
         self.cold: bool = args.cold
+        self.quiesce: float = args.quiesce
         self.work: Path = args.work
         self.chunk: int = args.chunk
         self.mem_size: int = args.mem_size
@@ -129,15 +131,17 @@ class Bench:
     # --- page cache and timing --------------------------------------------------------------
 
     def settle(self, *inputs: Path) -> None:
-        """Before a timed run: flush dirty pages, then warm the inputs or drop the cache."""
+        """Before a timed run: flush dirty pages, warm the inputs or drop the cache, then wait
+        ``--quiesce`` seconds (0 by default; see the option's help)."""
         os.sync()
         if self.cold:
             DROP_CACHES.write_text("3\n")
-            return
-        for path in inputs:
-            for p in sorted(path.rglob("*")) if path.is_dir() else [path]:
-                if p.is_file():
-                    _read_through(p)
+        else:
+            for path in inputs:
+                for p in sorted(path.rglob("*")) if path.is_dir() else [path]:
+                    if p.is_file():
+                        _read_through(p)
+        time.sleep(self.quiesce)
 
     def timed(self, step: str, side: str, pair: int, fn: Callable[[], Any]) -> Run:
         r0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -163,10 +167,15 @@ class Bench:
         sides: list[tuple[str, Callable[[], None], Callable[[], Any]]],
         pairs: int | None = None,
     ) -> dict[str, list[Run]]:
-        """A warm-up round (pair 0, not kept) and then ``pairs`` rounds of every side."""
+        """A warm-up round (pair 0, not kept) and then ``pairs`` rounds of every side.
+
+        The order within a round rotates (ours first, then the baseline first, ...), so an
+        advantage of running first or second in a round cancels out.
+        """
         out: dict[str, list[Run]] = {name: [] for name, _, _ in sides}
         for pair in range((pairs or self.pairs) + 1):
-            for name, prepare, fn in sides:
+            shift = (pair - 1) % len(sides) if pair else 0
+            for name, prepare, fn in sides[shift:] + sides[:shift]:
                 prepare()
                 run = self.timed(step, name, pair, fn)
                 if pair > 0:
@@ -761,6 +770,14 @@ def _read_through(path: Path) -> None:
         os.close(fd)
 
 
+def _page_reporting() -> str:
+    order = Path("/sys/module/page_reporting/parameters/page_reporting_order")
+    try:
+        return f"on, blocks of 2^{order.read_text().strip()} pages"
+    except OSError:
+        return "not found"
+
+
 def _dd_count(size: int) -> list[str]:
     if size % MIB == 0:
         return [f"count={size // MIB}"]
@@ -817,6 +834,7 @@ def machine_info(work: Path) -> dict[str, str]:
         "cores": f"{os.cpu_count()} ({len(os.sched_getaffinity(0))} usable)",
         "ram": mem,
         "kernel": platform.release(),
+        "free page reporting (virtio-balloon)": _page_reporting(),
         "bench dir": str(work),
         "filesystem": f"{mnt.get('fstype', '?')} on {mnt.get('device', '?')} mounted at "
         f"{mnt.get('mount', '?')} ({mnt.get('options', '?')})",
@@ -869,8 +887,10 @@ def write_results(
         "",
         f"- Size: {bench.size} bytes ({bench.size / 2**30:g} GiB) per file, chunks of "
         f"{bench.chunk} bytes; memory check on {bench.mem_size / 2**30:g} GiB.",
-        f"- {bench.pairs} timed pairs after one untimed warm-up pair, run alternately (ours, "
-        "baseline, ours, baseline, ...); a row's ratio is the median of the per-pair ratios "
+        f"- {bench.pairs} timed pairs after one untimed warm-up pair, run alternately, the "
+        "order within a pair rotating (ours then baseline, baseline then ours, ...: on this "
+        "machine the first run of a pair was measurably slower); a row's ratio is the median "
+        "of the per-pair ratios "
         "(baseline time / our time; for transfers our rate / the bare rate). Transfers get "
         f"{TRANSFER_PAIRS * bench.pairs} pairs: one rclone copy varies by far more than the "
         "3% being tested. Generate runs as triples (ours, dd, openssl).",
@@ -885,6 +905,10 @@ def write_results(
         "a child process, timed around it.",
         f"- Page cache: {cache}",
         "- `ratio` for memory and scheduling is measured / limit (pass if < 1).",
+        "- On a VM with free page reporting, writing into memory the guest freed more than "
+        "~2 s earlier is slow (the host took it back), so write-heavy runs vary with what the "
+        "previous run freed; both sides see the same sequence, and CPU-time ratios are given "
+        "beside the wall-time ones.",
         "- `pairs.tsv` holds every timed run with its wall and CPU seconds.",
         "",
         "## Machine",
@@ -928,6 +952,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"drop the page cache before every timed run (needs a writable {DROP_CACHES})",
     )
+    p.add_argument(
+        "--quiesce",
+        type=float,
+        default=0.0,
+        help="seconds to wait after preparing each timed run (default 0). On a VM whose "
+        "balloon reports free memory to the host (~2 s after it is freed), a wait of 3 s makes "
+        "every write land in memory the host took back: up to 4x slower page-cache writes",
+    )
     p.add_argument("--chunk", default="64MiB", help="chunk size (default 64MiB, at most size/4)")
     p.add_argument(
         "--mem-size",
@@ -962,6 +994,11 @@ def main(argv: list[str] | None = None) -> int:
         if a.cold
         else "warm: `sync`, then every input read once, before every timed run of either side "
         "(outputs of the previous run deleted first; no write-back pending)"
+    ) + (
+        f"; then {a.quiesce:g} s of quiet, so that memory freed by deleting the previous "
+        "outputs has been handed back to the host for either side"
+        if a.quiesce
+        else ""
     )
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     load0 = Path("/proc/loadavg").read_text().split()[:3]
