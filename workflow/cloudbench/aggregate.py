@@ -31,8 +31,9 @@ def sites_dir(results: Path) -> Path:
     return results / "sites"
 
 
-def transfer_record_path(results: Path, site: str, direction: str, remote: str, layout: str,
-                         repeat: int) -> Path:
+def transfer_record_path(
+    results: Path, site: str, direction: str, remote: str, layout: str, repeat: int
+) -> Path:
     """One place names where a transfer's record lives; rules and aggregation agree on it."""
     return sites_dir(results) / site / "transfers" / direction / remote / layout / f"r{repeat}.json"
 
@@ -62,8 +63,9 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
             continue
         rec = _load(path)
         if key["direction"] == "download":
-            vpath = verify_record_path(results, key["site"], key["remote"], key["layout"],
-                                       key["repeat"])
+            vpath = verify_record_path(
+                results, key["site"], key["remote"], key["layout"], key["repeat"]
+            )
             if rec["status"] == "ok" and vpath.exists():
                 ver = _load(vpath)
                 if ver["status"] != "ok":
@@ -81,8 +83,9 @@ def series_table(results: Path, transfers: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for rec in transfers.to_dict("records"):
         path = series_path(
-            transfer_record_path(results, rec["site"], rec["direction"], rec["remote"],
-                                 rec["layout"], rec["repeat"])
+            transfer_record_path(
+                results, rec["site"], rec["direction"], rec["remote"], rec["layout"], rec["repeat"]
+            )
         )
         if not path.exists():
             continue

@@ -48,7 +48,7 @@ class Remote:
     location: tuple[float, float] | None
 
     def path(self, *parts: str) -> str:
-        """The rclone path of ``parts`` under this remote (``name:bucket/x`` or ``dir/bucket/x``)."""
+        """The rclone path of ``parts`` under this remote (``name:bucket/x``, ``dir/bucket/x``)."""
         tail = "/".join(p.strip("/") for p in parts if p)
         if self.url.endswith(":"):
             return f"{self.url}{tail}"
@@ -283,7 +283,9 @@ def _remotes(cfg: Mapping[str, Any]) -> tuple[Remote, ...]:
         raise ConfigError("remote: missing (an rclone remote such as 'mys3:' or a local path)")
     return (
         Remote(
-            "main", _remote_url("remote", url), _location("remote_location", cfg.get("remote_location"))
+            "main",
+            _remote_url("remote", url),
+            _location("remote_location", cfg.get("remote_location")),
         ),
     )
 
@@ -311,7 +313,9 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         raise ConfigError("strategies: at least one of plain, chunked, multithread")
     for s in strategies:
         if s not in STRATEGIES:
-            raise ConfigError(f"strategies: unknown strategy {s!r} (known: {', '.join(STRATEGIES)})")
+            raise ConfigError(
+                f"strategies: unknown strategy {s!r} (known: {', '.join(STRATEGIES)})"
+            )
     if len(set(strategies)) != len(strategies):
         raise ConfigError(f"strategies: listed twice in {list(strategies)!r}")
 
@@ -376,7 +380,9 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         repeats=repeats,
         seed=str(ds.get("seed", name)),
         rclone_flags=tuple(flags),
-        multi_thread_cutoff=_size(cfg, "rclone.multi_thread_cutoff", rc.get("multi_thread_cutoff", "256MiB")),
+        multi_thread_cutoff=_size(
+            cfg, "rclone.multi_thread_cutoff", rc.get("multi_thread_cutoff", "256MiB")
+        ),
         multi_thread_chunk_size=_size(
             cfg, "rclone.multi_thread_chunk_size", rc.get("multi_thread_chunk_size", "64MiB")
         ),

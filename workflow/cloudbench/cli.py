@@ -11,12 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-import pandas as pd
-
-from cloudbench import aggregate, exchange, plots, preflight, status, steps
+from cloudbench import exchange, preflight, steps
 from cloudbench.campaign import ConfigError
 from cloudbench.rclone import RcloneError
-from cloudbench.records import read_json, write_json
+from cloudbench.records import REPORT_OUTPUTS, read_json, write_json
 from cloudbench.sizes import SizeError
 from cloudbench.spec import TransferSpec
 
@@ -39,19 +37,34 @@ def cmd_checksum(a):
 
 
 def cmd_chunk(a):
-    steps.chunk(Path(a.data), int(a.chunk_bytes), int(a.width), Path(a.outdir), Path(a.record),
-                _ctx(a))
+    steps.chunk(
+        Path(a.data), int(a.chunk_bytes), int(a.width), Path(a.outdir), Path(a.record), _ctx(a)
+    )
 
 
 def cmd_upload(a):
-    steps.upload(_spec(a), a.threads, Path(a.dataset_dir), Path(a.chunks_root),
-                 [Path(p) for p in a.checksums], Path(a.record), Path(a.rclone_log),
-                 Path(a.series))
+    steps.upload(
+        _spec(a),
+        a.threads,
+        Path(a.dataset_dir),
+        Path(a.chunks_root),
+        [Path(p) for p in a.checksums],
+        Path(a.record),
+        Path(a.rclone_log),
+        Path(a.series),
+    )
 
 
 def cmd_download(a):
-    steps.download(_spec(a), a.threads, Path(a.manifest), Path(a.record), Path(a.rclone_log),
-                   Path(a.series), Path(a.upload_record) if a.upload_record else None)
+    steps.download(
+        _spec(a),
+        a.threads,
+        Path(a.manifest),
+        Path(a.record),
+        Path(a.rclone_log),
+        Path(a.series),
+        Path(a.upload_record) if a.upload_record else None,
+    )
 
 
 def _skipped(a, step: str) -> bool:
@@ -59,10 +72,19 @@ def _skipped(a, step: str) -> bool:
     rec = read_json(Path(a.download_record))
     if rec["status"] == "ok":
         return False
-    write_json(Path(a.record), {"step": step, "status": "skipped", "site": rec["site"],
-                                "campaign": rec["campaign"], "item": rec["layout"],
-                                "remote": rec["remote"], "repeat": rec["repeat"],
-                                "problems": [f"download failed: {rec.get('error')}"]})
+    write_json(
+        Path(a.record),
+        {
+            "step": step,
+            "status": "skipped",
+            "site": rec["site"],
+            "campaign": rec["campaign"],
+            "item": rec["layout"],
+            "remote": rec["remote"],
+            "repeat": rec["repeat"],
+            "problems": [f"download failed: {rec.get('error')}"],
+        },
+    )
     return True
 
 
@@ -70,29 +92,43 @@ def cmd_reassemble(a):
     if _skipped(a, "reassemble"):
         return
     spec = _spec(a)
-    steps.reassemble(spec, Path(a.manifest), Path(a.record),
-                     {"campaign": spec.campaign, "site": spec.site})
+    steps.reassemble(
+        spec, Path(a.manifest), Path(a.record), {"campaign": spec.campaign, "site": spec.site}
+    )
 
 
 def cmd_verify(a):
     if _skipped(a, "verify"):
         return
     spec = _spec(a)
-    steps.verify(spec, Path(a.manifest), Path(a.record),
-                 {"campaign": spec.campaign, "site": spec.site}, keep_data=a.keep_data)
+    steps.verify(
+        spec,
+        Path(a.manifest),
+        Path(a.record),
+        {"campaign": spec.campaign, "site": spec.site},
+        keep_data=a.keep_data,
+    )
 
 
 def cmd_manifest(a):
-    steps.campaign_manifest(json.loads(a.info), [Path(p) for p in a.checksums],
-                            [Path(p) for p in a.uploads], Path(a.out))
+    steps.campaign_manifest(
+        json.loads(a.info),
+        [Path(p) for p in a.checksums],
+        [Path(p) for p in a.uploads],
+        Path(a.out),
+    )
 
 
 def cmd_aggregate(a):
+    from cloudbench import aggregate  # pandas: only where tables are made
+
     aggregate.write_tables(Path(a.results), json.loads(a.expected), Path(a.out))
 
 
 def cmd_plots(a):
-    outputs = {name: Path(getattr(a, name)) for name in plots.OUTPUTS}
+    from cloudbench import plots  # matplotlib and seaborn: only here
+
+    outputs = {name: Path(getattr(a, name)) for name in REPORT_OUTPUTS}
     plots.build_report(Path(a.tables), json.loads(a.info), outputs)
 
 
@@ -101,10 +137,16 @@ def cmd_preflight(a):
     data["flags"] = tuple(data["flags"])
     problems = preflight.run_preflight(preflight.PreflightSpec(**data), Path(a.out))
     if problems:
-        raise steps.StepError(f"preflight failed at site {data['site']}:\n  " + "\n  ".join(problems))
+        raise steps.StepError(
+            f"preflight failed at site {data['site']}:\n  " + "\n  ".join(problems)
+        )
 
 
 def cmd_status(a):
+    import pandas as pd
+
+    from cloudbench import status
+
     failures = status.failures(pd.read_csv(a.transfers, sep="\t"))
     if failures:
         raise steps.StepError(status.describe(failures))
@@ -122,6 +164,8 @@ def cmd_pull(a):
 
 
 def cmd_cleanup(a):
+    from cloudbench import status
+
     status.cleanup(json.loads(a.spec))
 
 
@@ -139,25 +183,73 @@ def build_parser() -> argparse.ArgumentParser:
     req = {"required": True}
     ctx = [("--campaign", req), ("--site", req), ("--record", req)]
     add("generate", cmd_generate, ("--out", req), ("--size", req), ("--seed", req), *ctx)
-    add("checksum", cmd_checksum, ("--data", req), ("--chunk-sizes", {"default": ""}),
-        ("--sum", req), ("--chunks", req), *ctx)
-    add("chunk", cmd_chunk, ("--data", req), ("--chunk-bytes", req), ("--width", req),
-        ("--outdir", req), *ctx)
-    tx = [("--spec", req), ("--threads", {"type": int, "required": True}), ("--record", req),
-          ("--rclone-log", req), ("--series", req)]
-    add("upload", cmd_upload, *tx, ("--dataset-dir", req), ("--chunks-root", req),
-        ("--checksums", {"nargs": "+", "required": True}))
+    add(
+        "checksum",
+        cmd_checksum,
+        ("--data", req),
+        ("--chunk-sizes", {"default": ""}),
+        ("--sum", req),
+        ("--chunks", req),
+        *ctx,
+    )
+    add(
+        "chunk",
+        cmd_chunk,
+        ("--data", req),
+        ("--chunk-bytes", req),
+        ("--width", req),
+        ("--outdir", req),
+        *ctx,
+    )
+    tx = [
+        ("--spec", req),
+        ("--threads", {"type": int, "required": True}),
+        ("--record", req),
+        ("--rclone-log", req),
+        ("--series", req),
+    ]
+    add(
+        "upload",
+        cmd_upload,
+        *tx,
+        ("--dataset-dir", req),
+        ("--chunks-root", req),
+        ("--checksums", {"nargs": "+", "required": True}),
+    )
     add("download", cmd_download, *tx, ("--manifest", req), ("--upload-record", {}))
-    add("reassemble", cmd_reassemble, ("--spec", req), ("--manifest", req), ("--record", req),
-        ("--download-record", req))
-    add("verify", cmd_verify, ("--spec", req), ("--manifest", req), ("--record", req),
+    add(
+        "reassemble",
+        cmd_reassemble,
+        ("--spec", req),
+        ("--manifest", req),
+        ("--record", req),
         ("--download-record", req),
-        ("--keep-data", {"action": "store_true"}))
-    add("manifest", cmd_manifest, ("--info", req), ("--checksums", {"nargs": "+", **req}),
-        ("--uploads", {"nargs": "+", **req}), ("--out", req))
+    )
+    add(
+        "verify",
+        cmd_verify,
+        ("--spec", req),
+        ("--manifest", req),
+        ("--record", req),
+        ("--download-record", req),
+        ("--keep-data", {"action": "store_true"}),
+    )
+    add(
+        "manifest",
+        cmd_manifest,
+        ("--info", req),
+        ("--checksums", {"nargs": "+", **req}),
+        ("--uploads", {"nargs": "+", **req}),
+        ("--out", req),
+    )
     add("aggregate", cmd_aggregate, ("--results", req), ("--expected", req), ("--out", req))
-    add("plots", cmd_plots, ("--tables", req), ("--info", req),
-        *[(f"--{name.replace('_', '-')}", req) for name in plots.OUTPUTS])
+    add(
+        "plots",
+        cmd_plots,
+        ("--tables", req),
+        ("--info", req),
+        *[(f"--{name.replace('_', '-')}", req) for name in REPORT_OUTPUTS],
+    )
     add("preflight", cmd_preflight, ("--spec", req), ("--out", req))
     add("status", cmd_status, ("--transfers", req), ("--out", req))
     add("cleanup", cmd_cleanup, ("--spec", req))

@@ -45,8 +45,9 @@ def run_id() -> str:
     return f"{stamp}Z-{host_info()['host']}"
 
 
-def publish(site: str, local_dir: Path, campaign_prefixes: list[str], flags: tuple[str, ...],
-            out: Path) -> dict[str, Any]:
+def publish(
+    site: str, local_dir: Path, campaign_prefixes: list[str], flags: tuple[str, ...], out: Path
+) -> dict[str, Any]:
     """Copy this site's results to every remote, moving the previous run into history/."""
     binary = rc.find_rclone()
     excludes: list[str] = []
@@ -74,8 +75,9 @@ def publish(site: str, local_dir: Path, campaign_prefixes: list[str], flags: tup
     return run
 
 
-def pull(site: str, campaign_prefixes: list[str], dest: Path, flags: tuple[str, ...],
-         out: Path) -> dict[str, Any]:
+def pull(
+    site: str, campaign_prefixes: list[str], dest: Path, flags: tuple[str, ...], out: Path
+) -> dict[str, Any]:
     """Mirror a site's current results into ``dest``; a site not reported yet leaves it empty."""
     binary = rc.find_rclone()
     for prefix in campaign_prefixes:

@@ -1,7 +1,7 @@
 """The environment every job's shell command inherits.
 
-Jobs run ``$CLOUDBENCH_PYTHON -m cloudbench`` from the workflow's own checkout with the Python that runs
-Snakemake, so a venv does not have to be activated and the package need not be installed;
+Jobs run ``$CLOUDBENCH_PYTHON -m cloudbench`` from the workflow's own checkout, with the
+Python that runs Snakemake, so a venv need not be activated nor the package installed;
 under ``--sdm conda`` the conda env's python is used instead.
 """
 
@@ -11,7 +11,6 @@ import json
 import os
 import sys
 from pathlib import Path
-
 
 PYTHON_VARIABLE = "CLOUDBENCH_PYTHON"
 

@@ -77,8 +77,14 @@ class SiteLaunch:
         argv = [self.snakemake]
         if self.snakefile:
             argv += ["--snakefile", self.snakefile]
-        argv += ["--profile", self.profile, "--configfile", self.config_path(campaign),
-                 "--config", f"site={self.site}"]
+        argv += [
+            "--profile",
+            self.profile,
+            "--configfile",
+            self.config_path(campaign),
+            "--config",
+            f"site={self.site}",
+        ]
         inner = f"cd {shlex.quote(self.workdir)} && {shlex.join(argv)}"
         return f"bash -lc {shlex.quote(inner)}"
 
@@ -92,21 +98,39 @@ class SiteResult:
     detail: str = ""
 
 
-def run_site(launch: SiteLaunch, campaign: str, config_text: str, log_dir: Path,
-             say: Callable[[str], None]) -> SiteResult:
+def run_site(
+    launch: SiteLaunch, campaign: str, config_text: str, log_dir: Path, say: Callable[[str], None]
+) -> SiteResult:
     log = log_dir / f"{launch.site}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     say(f"[{launch.site}] starting on {launch.host} in {launch.workdir} ({launch.profile})")
     t0 = time.monotonic()
     with open(log, "w") as fh:
-        put = subprocess.run(launch.ssh(launch.put_config_command(campaign)), input=config_text,
-                             stdout=fh, stderr=subprocess.STDOUT, text=True, timeout=300)
+        put = subprocess.run(
+            launch.ssh(launch.put_config_command(campaign)),
+            input=config_text,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=300,
+        )
         if put.returncode != 0:
-            return SiteResult(launch.site, False, time.monotonic() - t0, log,
-                              f"cannot reach {launch.host} (ssh exit {put.returncode})")
+            return SiteResult(
+                launch.site,
+                False,
+                time.monotonic() - t0,
+                log,
+                f"cannot reach {launch.host} (ssh exit {put.returncode})",
+            )
         fh.flush()
-        run = subprocess.run(launch.ssh(launch.run_command(campaign)), stdin=subprocess.DEVNULL,
-                             stdout=fh, stderr=subprocess.STDOUT, text=True, timeout=SITE_TIMEOUT)
+        run = subprocess.run(
+            launch.ssh(launch.run_command(campaign)),
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=SITE_TIMEOUT,
+        )
     ok = run.returncode == 0
     detail = "" if ok else f"exit {run.returncode}; last lines:\n" + _tail(log)
     return SiteResult(launch.site, ok, time.monotonic() - t0, log, detail)
@@ -119,9 +143,19 @@ def _tail(path: Path, lines: int = 8) -> str:
 
 def aggregate_here(config_path: Path, repo: Path, report: Path) -> int:
     """Pull every site's results and build the report on this machine (site: none)."""
-    base = [sys.executable, "-m", "snakemake", "--snakefile", str(repo / "workflow/Snakefile"),
-            "--profile", str(repo / "profiles/local"), "--configfile", str(config_path),
-            "--config", f"site={NO_SITE}"]
+    base = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(repo / "workflow/Snakefile"),
+        "--profile",
+        str(repo / "profiles/local"),
+        "--configfile",
+        str(config_path),
+        "--config",
+        f"site={NO_SITE}",
+    ]
     first = subprocess.run(base)
     second = subprocess.run([*base, "--report", str(report)])
     return first.returncode or second.returncode
@@ -140,8 +174,10 @@ def launch(config_path: Path, repo: Path, say: Callable[[str], None] = print) ->
 
     def report(r: SiteResult) -> None:
         state = "ok" if r.ok else "FAILED"
-        said(f"[{r.site}] {state} after {r.seconds:.0f} s (log {r.log})"
-             + (f": {r.detail}" if r.detail else ""))
+        said(
+            f"[{r.site}] {state} after {r.seconds:.0f} s (log {r.log})"
+            + (f": {r.detail}" if r.detail else "")
+        )
 
     up = campaign.upload_site.name
     first = run_site(launches[up], campaign.name, config_text, log_dir, said)
@@ -151,8 +187,10 @@ def launch(config_path: Path, repo: Path, say: Callable[[str], None] = print) ->
         return 1
     others = [s.name for s in campaign.sites if s.name != up]
     with ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
-        futures = [pool.submit(run_site, launches[n], campaign.name, config_text, log_dir, said)
-                   for n in others]
+        futures = [
+            pool.submit(run_site, launches[n], campaign.name, config_text, log_dir, said)
+            for n in others
+        ]
         results = [f.result() for f in futures]
     for r in results:
         report(r)
@@ -171,8 +209,12 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="cloudbench launch", description=__doc__)
     p.add_argument("config", type=Path, help="the campaign file (with sites.<name>.launch)")
-    p.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[2],
-                   help="this cloudbench checkout (for the local aggregation)")
+    p.add_argument(
+        "--repo",
+        type=Path,
+        default=Path(__file__).resolve().parents[2],
+        help="this cloudbench checkout (for the local aggregation)",
+    )
     a = p.parse_args(argv)
     try:
         return launch(a.config, a.repo)

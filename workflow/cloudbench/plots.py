@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 
 import matplotlib
 
+from cloudbench.records import REPORT_OUTPUTS
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
@@ -983,18 +985,7 @@ def campaign_html(
 
 # --- everything -------------------------------------------------------------------------------
 
-OUTPUTS = (
-    "rate_vs_time",
-    "rate_by_strategy",
-    "speedup",
-    "rate_vs_distance",
-    "steps",
-    "table",
-    "summary_tsv",
-    "summary_html",
-    "cost",
-    "campaign",
-)
+OUTPUTS = REPORT_OUTPUTS  # every file the `plots` rule writes, by CLI option name
 
 
 def _read(path: Path) -> pd.DataFrame:

@@ -45,7 +45,9 @@ def free_bytes(path: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-def check_remote(binary: str, name: str, prefix: str, site: str, flags: tuple[str, ...]) -> str | None:
+def check_remote(
+    binary: str, name: str, prefix: str, site: str, flags: tuple[str, ...]
+) -> str | None:
     """Write, read back and delete a tiny object: reachable, writable, and consistent."""
     obj = f"{prefix}/preflight/{site}-{host_info()['host']}.txt"
     token = f"cloudbench preflight {utc_now()}\n"
@@ -59,15 +61,29 @@ def check_remote(binary: str, name: str, prefix: str, site: str, flags: tuple[st
         ]
         for what, cmd in steps:
             try:
-                res = rc.run_helper([*cmd, "--retries", "1", "--low-level-retries", "2",
-                                     "--contimeout", "15s", "--timeout", "30s"], timeout=120)
+                res = rc.run_helper(
+                    [
+                        *cmd,
+                        "--retries",
+                        "1",
+                        "--low-level-retries",
+                        "2",
+                        "--contimeout",
+                        "15s",
+                        "--timeout",
+                        "30s",
+                    ],
+                    timeout=120,
+                )
             except Exception as err:  # noqa: BLE001 - any failure is the answer
                 return f"remote {name} ({prefix}): cannot {what} a test object: {err}"
             if res.returncode != 0:
                 msg = res.stderr.strip().splitlines()[-1:] or ["rclone failed"]
                 return f"remote {name} ({prefix}): cannot {what} a test object: {msg[0][-300:]}"
             if what == "read back" and res.stdout != token:
-                return f"remote {name} ({prefix}): test object read back differs from what was written"
+                return (
+                    f"remote {name} ({prefix}): test object read back differs from what was written"
+                )
     return None
 
 
@@ -104,9 +120,13 @@ def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
     problems = [redact(p, secret_values()) for p in problems]
     if not problems:
         result: dict[str, Any] = {
-            "campaign": spec.campaign, "site": spec.site, "checked_utc": utc_now(),
-            "rclone_version": version, "scratch_free_bytes": free,
-            "scratch_needed_bytes": spec.needed_bytes, "remotes": list(spec.remote_prefixes),
+            "campaign": spec.campaign,
+            "site": spec.site,
+            "checked_utc": utc_now(),
+            "rclone_version": version,
+            "scratch_free_bytes": free,
+            "scratch_needed_bytes": spec.needed_bytes,
+            "remotes": list(spec.remote_prefixes),
             **host_info(),
         }
         write_json(out, result)

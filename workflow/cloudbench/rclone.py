@@ -133,7 +133,9 @@ def copy_command(
     return cmd + list(extra_flags)
 
 
-def helper_command(binary: str, verb: str, *args: str, extra_flags: Sequence[str] = ()) -> list[str]:
+def helper_command(
+    binary: str, verb: str, *args: str, extra_flags: Sequence[str] = ()
+) -> list[str]:
     """An untimed bookkeeping call (purge, copyto, cat, lsjson, ...)."""
     return [binary, verb, *args, *extra_flags]
 

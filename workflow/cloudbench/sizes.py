@@ -58,7 +58,9 @@ def parse_size(value: str | int) -> int:
     number, unit = match.groups()
     factor = UNITS.get(unit.upper())
     if factor is None:
-        raise SizeError(f"unknown size unit {unit!r} in {value!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
+        raise SizeError(
+            f"unknown size unit {unit!r} in {value!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+        )
     try:
         exact = Decimal(number) * factor
     except InvalidOperation as err:  # pragma: no cover - the regex already rules this out

@@ -32,8 +32,9 @@ def cleanup(spec: dict[str, Any]) -> None:
     """Remove the campaign's bulk data from the remotes and scratch; keep every result."""
     binary = rc.find_rclone()
     for prefix in spec["remote_data"]:
-        res = rc.run_helper(rc.helper_command(binary, "purge", prefix,
-                                              extra_flags=tuple(spec["flags"])))
+        res = rc.run_helper(
+            rc.helper_command(binary, "purge", prefix, extra_flags=tuple(spec["flags"]))
+        )
         ok = res.returncode == 0 or "directory not found" in res.stderr
         print(f"{'removed' if ok else 'FAILED to remove'} {prefix}")
         if not ok:

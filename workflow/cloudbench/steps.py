@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cloudbench import rclone as rc
-from cloudbench.checksums import hash_stream, parse_xxh128sum, xxh128sum_line
+from cloudbench.checksums import hash_stream, xxh128sum_line
 from cloudbench.chunking import chunks_of, concatenate, split_file
 from cloudbench.datagen import generate_file
 from cloudbench.records import host_info, read_json, timed_step, utc_now, write_json
@@ -40,7 +40,11 @@ def generate(out: Path, size: int, seed: str, record: Path, context: dict[str, A
 
 
 def checksum(
-    data: Path, chunk_sizes: Sequence[int], out_sum: Path, out_chunks: Path, record: Path,
+    data: Path,
+    chunk_sizes: Sequence[int],
+    out_sum: Path,
+    out_chunks: Path,
+    record: Path,
     context: dict[str, Any],
 ) -> None:
     with timed_step("checksum") as t:
@@ -50,14 +54,19 @@ def checksum(
     out_sum.write_text(xxh128sum_line(digest, data.name))
     write_json(
         out_chunks,
-        {"file": data.name, "bytes": nbytes, "xxh128": digest,
-         "chunks": {str(c): d for c, d in per_chunk.items()}},
+        {
+            "file": data.name,
+            "bytes": nbytes,
+            "xxh128": digest,
+            "chunks": {str(c): d for c, d in per_chunk.items()},
+        },
     )
     write_json(record, t.record(**context, item=data.name))
 
 
-def chunk(data: Path, chunk_bytes: int, width: int, outdir: Path, record: Path,
-          context: dict[str, Any]) -> None:
+def chunk(
+    data: Path, chunk_bytes: int, width: int, outdir: Path, record: Path, context: dict[str, Any]
+) -> None:
     with timed_step("chunk") as t:
         if outdir.exists():
             shutil.rmtree(outdir)
@@ -115,8 +124,14 @@ def object_names(manifest: dict[str, Any]) -> list[str]:
 
 
 def upload(
-    spec: TransferSpec, threads: int, dataset_dir: Path, chunks_root: Path,
-    checksum_jsons: Sequence[Path], record: Path, log: Path, series: Path,
+    spec: TransferSpec,
+    threads: int,
+    dataset_dir: Path,
+    chunks_root: Path,
+    checksum_jsons: Sequence[Path],
+    record: Path,
+    log: Path,
+    series: Path,
 ) -> None:
     """Timed upload of one copy; its manifest is written after, untimed, only if it is whole.
 
@@ -136,13 +151,21 @@ def upload(
         listing.write_text("".join(f"{n}\n" for n in objects))
         rec = measure(
             replace(spec, flags=(*spec.flags, "--files-from", str(listing))),
-            str(src), f"{dst}/{OBJECTS}", threads=threads, expected_files=len(objects),
-            expected_bytes=spec.file_bytes * len(spec.files), log_path=log, series_path=series,
+            str(src),
+            f"{dst}/{OBJECTS}",
+            threads=threads,
+            expected_files=len(objects),
+            expected_bytes=spec.file_bytes * len(spec.files),
+            log_path=log,
+            series_path=series,
         )
         if rec["status"] == "ok":
             man["uploaded_by"] = {
-                "site": spec.site, "host": rec["host"], "finished_utc": utc_now(),
-                "rclone_version": rec["rclone_version"], "started_utc": rec["started_utc"],
+                "site": spec.site,
+                "host": rec["host"],
+                "finished_utc": utc_now(),
+                "rclone_version": rec["rclone_version"],
+                "started_utc": rec["started_utc"],
             }
             man_path = Path(tmp) / COPY_MANIFEST
             write_json(man_path, man)
@@ -150,12 +173,16 @@ def upload(
             sums.write_text("".join(xxh128sum_line(hashes[n]["xxh128"], n) for n in spec.files))
             for path in (sums, man_path):  # manifest last: it marks the copy complete
                 res = rc.run_helper(
-                    rc.helper_command(binary, "copyto", str(path), f"{dst}/{path.name}",
-                                      extra_flags=spec.flags)
+                    rc.helper_command(
+                        binary, "copyto", str(path), f"{dst}/{path.name}", extra_flags=spec.flags
+                    )
                 )
                 if res.returncode != 0:
-                    rec.update(status="failed", error=f"publishing {path.name}: {res.stderr[-300:]}",
-                               mb_per_s=None)
+                    rec.update(
+                        status="failed",
+                        error=f"publishing {path.name}: {res.stderr[-300:]}",
+                        mb_per_s=None,
+                    )
                     break
     keep_attempt(record, rec, log)
     write_json(record, rec)
@@ -164,8 +191,9 @@ def upload(
 def fetch_copy_manifest(spec: TransferSpec) -> dict[str, Any] | None:
     """One copy's manifest from the remote; None when the copy is not (completely) there."""
     res = rc.run_helper(
-        rc.helper_command(rc.find_rclone(), "cat", f"{spec.data_prefix}/{COPY_MANIFEST}",
-                          extra_flags=spec.flags)
+        rc.helper_command(
+            rc.find_rclone(), "cat", f"{spec.data_prefix}/{COPY_MANIFEST}", extra_flags=spec.flags
+        )
     )
     if res.returncode != 0 or not res.stdout.strip():
         return None
@@ -179,8 +207,15 @@ def _failed_upload(upload_record: Path | None) -> str | None:
     return None if rec["status"] == "ok" else f"upload of this copy failed: {rec.get('error')}"
 
 
-def download(spec: TransferSpec, threads: int, manifest_out: Path, record: Path, log: Path,
-             series: Path, upload_record: Path | None = None) -> None:
+def download(
+    spec: TransferSpec,
+    threads: int,
+    manifest_out: Path,
+    record: Path,
+    log: Path,
+    series: Path,
+    upload_record: Path | None = None,
+) -> None:
     """Timed download of one copy into a fresh directory.
 
     A copy whose upload failed is recorded as failed (nothing to measure); a copy that is not
@@ -195,9 +230,18 @@ def download(spec: TransferSpec, threads: int, manifest_out: Path, record: Path,
                 f"(manifest.json missing); run the upload site {spec.upload_site!r} first"
             )
         write_json(manifest_out, {"files": [], "missing": reason})
-        rec = {**spec.row_keys(), "status": "failed", "error": reason, "seconds": None,
-               "mb_per_s": None, "bytes": 0, "files": 0, "retries": 0, "started_utc": utc_now(),
-               **host_info()}
+        rec = {
+            **spec.row_keys(),
+            "status": "failed",
+            "error": reason,
+            "seconds": None,
+            "mb_per_s": None,
+            "bytes": 0,
+            "files": 0,
+            "retries": 0,
+            "started_utc": utc_now(),
+            **host_info(),
+        }
         keep_attempt(record, rec, log)
         write_json(record, rec)
         series.write_text("elapsed_s\tbytes\tmb_per_s\n")
@@ -205,9 +249,14 @@ def download(spec: TransferSpec, threads: int, manifest_out: Path, record: Path,
     write_json(manifest_out, man)
     local = fresh_dir(spec.local_dir)
     rec = measure(
-        spec, f"{spec.data_prefix}/{OBJECTS}", str(local), threads=threads,
-        expected_files=len(object_names(man)), expected_bytes=sum(f["bytes"] for f in man["files"]),
-        log_path=log, series_path=series,
+        spec,
+        f"{spec.data_prefix}/{OBJECTS}",
+        str(local),
+        threads=threads,
+        expected_files=len(object_names(man)),
+        expected_bytes=sum(f["bytes"] for f in man["files"]),
+        log_path=log,
+        series_path=series,
     )
     keep_attempt(record, rec, log)
     write_json(record, rec)
@@ -250,12 +299,18 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
             tmp.replace(local / name)
             write_digest_note(local / name, digest.hexdigest(), nbytes)
         t.extra["xxh128"] = "computed while writing"
-    write_json(record, t.record(**context, item=spec.layout_label, repeat=spec.repeat,
-                                remote=spec.remote))
+    write_json(
+        record, t.record(**context, item=spec.layout_label, repeat=spec.repeat, remote=spec.remote)
+    )
 
 
-def verify(spec: TransferSpec, manifest: Path, record: Path, context: dict[str, Any],
-           keep_data: bool = False) -> None:
+def verify(
+    spec: TransferSpec,
+    manifest: Path,
+    record: Path,
+    context: dict[str, Any],
+    keep_data: bool = False,
+) -> None:
     """XXH128 of every downloaded file against the manifest; a mismatch names file and chunk.
 
     A file that ``reassemble`` hashed while writing it, and that has not changed since, is
@@ -290,20 +345,27 @@ def verify(spec: TransferSpec, manifest: Path, record: Path, context: dict[str, 
             if digest != f["xxh128"]:
                 per_chunk = hash_stream([path], [chunk_bytes])[1] if chunk_bytes else {}
                 found = per_chunk.get(chunk_bytes, [])
-                bad = [c["object"] for c, d in zip(f.get("chunks", []), found, strict=False)
-                       if c["xxh128"] != d]
+                bad = [
+                    c["object"]
+                    for c, d in zip(f.get("chunks", []), found, strict=False)
+                    if c["xxh128"] != d
+                ]
                 where = f" (chunk {', '.join(bad)})" if bad else ""
                 problems.append(f"{f['name']}: XXH128 {digest} != {f['xxh128']}{where}")
     rec = t.record(**context, item=spec.layout_label, repeat=spec.repeat, remote=spec.remote)
-    rec.update(status="corrupt" if problems else "ok", problems=problems,
-               xxh128_from="+".join(sorted(sources)))
+    rec.update(
+        status="corrupt" if problems else "ok",
+        problems=problems,
+        xxh128_from="+".join(sorted(sources)),
+    )
     write_json(record, rec)
     if not keep_data:
         shutil.rmtree(local, ignore_errors=True)
 
 
-def campaign_manifest(info: dict[str, Any], checksum_jsons: Sequence[Path],
-                      upload_records: Sequence[Path], out: Path) -> None:
+def campaign_manifest(
+    info: dict[str, Any], checksum_jsons: Sequence[Path], upload_records: Sequence[Path], out: Path
+) -> None:
     """The campaign's index on every remote: dataset, hashes, and which copies are complete.
 
     Download sites and ``aggregate`` start from it; the per-copy manifests stay the
@@ -313,15 +375,30 @@ def campaign_manifest(info: dict[str, Any], checksum_jsons: Sequence[Path],
     copies = []
     for p in upload_records:
         r = read_json(p)
-        copies.append({k: r.get(k) for k in ("remote", "layout", "strategy", "chunk_bytes",
-                                              "repeat", "status", "destination", "started_utc",
-                                              "rclone_version", "host", "site")})
+        copies.append(
+            {
+                k: r.get(k)
+                for k in (
+                    "remote",
+                    "layout",
+                    "strategy",
+                    "chunk_bytes",
+                    "repeat",
+                    "status",
+                    "destination",
+                    "started_utc",
+                    "rclone_version",
+                    "host",
+                    "site",
+                )
+            }
+        )
     manifest = {
         "format": "cloudbench-campaign/1",
         **info,
         "files": [
-            {"name": n, "bytes": h["bytes"], "xxh128": h["xxh128"],
-             "chunks": h["chunks"]} for n, h in sorted(hashes.items())
+            {"name": n, "bytes": h["bytes"], "xxh128": h["xxh128"], "chunks": h["chunks"]}
+            for n, h in sorted(hashes.items())
         ],
         "copies": copies,
         "written_utc": utc_now(),
@@ -331,8 +408,12 @@ def campaign_manifest(info: dict[str, Any], checksum_jsons: Sequence[Path],
     binary = rc.find_rclone()
     for remote in info["remotes"]:
         dst = f"{remote['prefix']}/{COPY_MANIFEST}"
-        res = rc.run_helper(rc.helper_command(binary, "copyto", str(out), dst,
-                                              extra_flags=tuple(info.get("flags", ()))))
+        res = rc.run_helper(
+            rc.helper_command(
+                binary, "copyto", str(out), dst, extra_flags=tuple(info.get("flags", ()))
+            )
+        )
         if res.returncode != 0:
-            raise StepError(f"cannot publish the campaign manifest to {dst}: "
-                            f"{res.stderr.strip()[-300:]}")
+            raise StepError(
+                f"cannot publish the campaign manifest to {dst}: {res.stderr.strip()[-300:]}"
+            )

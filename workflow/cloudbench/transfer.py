@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench import rclone as rc
-from cloudbench.spec import TransferSpec
 from cloudbench.rclonelog import parse_rclone_log, rate_series
 from cloudbench.records import host_info, rate_mb_s, utc_now, write_json
 from cloudbench.secrets import redact, redact_file, secret_values
+from cloudbench.spec import TransferSpec
 
 SERIES_HEADER = "elapsed_s\tbytes\tmb_per_s\n"
 

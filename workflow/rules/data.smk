@@ -12,7 +12,7 @@ rule generate:
         f"{SITES}/{UPLOAD_SITE}/logs/generate/{{file}}.log",
     conda:
         "../../envs/cloudbench.yaml"
-    threads: 1
+    threads: 2  # two writer threads (striped keystream / parallel chunks)
     resources:
         mem_mb=512,
     params:
@@ -59,7 +59,7 @@ rule chunk:
         f"{SITES}/{UPLOAD_SITE}/logs/chunk/{{chunk}}/{{file}}.log",
     conda:
         "../../envs/cloudbench.yaml"
-    threads: 1
+    threads: 2  # two writer threads (striped keystream / parallel chunks)
     resources:
         mem_mb=512,
     params:
