@@ -30,6 +30,8 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from cloudbench.parallel import run_workers, usable_cores
+
 WINDOW = 32 * 2**20  # bytes of a source mapped at once (page-aligned)
 PIECE = 256 * 2**10  # bytes hashed at a time: small enough to stay in L2 for a second hash
 WRITE_PIECE = 128 * 2**10  # bytes written, then handed to on_data, at a time (still in L1/L2)
@@ -161,13 +163,6 @@ def chunk_name(file_name: str, index: int, width: int) -> str:
     return f"{file_name}.{index:0{width}d}"
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return os.cpu_count() or 1
-
-
 def split_file(src: Path, outdir: Path, chunk_bytes: int, width: int) -> list[Path]:
     """Split ``src`` into ``outdir/<name>.<index>``; the last chunk holds the remainder.
 
@@ -181,15 +176,14 @@ def split_file(src: Path, outdir: Path, chunk_bytes: int, width: int) -> list[Pa
         bounds = [(o, min(o + chunk_bytes, size)) for o in range(0, size, chunk_bytes)]
         bounds = bounds or [(0, 0)]
         paths = [outdir / chunk_name(src.name, i, width) for i in range(len(bounds))]
-        workers = max(1, min(SPLIT_WORKERS, _cores(), len(bounds)))
-        errors: list[BaseException] = []
+        workers = max(1, min(SPLIT_WORKERS, usable_cores(), len(bounds)))
 
-        def work(first: int) -> None:
+        def work(first: int, failed: threading.Event) -> None:
             win, win_start, win_stop = None, 0, 0
             prefetch = _Prefetcher(fd, size, bounds[first][0])
             try:
                 for index in range(first, len(bounds), workers):
-                    if errors:
+                    if failed.is_set():
                         return
                     start, stop = bounds[index]
                     out = os.open(paths[index], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -209,23 +203,11 @@ def split_file(src: Path, outdir: Path, chunk_bytes: int, width: int) -> list[Pa
                             pos = end
                     finally:
                         os.close(out)
-            except BaseException as err:  # raised in the caller's thread below
-                errors.append(err)
             finally:
                 if win is not None:
                     win.close()
 
-        threads = [
-            threading.Thread(target=work, args=(i,), name=f"cloudbench-split-{i}")
-            for i in range(1, workers)
-        ]
-        for t in threads:
-            t.start()
-        work(0)
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        run_workers(work, workers, "cloudbench-split")
     finally:
         os.close(fd)
     return paths

@@ -25,6 +25,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from cloudbench.chunking import preallocate
+from cloudbench.parallel import run_workers, usable_cores
 
 BLOCK = 256 * 2**10  # bytes per cipher call and per write: stays in L2 between the two
 STRIPE = 8 * 2**20  # consecutive bytes one worker produces (a multiple of the AES block)
@@ -49,11 +50,7 @@ def _keystream(seed: str, name: str):
 
 
 def _workers() -> int:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(WORKERS, cores))
+    return max(1, min(WORKERS, usable_cores()))
 
 
 def generate_file(path: Path, size: int, seed: str, block: int = BLOCK) -> None:
@@ -62,44 +59,30 @@ def generate_file(path: Path, size: int, seed: str, block: int = BLOCK) -> None:
     key, nonce = _key_nonce(seed, path.name)
     stripes = range(0, size, STRIPE)
     workers = min(_workers(), len(stripes)) or 1
-    errors: list[BaseException] = []
     write_lock = threading.Lock()
     tmp = path.with_name(f".{path.name}.part")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
-    def work(first: int) -> None:
+    def work(first: int, failed: threading.Event) -> None:
         zeros = bytes(block)
         view = memoryview(bytearray(block + _AES_BLOCK - 1))
-        try:
-            for start in stripes[first::workers]:
-                if errors:
-                    return
-                enc = _keystream_at(key, nonce, start)
-                pos, stop = start, min(size, start + STRIPE)
-                while pos < stop:
-                    n = min(block, stop - pos)
-                    written = enc.update_into(zeros[:n] if n < block else zeros, view)
-                    data = view[:written]
-                    with write_lock:  # wait asleep, not spinning on the file's lock in the kernel
-                        while data:
-                            k = os.pwrite(fd, data, pos)
-                            data, pos = data[k:], pos + k
-        except BaseException as err:  # raised in the caller's thread below
-            errors.append(err)
+        for start in stripes[first::workers]:
+            if failed.is_set():
+                return
+            enc = _keystream_at(key, nonce, start)
+            pos, stop = start, min(size, start + STRIPE)
+            while pos < stop:
+                n = min(block, stop - pos)
+                written = enc.update_into(zeros[:n] if n < block else zeros, view)
+                data = view[:written]
+                with write_lock:  # wait asleep, not spinning on the file's lock in the kernel
+                    while data:
+                        k = os.pwrite(fd, data, pos)
+                        data, pos = data[k:], pos + k
 
     try:
         preallocate(fd, size)
-        threads = [
-            threading.Thread(target=work, args=(i,), name=f"cloudbench-generate-{i}")
-            for i in range(1, workers)
-        ]
-        for t in threads:
-            t.start()
-        work(0)
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        run_workers(work, workers, "cloudbench-generate")
     finally:
         os.close(fd)
     os.replace(tmp, path)

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cloudbench.parallel import usable_cores
+
 MB = 1_000_000  # rates are reported in MB/s = 10**6 bytes per second
 # The report's files, by CLI option name: here, not in plots, so the CLI can name them
 # without importing matplotlib and pandas into every job.
@@ -42,11 +44,7 @@ def utc_now() -> str:
 
 def host_info() -> dict[str, Any]:
     """What makes rows from different centres comparable: host name and usable cores."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        cores = os.cpu_count() or 1
-    return {"host": socket.gethostname(), "node_cores": cores}
+    return {"host": socket.gethostname(), "node_cores": usable_cores()}
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
