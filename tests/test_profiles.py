@@ -33,10 +33,12 @@ def _env(cluster: SlurmCluster) -> dict[str, str]:
     }
 
 
-def _campaign(tmp_path: Path, demo_config: dict, files: int = 2, **rclone) -> Path:
+def _campaign(
+    tmp_path: Path, demo_config: dict, files: int = 2, strategies=("plain", "chunked"), **rclone
+) -> Path:
     demo_config["dataset"].update(files=files, size=f"{3 * files}MiB", chunk_sizes=["2MiB"])
     demo_config["repeats"] = 1
-    demo_config["strategies"] = ["plain", "chunked"]  # fewer transfers: each is a batch job
+    demo_config["strategies"] = list(strategies)  # fewer transfers: each is a batch job
     demo_config["rclone"].update(rclone or {"flags": []})
     return write_config(tmp_path, demo_config)
 
@@ -105,7 +107,9 @@ def test_demo_through_tursa_then_tesseract(slurm_cluster, tmp_path, demo_config)
 
 
 def test_job_killed_by_slurm_is_failed_not_waited_on(slurm_cluster, tmp_path, demo_config):  # noqa: F811
-    cfg = _campaign(tmp_path, demo_config, files=1, flags=["--bwlimit", "300k"])
+    cfg = _campaign(
+        tmp_path, demo_config, files=1, strategies=["plain"], flags=["--bwlimit", "300k"]
+    )
     proc = _popen(tmp_path, cfg, "tursa", _env(slurm_cluster))
     try:
         job = _wait_running(slurm_cluster, "upload")
@@ -120,12 +124,15 @@ def test_job_killed_by_slurm_is_failed_not_waited_on(slurm_cluster, tmp_path, de
 
 
 def test_job_killed_by_pbs_is_failed_not_waited_on(slurm_cluster, tmp_path, demo_config):  # noqa: F811
-    cfg = _campaign(tmp_path, demo_config, files=1, flags=["--bwlimit", "300k"])
+    cfg = _campaign(tmp_path, demo_config, files=1, strategies=["plain"])
     env = _env(slurm_cluster)
     up = snakemake(
         tmp_path, cfg, "results/demo/manifest.json", "--config", "site=tursa", env=env
-    )  # uploads, without a scheduler
+    )  # uploads at full speed, without a scheduler
     assert up.returncode == 0, up.stderr[-2000:]
+    cfg = _campaign(  # then slow downloads, so there is a running job to kill
+        tmp_path, demo_config, files=1, strategies=["plain"], flags=["--bwlimit", "300k"]
+    )
     proc = _popen(tmp_path, cfg, "tesseract", env)
     try:
         job = _wait_running(slurm_cluster, "download")
