@@ -280,7 +280,9 @@ def test_demo_summary_tsv(demo_report):
     assert (summary.loc[summary["layout"] == "plain", "speedup_vs_plain"] == 1).all()
     # 16 MB/s bandwidth cap in the demo: the medians sit just below 16.78 (= 16 MiB/s)
     assert summary["p50"].between(10, 16.8).all(), summary["p50"]
-    assert summary["sustained_median"].between(10, 16.8).all()
+    # after ramp-up rclone's token bucket may run a little over the cap within a second
+    # (a burst of up to one second's allowance); 17.5 still catches a missing limit
+    assert summary["sustained_median"].between(10, 17.5).all(), summary["sustained_median"]
     assert sites[0] in set(summary["site"])
 
 
