@@ -40,13 +40,132 @@ def test_config_errors_name_key_and_value(demo_config, mutate, needle):
 
 def test_chunk_index_width_has_no_10000_ceiling(demo_config):
     demo_config["dataset"].update(size="20001B", chunk_sizes=["1B"])
+    demo_config["strategies"] = ["chunked"]
     c = load_campaign(demo_config)
     assert c.chunk_count(1) == 20001
     assert c.chunk_index_width(1) == 5
 
 
 def test_remote_paths(demo_config):
+    del demo_config["remote"], demo_config["remote_location"], demo_config["prices"]
     demo_config["remotes"] = {"s3": {"url": "mys3:"}, "disk": {"url": "/data/remote/"}}
     c = load_campaign(demo_config)
     assert c.remote_prefix(c.remote_named("s3"), "x") == "mys3:cloudbench/demo/x"
     assert c.remote_prefix(c.remote_named("disk")) == "/data/remote/cloudbench/demo"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda c: c.update(repeat=5), "repeat: unknown key (did you mean 'repeats'?)"),
+        (lambda c: c["dataset"].update(file=5), "dataset.file: unknown key (did you mean 'dataset.files'?)"),
+        (lambda c: c.update(buckets="x"), "buckets: unknown key (did you mean 'bucket'?)"),
+        (lambda c: c["sites"]["tursa"].update(scrach="/x"), "sites.tursa.scrach: unknown key (did you mean 'sites.tursa.scratch'?)"),
+    ],
+)  # fmt: skip
+def test_misspelt_keys_are_refused_naming_the_nearest_key(demo_config, mutate, message):
+    mutate(demo_config)
+    with pytest.raises(ConfigError) as err:
+        load_campaign(demo_config)
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value)
+
+
+def test_defaults_come_from_the_schema_not_the_demo():
+    """A campaign file without rclone/repeats/strategies gets the schema's defaults only."""
+    from cloudbench.schema import load_schema
+
+    cfg = {
+        "campaign": "mine",
+        "remote": "s3x:",
+        "dataset": {"files": 1, "size": "1GiB"},
+        "sites": {"edi": {"upload": True, "scratch": "/tmp/x"}},
+    }
+    c = load_campaign(cfg)
+    props = load_schema()["properties"]
+    assert c.repeats == props["repeats"]["default"] == 3
+    assert c.rclone_flags == ()
+    assert list(c.strategies) == props["strategies"]["default"]
+    assert c.chunk_sizes == (64 * 2**20,)
+    assert c.bucket == props["bucket"]["default"]
+    assert c.site_names == ["edi"] and c.upload_site.name == "edi"
+    assert not c.sites[0].download
+
+
+def test_every_schema_key_has_a_description():
+    from cloudbench.schema import load_schema
+
+    def walk(node, where):
+        for key, sub in node.get("properties", {}).items():
+            assert sub.get("description"), f"{where}{key} has no description"
+            walk(sub, f"{where}{key}.")
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            walk(extra, f"{where}<name>.")
+
+    walk(load_schema(), "")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--s3-secret-access-key", "abc"], "rclone.flags[0]: looks like a credential (--s3-secret-access-key)"),
+        (["--s3-access-key-id=AKIA1234"], "rclone.flags[0]: looks like a credential (--s3-access-key-id)"),
+        (["--crypt-password", "x"], "rclone.flags[0]: looks like a credential (--crypt-password)"),
+        (["--bwlimit 16M"], "rclone.flags: '--bwlimit 16M' is one item; write each argument as its own item: ['--bwlimit', '16M']"),
+        (["--transfers", "64"], "rclone.flags: --transfers is set by cloudbench"),
+        (["--s3-upload-concurrency=8"], "rclone.flags: --s3-upload-concurrency is set by cloudbench"),
+    ],
+)  # fmt: skip
+def test_rclone_flags_refused_with_one_line(demo_config, flags, message):
+    demo_config["rclone"]["flags"] = flags
+    with pytest.raises(ConfigError) as err:
+        load_campaign(demo_config)
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value)
+
+
+def test_a_secret_value_anywhere_in_the_campaign_is_refused(demo_config, monkeypatch):
+    monkeypatch.setenv("RCLONE_CONFIG_S3X_SECRET_ACCESS_KEY", "very-secret-value-42")
+    demo_config["sites"]["tursa"]["scratch"] = "/scratch/very-secret-value-42"
+    with pytest.raises(ConfigError) as err:
+        load_campaign(demo_config)
+    msg = str(err.value)
+    assert msg.startswith("sites.tursa.scratch: looks like a credential")
+    assert "RCLONE_CONFIG_S3X_SECRET_ACCESS_KEY" in msg and "very-secret" not in msg
+
+
+def test_ordinary_flags_pass(demo_config):
+    demo_config["rclone"]["flags"] = ["--bwlimit", "16M", "--s3-no-check-bucket", "--checksum"]
+    assert load_campaign(demo_config).rclone_flags[-1] == "--checksum"
+
+
+@pytest.mark.parametrize("name", ["all", "none"])
+def test_reserved_site_names_are_refused(demo_config, name):
+    demo_config["sites"][name] = demo_config["sites"].pop("tesseract")
+    with pytest.raises(ConfigError, match=f"sites: '{name}' is reserved"):
+        load_campaign(demo_config)
+
+
+def test_multithread_below_its_cutoff_is_refused(demo_config):
+    demo_config["rclone"]["multi_thread_cutoff"] = "1GiB"
+    with pytest.raises(ConfigError, match="rclone.multi_thread_cutoff: '1GiB' is above the file"):
+        load_campaign(demo_config)
+
+
+def test_download_directories_differ_per_site(demo_config, tmp_path):
+    from cloudbench.spec import transfer_spec
+
+    for s in demo_config["sites"].values():
+        s["scratch"] = str(tmp_path)  # two sites on one scratch path
+    c = load_campaign(demo_config)
+    dirs = {
+        transfer_spec(c, m).local_dir for m in c.measurements() if m.direction == "download"
+    }
+    assert len(dirs) == len([m for m in c.measurements() if m.direction == "download"])
+
+
+def test_scratch_estimate_counts_chunks_kept_until_verify(demo_config):
+    c = load_campaign(demo_config)
+    down_only = c.site_named("tesseract")
+    assert c.scratch_needed(down_only) == 3 * c.dataset_bytes  # downloading + chunks + files

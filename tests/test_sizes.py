@@ -14,7 +14,7 @@ from cloudbench.sizes import SizeError, parse_size, size_label
         ("64mib", 64 * 2**20),
         ("1.5 KB", 1500),
         ("2TiB", 2 * 2**40),
-        ("0.5M", 500_000),
+        ("0.5MB", 500_000),
         ("7B", 7),
     ],
 )
@@ -32,3 +32,11 @@ def test_parse_size_rejects_with_the_value_named(bad):
 @pytest.mark.parametrize("n", [1, 1023, 1024, 4 * 2**20, 64 * 2**20 + 1, 3 * 2**30, 104857601])
 def test_size_label_round_trips(n):
     assert parse_size(size_label(n)) == n
+
+
+@pytest.mark.parametrize(("text", "hint"), [("64M", "64MiB or 64MB"), ("2G", "2GiB or 2GB")])
+def test_bare_m_and_g_are_refused_with_a_hint(text, hint):
+    """rclone and split read 64M as MiB, most other tools as MB: never guess."""
+    with pytest.raises(SizeError) as err:
+        parse_size(text)
+    assert str(err.value).startswith(f"{text}: write {hint}")

@@ -12,14 +12,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from cloudbench import paths
+
 TRANSFER_COLUMNS = [
-    "campaign", "site", "remote", "direction", "strategy", "chunk_bytes", "transfers",
-    "streams", "repeat", "files", "bytes", "started_utc", "seconds", "mb_per_s", "status",
-    "retries", "low_level_retries", "rclone_version", "host", "node_cores", "layout", "error",
+    "campaign", "site", "remote", "direction", "strategy", "layout", "chunk_bytes", "repeat",
+    "status", "mb_per_s", "seconds", "started_utc", "files", "objects", "bytes_requested",
+    "bytes_moved", "transfers", "objects_in_flight", "streams_per_object", "connections",
+    "backend", "backend_concurrency", "retries", "error", "rclone_version", "host",
+    "node_cores",
 ]  # fmt: skip
 STEP_COLUMNS = [
     "campaign", "site", "step", "item", "remote", "repeat", "chunk_bytes", "bytes",
-    "started_utc", "seconds", "mb_per_s", "host", "node_cores",
+    "started_utc", "seconds", "mb_per_s", "digest_from", "host", "node_cores",
 ]  # fmt: skip
 SERIES_COLUMNS = [
     "campaign", "site", "remote", "direction", "strategy", "layout", "repeat",
@@ -27,23 +31,12 @@ SERIES_COLUMNS = [
 ]  # fmt: skip
 
 
-def sites_dir(results: Path) -> Path:
-    return results / "sites"
-
-
-def transfer_record_path(
-    results: Path, site: str, direction: str, remote: str, layout: str, repeat: int
-) -> Path:
-    """One place names where a transfer's record lives; rules and aggregation agree on it."""
-    return sites_dir(results) / site / "transfers" / direction / remote / layout / f"r{repeat}.json"
-
-
-def verify_record_path(results: Path, site: str, remote: str, layout: str, repeat: int) -> Path:
-    return sites_dir(results) / site / "verify" / remote / layout / f"r{repeat}.json"
-
-
-def series_path(record: Path) -> Path:
-    return record.with_suffix(".series.tsv")
+def _record_path(results: Path, key: dict) -> Path:
+    return Path(
+        paths.transfer_record(
+            results, key["site"], key["direction"], key["remote"], key["layout"], key["repeat"]
+        )
+    )
 
 
 def _load(path: Path) -> dict:
@@ -55,16 +48,16 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
     """Rows for every expected measurement that has a record; the rest are returned as missing."""
     rows, missing = [], []
     for key in expected:
-        path = transfer_record_path(
-            results, key["site"], key["direction"], key["remote"], key["layout"], key["repeat"]
-        )
+        path = _record_path(results, key)
         if not path.exists():
             missing.append(key)
             continue
         rec = _load(path)
         if key["direction"] == "download":
-            vpath = verify_record_path(
-                results, key["site"], key["remote"], key["layout"], key["repeat"]
+            vpath = Path(
+                paths.verify_record(
+                    results, key["site"], key["remote"], key["layout"], key["repeat"]
+                )
             )
             if rec["status"] == "ok" and vpath.exists():
                 ver = _load(vpath)
@@ -82,11 +75,7 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
 def series_table(results: Path, transfers: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for rec in transfers.to_dict("records"):
-        path = series_path(
-            transfer_record_path(
-                results, rec["site"], rec["direction"], rec["remote"], rec["layout"], rec["repeat"]
-            )
-        )
+        path = Path(paths.series(_record_path(results, rec)))
         if not path.exists():
             continue
         s = pd.read_csv(path, sep="\t")
@@ -98,12 +87,27 @@ def series_table(results: Path, transfers: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[SERIES_COLUMNS]
 
 
-def steps_table(results: Path) -> pd.DataFrame:
-    rows = []
-    for path in sorted(sites_dir(results).glob("*/steps/**/*.json")):
-        rows.append(_load(path))
-    for path in sorted(sites_dir(results).glob("*/verify/**/*.json")):
-        rows.append(_load(path))
+def expected_steps(results: Path, plan: dict) -> list[Path]:
+    """The step records the current campaign implies, and no others: records of chunk sizes
+    or repeats since removed from the campaign stay on disk but out of the tables."""
+    up = plan["upload_site"]
+    out = []
+    for name in plan["files"]:
+        out.append(paths.data_step_record(results, up, "generate", name))
+        out.append(paths.data_step_record(results, up, "checksum", name))
+        out += [paths.data_step_record(results, up, "chunk", name, c) for c in plan["chunks"]]
+    for m in plan["measurements"]:
+        if m["direction"] != "download":
+            continue
+        key = (results, m["site"], m["remote"], m["layout"], m["repeat"])
+        if m["layout"].startswith("chunked-"):
+            out.append(paths.reassemble_record(*key))
+        out.append(paths.verify_record(*key))
+    return [Path(p) for p in out]
+
+
+def steps_table(results: Path, plan: dict) -> pd.DataFrame:
+    rows = [_load(p) for p in expected_steps(results, plan) if p.exists()]
     df = pd.DataFrame(rows)
     for col in STEP_COLUMNS:
         if col not in df:
@@ -111,9 +115,11 @@ def steps_table(results: Path) -> pd.DataFrame:
     return df[STEP_COLUMNS]
 
 
-def write_tables(results: Path, expected: list[dict], out_dir: Path) -> dict[str, Path]:
+def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
+    """``plan``: the campaign's expected ``measurements`` (site, direction, remote, layout,
+    repeat), its dataset ``files``, chunk size labels ``chunks`` and ``upload_site``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    transfers, missing = transfers_table(results, expected)
+    transfers, missing = transfers_table(results, plan["measurements"])
     paths = {
         "transfers": out_dir / "transfers.tsv",
         "timeseries": out_dir / "timeseries.tsv",
@@ -122,7 +128,7 @@ def write_tables(results: Path, expected: list[dict], out_dir: Path) -> dict[str
     }
     transfers.to_csv(paths["transfers"], sep="\t", index=False)
     series_table(results, transfers).to_csv(paths["timeseries"], sep="\t", index=False)
-    steps_table(results).to_csv(paths["steps"], sep="\t", index=False)
+    steps_table(results, plan).to_csv(paths["steps"], sep="\t", index=False)
     pd.DataFrame(missing, columns=["site", "direction", "remote", "layout", "repeat"]).to_csv(
         paths["missing"], sep="\t", index=False
     )

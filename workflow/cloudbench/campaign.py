@@ -7,21 +7,23 @@ stops the run before any job starts, with one line naming the key and the value.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudbench.secrets import credential_in_remote
+from cloudbench import chunking
+from cloudbench import rclone as rc
+from cloudbench.schema import SchemaError, validate
+from cloudbench.secrets import credential_in_remote, credential_in_value, credential_flag
 from cloudbench.sizes import SizeError, parse_size, size_label
 
 STRATEGIES = ("plain", "chunked", "multithread")
 DIRECTIONS = ("upload", "download")
 ALL_SITES = "all"
 NO_SITE = "none"  # only pull every site's results from the remote and aggregate them
-MIN_CHUNK_INDEX_WIDTH = 4
+RESERVED_SITE_NAMES = (ALL_SITES, NO_SITE)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -191,24 +193,25 @@ class Campaign:
                             yield Measurement(s.name, remote.name, direction, layout, repeat)
 
     def chunk_count(self, chunk_bytes: int) -> int:
-        return max(1, math.ceil(self.file_bytes / chunk_bytes))
+        return chunking.chunk_count(self.file_bytes, chunk_bytes)
 
     def chunk_index_width(self, chunk_bytes: int) -> int:
-        """Digits of a chunk index: wide enough to sort numerically, never a 10,000 ceiling."""
-        return max(MIN_CHUNK_INDEX_WIDTH, len(str(self.chunk_count(chunk_bytes) - 1)))
+        return chunking.chunk_index_width(self.file_bytes, chunk_bytes)
 
     def scratch_needed(self, site: Site) -> int:
         """Peak bulk bytes a site holds in scratch (a safe upper bound, not an average).
 
-        The upload site keeps the files and every chunk size's chunks until the last upload;
-        a download site may hold a downloaded copy waiting for verify while the next one
-        downloads, plus one reassembled file.
+        The upload site keeps the files and every chunk size's chunks until the last upload.
+        A download site holds one copy being downloaded while the previous one is checked;
+        reassembly keeps a copy's chunks beside its reassembled files until verify removes
+        both, so a chunked copy counts twice.
         """
         need = 0
         if site.upload:
             need += self.dataset_bytes * (1 + len(self.chunk_sizes))
         if site.download:  # with site: all, downloads may overlap the last uploads
-            need += 2 * self.dataset_bytes + self.file_bytes
+            checking = 2 if self.chunk_sizes else 1
+            need += self.dataset_bytes * (1 + checking)
         return need
 
     def remote_prefix(self, remote: Remote, *parts: str) -> str:
@@ -264,12 +267,12 @@ def _remote_url(key: str, url: Any) -> str:
 
 def _remotes(cfg: Mapping[str, Any]) -> tuple[Remote, ...]:
     spec = cfg.get("remotes")
+    if spec and cfg.get("remote"):
+        raise ConfigError("remote and remotes: give one of them, not both")
     if spec:
         remotes = []
         for name, r in spec.items():
             _name("remotes", name)
-            if not isinstance(r, Mapping) or not r.get("url"):
-                raise ConfigError(f"remotes.{name}.url: missing")
             remotes.append(
                 Remote(
                     name,
@@ -290,25 +293,73 @@ def _remotes(cfg: Mapping[str, Any]) -> tuple[Remote, ...]:
     )
 
 
-def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
-    """Build a checked Campaign from a config mapping; raise ConfigError on the first problem.
+def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Every string in a nested config, with its dotted key (list items as key[i])."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _strings(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{where}[{i}]")
 
+
+def _no_credentials(cfg: Mapping[str, Any]) -> None:
+    """A campaign file is shared, published and put in reports: it must hold no secret."""
+    for key, text in _strings(cfg, ""):
+        found = credential_in_value(text) or (credential_flag(text) if text.startswith("-") else None)
+        if found:
+            raise ConfigError(
+                f"{key}: looks like a credential ({found}); credentials belong in rclone's "
+                "config file or RCLONE_CONFIG_<REMOTE>_* variables, never in the campaign file"
+            )
+
+
+def _flags(raw: list[str]) -> tuple[str, ...]:
+    """rclone.flags: one argument per item, none that cloudbench sets itself."""
+    for flag in raw:
+        name = flag.split("=", 1)[0]
+        if flag.startswith("-") and " " in name.strip():
+            parts = flag.split()
+            raise ConfigError(
+                f"rclone.flags: {flag!r} is one item; write each argument as its own item: "
+                f"{parts!r}"
+            )
+        if name in rc.MANAGED_FLAGS:
+            raise ConfigError(
+                f"rclone.flags: {name} is set by cloudbench for each strategy "
+                f"({rc.MANAGED_FLAGS[name]}); remove it"
+            )
+    return tuple(raw)
+
+
+def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
+    """Build a checked Campaign from a campaign file's mapping; ConfigError on the first problem.
+
+    The mapping is the whole campaign: it is checked against the schema (unknown keys
+    refused), the schema's defaults fill what it leaves out, and nothing else is merged in.
     ``base`` resolves relative scratch paths (the working directory by default), so every
     job of a run, wherever it executes, agrees on where bulk data lives.
     """
+    try:
+        cfg = validate(cfg)
+    except SchemaError as err:
+        raise ConfigError(str(err)) from None
+    _no_credentials(cfg)
     base = Path.cwd() if base is None else base
     name = _name("campaign", cfg.get("campaign"))
-    bucket = cfg.get("bucket")
-    if not isinstance(bucket, str) or not bucket.strip("/"):
+    bucket = cfg["bucket"]
+    if not bucket.strip("/"):
         raise ConfigError(f"bucket: must be a non-empty path, got {bucket!r}")
-    ds = cfg.get("dataset") or {}
+    ds = cfg["dataset"]
     dataset_name = _name("dataset.name", ds.get("name", name))
-    files = _positive_int("dataset.files", ds.get("files"))
-    file_bytes = _size(cfg, "dataset.size", ds.get("size"))
+    files = _positive_int("dataset.files", ds["files"])
+    file_bytes = _size(cfg, "dataset.size", ds["size"])
     if file_bytes < 1:
         raise ConfigError(f"dataset.size: must be at least 1 byte, got {ds.get('size')!r}")
 
-    strategies = tuple(cfg.get("strategies") or ())
+    strategies = tuple(cfg["strategies"])
     if not strategies:
         raise ConfigError("strategies: at least one of plain, chunked, multithread")
     for s in strategies:
@@ -319,7 +370,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     if len(set(strategies)) != len(strategies):
         raise ConfigError(f"strategies: listed twice in {list(strategies)!r}")
 
-    raw_chunks = ds.get("chunk_sizes") or []
+    raw_chunks = ds["chunk_sizes"] if "chunked" in strategies else []
     chunk_sizes = tuple(_size(cfg, "dataset.chunk_sizes", c) for c in raw_chunks)
     if "chunked" in strategies and not chunk_sizes:
         raise ConfigError("dataset.chunk_sizes: strategy 'chunked' needs at least one chunk size")
@@ -334,34 +385,37 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     if len(set(chunk_sizes)) != len(chunk_sizes):
         raise ConfigError(f"dataset.chunk_sizes: the same size listed twice in {raw_chunks!r}")
 
-    repeats = _positive_int("repeats", cfg.get("repeats"))
-    rc = cfg.get("rclone") or {}
-    flags = rc.get("flags") or []
-    if isinstance(flags, str) or not all(isinstance(f, str) for f in flags):
-        raise ConfigError(f"rclone.flags: must be a list of strings, one flag each, got {flags!r}")
+    repeats = _positive_int("repeats", cfg["repeats"])
+    rcfg = cfg["rclone"]
+    flags = _flags(rcfg["flags"])
+    cutoff = _size(cfg, "rclone.multi_thread_cutoff", rcfg["multi_thread_cutoff"])
+    if "multithread" in strategies and cutoff > file_bytes:
+        raise ConfigError(
+            f"rclone.multi_thread_cutoff: {rcfg['multi_thread_cutoff']!r} is above the file size "
+            f"{ds['size']!r}, so strategy multithread would move each file as one stream; "
+            f"set it to at most {ds['size']!r}"
+        )
 
-    sites_cfg = cfg.get("sites") or {}
-    if not sites_cfg:
-        raise ConfigError("sites: at least one site is needed")
     sites = []
-    for sname, s in sites_cfg.items():
+    for sname, s in cfg["sites"].items():
         _name("sites", sname)
-        if not isinstance(s, Mapping):
-            raise ConfigError(f"sites.{sname}: expected a mapping, got {s!r}")
-        scratch = s.get("scratch")
-        if not scratch:
-            raise ConfigError(f"sites.{sname}.scratch: missing (a directory for bulk data)")
-        path = Path(str(scratch)).expanduser()
+        if sname in RESERVED_SITE_NAMES:
+            raise ConfigError(
+                f"sites: {sname!r} is reserved (site: all / site: none); rename the site"
+            )
+        path = Path(str(s["scratch"])).expanduser()
         sites.append(
             Site(
                 name=sname,
-                upload=bool(s.get("upload", False)),
-                download=bool(s.get("download", False)),
+                upload=s["upload"],
+                download=s["download"],
                 scratch=path if path.is_absolute() else base / path,
                 location=_location(f"sites.{sname}.location", s.get("location")),
                 launch=tuple(sorted((s.get("launch") or {}).items())),
             )
         )
+    if not sites:
+        raise ConfigError("sites: at least one site is needed")
     uploaders = [s.name for s in sites if s.upload]
     if not uploaders:
         raise ConfigError("sites: no upload site (set upload: true on exactly one site)")
@@ -379,17 +433,15 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         strategies=strategies,
         repeats=repeats,
         seed=str(ds.get("seed", name)),
-        rclone_flags=tuple(flags),
-        multi_thread_cutoff=_size(
-            cfg, "rclone.multi_thread_cutoff", rc.get("multi_thread_cutoff", "256MiB")
-        ),
+        rclone_flags=flags,
+        multi_thread_cutoff=cutoff,
         multi_thread_chunk_size=_size(
-            cfg, "rclone.multi_thread_chunk_size", rc.get("multi_thread_chunk_size", "64MiB")
+            cfg, "rclone.multi_thread_chunk_size", rcfg["multi_thread_chunk_size"]
         ),
-        min_rclone_version=str(rc.get("min_version", "1.65.0")),
+        min_rclone_version=str(rcfg["min_version"]),
         sites=tuple(sites),
-        site=str(cfg.get("site", ALL_SITES)),
+        site=str(cfg["site"]),
     )
-    if campaign.site not in (ALL_SITES, NO_SITE):
+    if campaign.site not in RESERVED_SITE_NAMES:
         campaign.site_named(campaign.site)  # raises with the list of known sites
     return campaign

@@ -159,6 +159,18 @@ def pieces(view: memoryview, size: int = PIECE) -> Iterator[memoryview]:
 # --- chunks ---------------------------------------------------------------------------------
 
 
+MIN_CHUNK_INDEX_WIDTH = 4
+
+
+def chunk_count(file_bytes: int, chunk_bytes: int) -> int:
+    return max(1, -(-file_bytes // chunk_bytes))
+
+
+def chunk_index_width(file_bytes: int, chunk_bytes: int) -> int:
+    """Digits of a chunk index: wide enough to sort numerically, never a 10,000 ceiling."""
+    return max(MIN_CHUNK_INDEX_WIDTH, len(str(chunk_count(file_bytes, chunk_bytes) - 1)))
+
+
 def chunk_name(file_name: str, index: int, width: int) -> str:
     return f"{file_name}.{index:0{width}d}"
 

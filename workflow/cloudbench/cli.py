@@ -19,26 +19,39 @@ from cloudbench.sizes import SizeError
 from cloudbench.spec import TransferSpec
 
 
-def _ctx(a: argparse.Namespace) -> dict:
-    return {"campaign": a.campaign, "site": a.site}
-
-
 def _spec(a: argparse.Namespace) -> TransferSpec:
     return TransferSpec.from_json(a.spec)
 
 
+def _dataset(a: argparse.Namespace) -> steps.DatasetSpec:
+    return steps.DatasetSpec.from_json(a.dataset)
+
+
 def cmd_generate(a):
-    steps.generate(Path(a.out), int(a.size), a.seed, Path(a.record), _ctx(a))
+    steps.generate(_dataset(a), Path(a.dataset_dir), a.file, Path(a.record))
 
 
 def cmd_checksum(a):
     sizes = [int(s) for s in a.chunk_sizes.split(",") if s]
-    steps.checksum(Path(a.data), sizes, Path(a.sum), Path(a.chunks), Path(a.record), _ctx(a))
+    steps.checksum(
+        _dataset(a),
+        Path(a.dataset_dir),
+        a.file,
+        sizes,
+        Path(a.sum),
+        Path(a.chunks),
+        Path(a.record),
+    )
 
 
 def cmd_chunk(a):
     steps.chunk(
-        Path(a.data), int(a.chunk_bytes), int(a.width), Path(a.outdir), Path(a.record), _ctx(a)
+        _dataset(a),
+        Path(a.dataset_dir),
+        a.file,
+        int(a.chunk_bytes),
+        Path(a.chunks_root),
+        Path(a.record),
     )
 
 
@@ -117,6 +130,8 @@ def cmd_manifest(a):
         [Path(p) for p in a.uploads],
         Path(a.out),
     )
+    if a.release:
+        steps.release_upload_data(Path(a.release))
 
 
 def cmd_aggregate(a):
@@ -181,26 +196,17 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     req = {"required": True}
-    ctx = [("--campaign", req), ("--site", req), ("--record", req)]
-    add("generate", cmd_generate, ("--out", req), ("--size", req), ("--seed", req), *ctx)
+    data = [("--dataset", req), ("--dataset-dir", req), ("--file", req), ("--record", req)]
+    add("generate", cmd_generate, *data)
     add(
         "checksum",
         cmd_checksum,
-        ("--data", req),
+        *data,
         ("--chunk-sizes", {"default": ""}),
         ("--sum", req),
         ("--chunks", req),
-        *ctx,
     )
-    add(
-        "chunk",
-        cmd_chunk,
-        ("--data", req),
-        ("--chunk-bytes", req),
-        ("--width", req),
-        ("--outdir", req),
-        *ctx,
-    )
+    add("chunk", cmd_chunk, *data, ("--chunk-bytes", req), ("--chunks-root", req))
     tx = [
         ("--spec", req),
         ("--threads", {"type": int, "required": True}),
@@ -241,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("--checksums", {"nargs": "+", **req}),
         ("--uploads", {"nargs": "+", **req}),
         ("--out", req),
+        ("--release", {"default": ""}),
     )
     add("aggregate", cmd_aggregate, ("--results", req), ("--expected", req), ("--out", req))
     add(

@@ -60,7 +60,7 @@ def generate_file(path: Path, size: int, seed: str, block: int = BLOCK) -> None:
     stripes = range(0, size, STRIPE)
     workers = min(_workers(), len(stripes)) or 1
     write_lock = threading.Lock()
-    tmp = path.with_name(f".{path.name}.part")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")  # two jobs may regenerate at once
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
     def work(first: int, failed: threading.Event) -> None:

@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+from cloudbench.paths import attempts_dir
+
 PYTHON_VARIABLE = "CLOUDBENCH_PYTHON"
 
 
@@ -44,12 +46,18 @@ def missing_variables(required: str | list[str] | None) -> list[str]:
 
 
 def retry_token(record_path: str) -> str:
-    """'' for a missing or successful record; ``failed@<start>`` for a failed one."""
-    path = Path(record_path)
-    if not path.exists():
+    """'' until a measurement has failed; then ``failed:<n>`` for its n failed attempts.
+
+    Stable by construction: it changes only when a new failed attempt is kept, so a rerun
+    that succeeds leaves it as it was and no later run measures that transfer again.
+    """
+    folder = attempts_dir(record_path)
+    if not folder.is_dir():
         return ""
-    try:
-        rec = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return "unreadable"
-    return "" if rec.get("status") == "ok" else f"failed@{rec.get('started_utc')}"
+    failed = 0
+    for path in folder.glob("*.json"):
+        try:
+            failed += json.loads(path.read_text()).get("status") != "ok"
+        except (OSError, ValueError):
+            failed += 1
+    return f"failed:{failed}" if failed else ""

@@ -7,6 +7,8 @@ Credentials never appear here: rclone reads them from the user's config file or 
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import shutil
@@ -75,25 +77,137 @@ def check_version(found: str, minimum: str) -> None:
         )
 
 
+# Flags cloudbench sets on every timed copy, by what decides them; a campaign may not set them.
+MANAGED_FLAGS = {
+    "--transfers": "objects in flight: the strategy and the job's threads",
+    "--multi-thread-streams": "streams per object: the strategy and the job's threads",
+    "--multi-thread-cutoff": "rclone.multi_thread_cutoff",
+    "--multi-thread-chunk-size": "rclone.multi_thread_chunk_size",
+    "--s3-upload-concurrency": "streams per object on S3 uploads: the strategy",
+    "--b2-upload-concurrency": "streams per object on B2 uploads: the strategy",
+    "--azureblob-upload-concurrency": "streams per object on Azure uploads: the strategy",
+    "--s3-chunk-size": "rclone.multi_thread_chunk_size",
+    "--files-from": "the exact object list of each copy",
+    "--log-file": "one JSON log per transfer",
+    "--use-json-log": "one JSON log per transfer",
+    "--log-level": "one JSON log per transfer",
+    "--stats": "the per-second series",
+    "--stats-log-level": "the per-second series",
+    "--stats-one-line": "the per-second series",
+    "-v": "one JSON log per transfer",
+    "-q": "one JSON log per transfer",
+}
+# Backends whose uploads run several parts of one object at once unless told otherwise:
+# the flag that sets how many, so every strategy's connections can be counted exactly.
+UPLOAD_CONCURRENCY_FLAGS = {
+    "s3": "--s3-upload-concurrency",
+    "b2": "--b2-upload-concurrency",
+    "azureblob": "--azureblob-upload-concurrency",
+}
+PART_SIZE_FLAGS = {"s3": "--s3-chunk-size", "b2": "--b2-chunk-size"}
+MIN_PART_BYTES = {"s3": 5 * 2**20, "b2": 5 * 10**6}  # the stores' smallest multipart part
+MULTIPART_BACKENDS = ("s3",)  # backends with `rclone backend cleanup` for unfinished uploads
+_REMOTE_NAME_RE = re.compile(r"^(:?)([A-Za-z0-9_.][A-Za-z0-9_. -]*?)(,[^:]*)?:")
+
+
 @dataclass(frozen=True)
 class Concurrency:
-    """What a strategy does with the job's threads: parallel files, or streams within a file."""
+    """What one timed copy runs at once, and what that adds up to.
 
-    transfers: int
-    streams: int
+    Every strategy gets at most ``threads`` connections (objects in flight x streams per
+    object), so strategies differ in how they use the connections, not in how many they
+    have. plain and chunked move ``threads`` objects at once, one stream each (backend
+    multipart concurrency pinned to 1); multithread moves one object at a time with
+    ``threads`` streams inside it, rclone's native parallelism (the study's 128 GB test).
+    """
+
+    transfers: int  # rclone --transfers
+    streams: int  # rclone --multi-thread-streams
+    objects_in_flight: int  # min(objects, transfers)
+    streams_per_object: int  # streams rclone really opens within one object
+    backend: str  # rclone backend type of the remote (s3, local, ...)
+    backend_concurrency: int | None  # the backend's upload-concurrency flag, where it has one
+    part_bytes: int  # size of the parts one object is cut into by multi-stream transfers
+
+    @property
+    def connections(self) -> int:
+        return self.objects_in_flight * self.streams_per_object
+
+    def flags(self) -> list[str]:
+        """The backend flags that pin per-object concurrency and part size on uploads."""
+        out: list[str] = []
+        if self.backend_concurrency is not None:
+            out += [UPLOAD_CONCURRENCY_FLAGS[self.backend], str(self.backend_concurrency)]
+            if self.backend in PART_SIZE_FLAGS:
+                out += [PART_SIZE_FLAGS[self.backend], str(self.part_bytes)]
+        return out
 
 
-def concurrency(strategy: str, threads: int) -> Concurrency:
-    """Same total concurrency for every strategy, so they are compared fairly.
+def concurrency(
+    strategy: str,
+    threads: int,
+    *,
+    objects: int,
+    object_bytes: int,
+    cutoff: int,
+    part_bytes: int,
+    backend: str = "local",
+    direction: str = "upload",
+) -> Concurrency:
+    """The same total connections for every strategy, counted from what rclone will do.
 
-    ``plain`` and ``chunked`` run ``threads`` whole objects at once, one stream each;
-    ``multithread`` moves one file at a time with ``threads`` streams inside it, rclone's
-    native parallelism (the study's 128 GB single-file test).
+    multithread splits an object into ``part_bytes`` parts, so fewer parts than threads
+    means fewer streams; an object below ``cutoff`` moves as one stream.
     """
     threads = max(1, threads)
-    if strategy == "multithread":
-        return Concurrency(transfers=1, streams=threads)
-    return Concurrency(transfers=threads, streams=1)
+    multi = strategy == "multithread"
+    transfers = 1 if multi else threads
+    streams = threads if multi else 1
+    pinned = None
+    if direction == "upload" and backend in UPLOAD_CONCURRENCY_FLAGS:
+        pinned = streams
+        part_bytes = max(part_bytes, MIN_PART_BYTES.get(backend, 1))
+    per_object = 1
+    if multi and object_bytes >= cutoff:
+        per_object = max(1, min(threads, math.ceil(object_bytes / part_bytes)))
+    return Concurrency(
+        transfers=transfers,
+        streams=streams,
+        objects_in_flight=max(1, min(objects, transfers)),
+        streams_per_object=per_object,
+        backend=backend,
+        backend_concurrency=pinned,
+        part_bytes=part_bytes,
+    )
+
+
+def backend_type(binary: str, remote: str) -> str:
+    """The rclone backend type behind ``remote`` (``s3``, ``local``, ...).
+
+    Connection strings name it (``:s3,provider=Ceph:``); named remotes are looked up with
+    ``rclone listremotes --json``, which prints types and never credentials; anything that is
+    not ``name:`` is a local path.
+    """
+    m = _REMOTE_NAME_RE.match(remote)
+    if not m or (len(m.group(2)) == 1 and not m.group(1)):  # C:\ is a path
+        return "local"
+    if m.group(1):
+        return m.group(2)
+    res = run_helper([binary, "listremotes", "--json"], timeout=60)
+    if res.returncode == 0:
+        for entry in json.loads(res.stdout or "[]"):
+            if entry.get("name") == m.group(2):
+                return str(entry.get("type") or "unknown")
+    return "unknown"
+
+
+def abort_multipart_command(binary: str, prefix: str, flags: Sequence[str] = ()) -> list[str]:
+    """Abort every unfinished multipart upload under ``prefix``, whatever its age.
+
+    A transfer killed hard (SIGKILL, walltime, a lost node) leaves its multipart uploads on
+    the store: invisible in listings, billed by providers.
+    """
+    return [binary, "backend", "cleanup", prefix, "-o", "max-age=0", *flags]
 
 
 def copy_command(
@@ -104,7 +218,6 @@ def copy_command(
     conc: Concurrency,
     log_file: Path,
     multi_thread_cutoff: int,
-    multi_thread_chunk_size: int,
     extra_flags: Sequence[str] = (),
 ) -> list[str]:
     """The timed ``rclone copy``; every option is its own argument (never a joined string)."""
@@ -128,9 +241,9 @@ def copy_command(
             "--multi-thread-cutoff",
             str(multi_thread_cutoff),
             "--multi-thread-chunk-size",
-            str(multi_thread_chunk_size),
+            str(conc.part_bytes),
         ]
-    return cmd + list(extra_flags)
+    return cmd + conc.flags() + list(extra_flags)
 
 
 def helper_command(

@@ -89,7 +89,8 @@ class StepTimer:
             "bytes": self.nbytes,
             "started_utc": self.started_utc,
             "seconds": round(self.seconds, 6),
-            "mb_per_s": round(rate_mb_s(self.nbytes, self.seconds), 3),
+            # a step that read nothing (it reused a digest) has no rate to report
+            "mb_per_s": round(rate_mb_s(self.nbytes, self.seconds), 3) if self.nbytes else None,
             **host_info(),
         }
 

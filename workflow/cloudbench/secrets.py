@@ -64,3 +64,40 @@ def credential_in_remote(remote: str) -> str | None:
     """The credential parameter named in an rclone connection string, if any."""
     m = _SECRET_PARAM.search(remote)
     return m.group(1) if m else None
+
+
+_SECRET_FLAG_PARTS = {"secret", "password", "pass", "passphrase", "token", "credentials"}
+_SECRET_FLAG_ENDINGS = ("key", "key-pem", "key-id", "sas-url", "client-secret")
+
+
+def credential_flag(flag: str) -> str | None:
+    """The flag's name if it hands rclone a credential on the command line, else None.
+
+    ``--s3-secret-access-key X`` would show in ``ps``, in job scripts and in every record
+    that keeps the command; rclone reads the same values from its config or environment.
+    A ``--header`` carrying an Authorization value counts too.
+    """
+    name = flag.split("=", 1)[0].lstrip("-").lower()
+    if not name:
+        return None
+    parts = set(name.split("-"))
+    if parts & _SECRET_FLAG_PARTS or name.endswith(_SECRET_FLAG_ENDINGS):
+        return f"--{name}"
+    if name.startswith("header") and "authorization" in flag.lower():
+        return f"--{name}"
+    return None
+
+
+def credential_in_value(text: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """What makes ``text`` a credential: a ``key=...`` parameter, or a secret's actual value
+    from the environment (named by its variable, never by the value)."""
+    found = credential_in_remote(text)
+    if found:
+        return f"{found}=..."
+    env = os.environ if environ is None else environ
+    for name, value in env.items():
+        if value and len(value) >= MIN_SECRET_LEN and value in text and value in secret_values(
+            {name: value}
+        ):
+            return f"the value of ${name}"
+    return None

@@ -13,13 +13,9 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 UNITS: dict[str, int] = {
     "": 1,
     "B": 1,
-    "K": 1000,
     "KB": 1000,
-    "M": 1000**2,
     "MB": 1000**2,
-    "G": 1000**3,
     "GB": 1000**3,
-    "T": 1000**4,
     "TB": 1000**4,
     "KIB": 2**10,
     "MIB": 2**20,
@@ -31,6 +27,8 @@ UNITS: dict[str, int] = {
     "TI": 2**40,
 }
 
+# rclone and split read a bare M as MiB, most other tools as MB: refused, never guessed.
+AMBIGUOUS = ("K", "M", "G", "T")
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
 
 
@@ -56,6 +54,11 @@ def parse_size(value: str | int) -> int:
     if not match:
         raise SizeError(f"not a size: {value!r} (expected e.g. 3.8GiB, 100MB, 104857601)")
     number, unit = match.groups()
+    if unit.upper() in AMBIGUOUS:
+        raise SizeError(
+            f"{value}: write {number}{unit.upper()}iB or {number}{unit.upper()}B "
+            f"(a bare {unit} means 2^n to rclone and split, 10^n to others)"
+        )
     factor = UNITS.get(unit.upper())
     if factor is None:
         raise SizeError(

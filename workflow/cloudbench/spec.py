@@ -30,6 +30,7 @@ class TransferSpec:
     file_bytes: int
     chunk_width: int
     scratch: str
+    seed: str
     flags: tuple[str, ...] = ()
     multi_thread_cutoff: int = 256 * 2**20
     multi_thread_chunk_size: int = 64 * 2**20
@@ -58,11 +59,13 @@ class TransferSpec:
 
     @property
     def local_dir(self) -> Path:
-        """Where a download measurement puts its data in this site's scratch."""
+        """Where a download measurement puts its data in this site's scratch (sites that
+        share a scratch path, or ``site: all`` on one machine, never share a directory)."""
         return (
             Path(self.scratch)
             / self.campaign
             / "download"
+            / self.site
             / self.remote
             / self.layout_label
             / f"r{self.repeat}"
@@ -108,6 +111,7 @@ def transfer_spec(campaign: Campaign, m: Measurement) -> TransferSpec:
         file_bytes=campaign.file_bytes,
         chunk_width=campaign.chunk_index_width(chunk) if chunk else 0,
         scratch=str(campaign.site_named(m.site).scratch),
+        seed=campaign.seed,
         flags=campaign.rclone_flags,
         multi_thread_cutoff=campaign.multi_thread_cutoff,
         multi_thread_chunk_size=campaign.multi_thread_chunk_size,

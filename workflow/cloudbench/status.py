@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from cloudbench import rclone as rc
+from cloudbench.secrets import redact, secret_values
 
 BAD = ("failed", "corrupt", "unverified")
 
@@ -29,16 +30,25 @@ def describe(rows: list[dict[str, Any]]) -> str:
 
 
 def cleanup(spec: dict[str, Any]) -> None:
-    """Remove the campaign's bulk data from the remotes and scratch; keep every result."""
+    """Remove the campaign's bulk data from the remotes and scratch; keep every result.
+
+    Unfinished multipart uploads of the campaign (left by a transfer killed hard) are
+    aborted too: no listing shows them, but providers bill them.
+    """
     binary = rc.find_rclone()
-    for prefix in spec["remote_data"]:
-        res = rc.run_helper(
-            rc.helper_command(binary, "purge", prefix, extra_flags=tuple(spec["flags"]))
-        )
+    flags = tuple(spec["flags"])
+    for remote in spec["remotes"]:
+        prefix = remote["data"]
+        res = rc.run_helper(rc.helper_command(binary, "purge", prefix, extra_flags=flags))
         ok = res.returncode == 0 or "directory not found" in res.stderr
         print(f"{'removed' if ok else 'FAILED to remove'} {prefix}")
         if not ok:
-            raise RuntimeError(res.stderr.strip()[-300:])
+            raise RuntimeError(redact(res.stderr.strip()[-300:], secret_values()))
+        if rc.backend_type(binary, remote["url"]) in rc.MULTIPART_BACKENDS:
+            res = rc.run_helper(rc.abort_multipart_command(binary, remote["campaign"], flags))
+            if res.returncode != 0:
+                raise RuntimeError(redact(res.stderr.strip()[-300:], secret_values()))
+            print(f"aborted unfinished multipart uploads under {remote['campaign']}")
     for path in spec["scratch"]:
         if Path(path).exists():
             shutil.rmtree(path)

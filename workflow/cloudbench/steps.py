@@ -6,20 +6,29 @@ Every function writes its outputs atomically and returns nothing; the CLI maps r
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cloudbench import rclone as rc
 from cloudbench.checksums import hash_stream, xxh128sum_line
-from cloudbench.chunking import chunks_of, concatenate, split_file
+from cloudbench.chunking import (
+    chunk_count,
+    chunk_index_width,
+    chunks_of,
+    concatenate,
+    split_file,
+)
 from cloudbench.datagen import generate_file
 from cloudbench.records import host_info, read_json, timed_step, utc_now, write_json
+from cloudbench.secrets import redact, secret_values
+from cloudbench.sizes import size_label
 from cloudbench.spec import TransferSpec
-from cloudbench.transfer import fresh_dir, keep_attempt, measure, purge
+from cloudbench.transfer import fresh_dir, keep_attempt, last_attempt, measure, purge
 
 COPY_MANIFEST = "manifest.json"
 OBJECTS = "objects"
@@ -32,21 +41,91 @@ class StepError(RuntimeError):
 # --- data steps at the upload site -----------------------------------------------------------
 
 
-def generate(out: Path, size: int, seed: str, record: Path, context: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class DatasetSpec:
+    """What fixes the bytes of every generated file: the same spec gives the same bytes."""
+
+    campaign: str
+    site: str
+    size: int
+    seed: str
+
+    def context(self) -> dict[str, Any]:
+        return {"campaign": self.campaign, "site": self.site}
+
+    @classmethod
+    def from_json(cls, text: str) -> DatasetSpec:
+        return cls(**json.loads(text))
+
+
+def ensure_file(
+    dataset: DatasetSpec, dataset_dir: Path, name: str, expected_xxh128: str | None = None
+) -> bool:
+    """Make sure ``dataset_dir/name`` is the generated file; True if it had to be regenerated.
+
+    Bulk data is removed once every upload has run, and a later rerun (a failed upload, a
+    new chunk size) regenerates it. The keystream is seeded, so the bytes are the same; when
+    the file's XXH128 is already known, the regenerated file is checked against it, so a
+    changed generator can never send data that does not match the manifest.
+    """
+    path = dataset_dir / name
+    if path.is_file() and path.stat().st_size == dataset.size:
+        return False
+    generate_file(path, dataset.size, dataset.seed)
+    if expected_xxh128 is not None:
+        digest, _, _ = hash_stream([path])
+        if digest != expected_xxh128:
+            path.unlink()
+            raise StepError(
+                f"{name}: regenerated file has XXH128 {digest}, the campaign recorded "
+                f"{expected_xxh128}; the generator or dataset.seed changed since the checksums "
+                "were taken: rerun with --forcerun generate"
+            )
+    return True
+
+
+def ensure_chunks(
+    dataset: DatasetSpec,
+    dataset_dir: Path,
+    chunks_root: Path,
+    name: str,
+    chunk_bytes: int,
+    expected_xxh128: str | None = None,
+) -> bool:
+    """Make sure ``name``'s chunks of ``chunk_bytes`` exist; True if they had to be made."""
+    outdir = chunks_root / size_label(chunk_bytes) / name
+    count = chunk_count(dataset.size, chunk_bytes)
+    if outdir.is_dir():
+        parts = chunks_of(outdir, name)
+        if len(parts) == count and sum(p.stat().st_size for p in parts) == dataset.size:
+            return False
+    ensure_file(dataset, dataset_dir, name, expected_xxh128)
+    tmp = outdir.with_name(f".{name}.{os.getpid()}.part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    split_file(dataset_dir / name, tmp, chunk_bytes, chunk_index_width(dataset.size, chunk_bytes))
+    shutil.rmtree(outdir, ignore_errors=True)
+    tmp.rename(outdir)
+    return True
+
+
+def generate(dataset: DatasetSpec, dataset_dir: Path, name: str, record: Path) -> None:
     with timed_step("generate") as t:
-        generate_file(out, size, seed)
-        t.nbytes = size
-    write_json(record, t.record(**context, item=out.name))
+        generate_file(dataset_dir / name, dataset.size, dataset.seed)
+        t.nbytes = dataset.size
+    write_json(record, t.record(**dataset.context(), item=name))
 
 
 def checksum(
-    data: Path,
+    dataset: DatasetSpec,
+    dataset_dir: Path,
+    name: str,
     chunk_sizes: Sequence[int],
     out_sum: Path,
     out_chunks: Path,
     record: Path,
-    context: dict[str, Any],
 ) -> None:
+    ensure_file(dataset, dataset_dir, name)
+    data = dataset_dir / name
     with timed_step("checksum") as t:
         digest, per_chunk, nbytes = hash_stream([data], chunk_sizes)
         t.nbytes = nbytes
@@ -61,19 +140,34 @@ def checksum(
             "chunks": {str(c): d for c, d in per_chunk.items()},
         },
     )
-    write_json(record, t.record(**context, item=data.name))
+    write_json(record, t.record(**dataset.context(), item=data.name))
 
 
 def chunk(
-    data: Path, chunk_bytes: int, width: int, outdir: Path, record: Path, context: dict[str, Any]
+    dataset: DatasetSpec,
+    dataset_dir: Path,
+    name: str,
+    chunk_bytes: int,
+    chunks_root: Path,
+    record: Path,
 ) -> None:
+    ensure_file(dataset, dataset_dir, name)
+    outdir = chunks_root / size_label(chunk_bytes) / name
     with timed_step("chunk") as t:
         if outdir.exists():
             shutil.rmtree(outdir)
-        parts = split_file(data, outdir, chunk_bytes, width)
+        parts = split_file(
+            dataset_dir / name, outdir, chunk_bytes, chunk_index_width(dataset.size, chunk_bytes)
+        )
         t.nbytes = sum(p.stat().st_size for p in parts)
         t.extra["chunks"] = len(parts)
-    write_json(record, t.record(**context, item=data.name, chunk_bytes=chunk_bytes))
+    write_json(record, t.record(**dataset.context(), item=name, chunk_bytes=chunk_bytes))
+
+
+def release_upload_data(upload_data: Path) -> None:
+    """Remove the generated files and chunks: every upload has run (regenerated on demand)."""
+    for sub in ("dataset", "chunks"):
+        shutil.rmtree(upload_data / sub, ignore_errors=True)
 
 
 # --- transfers -----------------------------------------------------------------------------
@@ -123,6 +217,20 @@ def object_names(manifest: dict[str, Any]) -> list[str]:
     ]
 
 
+def clear_copy(binary: str, spec: TransferSpec, prefix: str) -> None:
+    """Empty a copy's place before it is measured again: objects and unfinished multipart
+    uploads an interrupted attempt left behind (those are billed though no listing shows
+    them)."""
+    purge(binary, prefix, spec.flags)
+    if rc.backend_type(binary, spec.remote_url) in rc.MULTIPART_BACKENDS:
+        res = rc.run_helper(rc.abort_multipart_command(binary, prefix, spec.flags))
+        if res.returncode != 0:
+            raise StepError(
+                f"cannot abort unfinished multipart uploads under {prefix}: "
+                + redact(res.stderr.strip()[-300:], secret_values())
+            )
+
+
 def upload(
     spec: TransferSpec,
     threads: int,
@@ -141,8 +249,20 @@ def upload(
     binary = rc.find_rclone()
     hashes = _file_hashes(checksum_jsons)
     layout = spec.layout
+    dataset = DatasetSpec(spec.campaign, spec.upload_site, spec.file_bytes, spec.seed)
+    regenerated = []
+    for name in spec.files:
+        expected = hashes[name]["xxh128"]
+        if layout.strategy == "chunked":
+            made = ensure_chunks(
+                dataset, dataset_dir, chunks_root, name, layout.chunk_bytes, expected
+            )
+        else:
+            made = ensure_file(dataset, dataset_dir, name, expected)
+        if made:
+            regenerated.append(name)
     dst = spec.data_prefix
-    purge(binary, dst, spec.flags)
+    clear_copy(binary, spec, dst)
     src = chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
     man = copy_manifest(spec, hashes)
     objects = object_names(man)
@@ -156,9 +276,11 @@ def upload(
             threads=threads,
             expected_files=len(objects),
             expected_bytes=spec.file_bytes * len(spec.files),
+            object_bytes=layout.chunk_bytes or spec.file_bytes,
             log_path=log,
             series_path=series,
         )
+        rec["regenerated"] = regenerated
         if rec["status"] == "ok":
             man["uploaded_by"] = {
                 "site": spec.site,
@@ -236,8 +358,9 @@ def download(
             "error": reason,
             "seconds": None,
             "mb_per_s": None,
-            "bytes": 0,
-            "files": 0,
+            "files": len(spec.files),
+            "bytes_requested": spec.file_bytes * len(spec.files),
+            "bytes_moved": 0,
             "retries": 0,
             "started_utc": utc_now(),
             **host_info(),
@@ -255,6 +378,7 @@ def download(
         threads=threads,
         expected_files=len(object_names(man)),
         expected_bytes=sum(f["bytes"] for f in man["files"]),
+        object_bytes=man.get("chunk_bytes") or spec.file_bytes,
         log_path=log,
         series_path=series,
     )
@@ -263,6 +387,30 @@ def download(
 
 
 # --- after the download ---------------------------------------------------------------------
+
+
+def _repeat_last_check(record: Path, step: str, local: Path) -> bool:
+    """A forced rerun of a check whose downloaded data is gone repeats its last result.
+
+    ``verify`` removes a download once it is checked, so ``--forcerun verify`` (or
+    ``reassemble``) finds nothing to read. Rather than turn a good measurement into a
+    missing-data failure, the step writes its last kept result again, saying so; with no
+    earlier result it refuses, naming the command that measures again.
+    """
+    if local.exists():
+        return False
+    last = last_attempt(record)
+    if last is None:
+        raise StepError(
+            f"{step}: the downloaded data ({local}) is gone and this step never ran on it; "
+            "measure the download again: --forcerun download"
+        )
+    last["repeated"] = (
+        f"data removed after the {step} of {last.get('started_utc')}; its result is repeated "
+        "(measure again with --forcerun download)"
+    )
+    write_json(record, last)
+    return True
 
 
 def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[str, Any]) -> None:
@@ -280,6 +428,8 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
 
     man = read_json(manifest)
     local = spec.local_dir
+    if _repeat_last_check(record, "reassemble", local):
+        return
     with timed_step("reassemble") as t:
         for f in man["files"]:
             name = f["name"]
@@ -298,10 +448,10 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
                 chunk_dir.rename(consumed)
             tmp.replace(local / name)
             write_digest_note(local / name, digest.hexdigest(), nbytes)
-        t.extra["xxh128"] = "computed while writing"
-    write_json(
-        record, t.record(**context, item=spec.layout_label, repeat=spec.repeat, remote=spec.remote)
-    )
+        t.extra["digest_from"] = "reassemble"  # computed from the bytes as they were written
+    rec = t.record(**context, item=spec.layout_label, repeat=spec.repeat, remote=spec.remote)
+    keep_attempt(record, rec)
+    write_json(record, rec)
 
 
 def verify(
@@ -314,17 +464,20 @@ def verify(
     """XXH128 of every downloaded file against the manifest; a mismatch names file and chunk.
 
     A file that ``reassemble`` hashed while writing it, and that has not changed since, is
-    checked against that digest; any other file is read and hashed here.  Per-chunk digests
-    are computed only to name the bad chunk of a file that does not match.  Afterwards the
-    whole download goes (files, notes, the chunks ``reassemble`` set aside) unless
-    ``keep_data``.
+    checked against that digest (``digest_from: reassemble``: nothing is read here, so the
+    record has no rate); any other file is read and hashed here. Per-chunk digests are
+    computed only to name the bad chunk of a file that does not match. Afterwards the whole
+    download goes (files, notes, the chunks ``reassemble`` set aside) unless ``keep_data``.
     """
     from cloudbench.checksums import read_digest_note
 
     man = read_json(manifest)
     local = spec.local_dir
+    if _repeat_last_check(record, "verify", local):
+        return
     problems: list[str] = []
     sources: set[str] = set()
+    checked = 0
     with timed_step("verify") as t:
         for f in man["files"]:
             path = local / f["name"]
@@ -338,8 +491,9 @@ def verify(
             else:
                 digest, _, nbytes = hash_stream([path])
                 source = "verify"
+                t.nbytes += nbytes  # bytes this step really read
             sources.add(source)
-            t.nbytes += nbytes
+            checked += nbytes
             if nbytes != f["bytes"]:
                 problems.append(f"{f['name']}: {nbytes} bytes, expected {f['bytes']}")
             if digest != f["xxh128"]:
@@ -356,8 +510,10 @@ def verify(
     rec.update(
         status="corrupt" if problems else "ok",
         problems=problems,
-        xxh128_from="+".join(sorted(sources)),
+        bytes_checked=checked,
+        digest_from="+".join(sorted(sources)),
     )
+    keep_attempt(record, rec)
     write_json(record, rec)
     if not keep_data:
         shutil.rmtree(local, ignore_errors=True)

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench import rclone as rc
+from cloudbench.paths import attempts_dir
 from cloudbench.rclonelog import parse_rclone_log, rate_series
-from cloudbench.records import host_info, rate_mb_s, utc_now, write_json
+from cloudbench.records import host_info, rate_mb_s, read_json, utc_now, write_json
 from cloudbench.secrets import redact, redact_file, secret_values
 from cloudbench.spec import TransferSpec
 
@@ -49,14 +50,28 @@ def measure(
     threads: int,
     expected_files: int,
     expected_bytes: int,
+    object_bytes: int,
     log_path: Path,
     series_path: Path,
 ) -> dict[str, Any]:
-    """Run one timed copy and return its record (status ok or failed, never an exception)."""
+    """Run one timed copy and return its record (status ok or failed, never an exception).
+
+    ``expected_files`` objects of about ``object_bytes`` each (a file or a chunk) make up the
+    copy; together they decide how many connections the strategy really opens.
+    """
     binary = rc.find_rclone()
     version = rc.rclone_version(binary)
     rc.check_version(version, spec.min_rclone_version)
-    conc = rc.concurrency(spec.layout.strategy, threads)
+    conc = rc.concurrency(
+        spec.layout.strategy,
+        threads,
+        objects=expected_files,
+        object_bytes=object_bytes,
+        cutoff=spec.multi_thread_cutoff,
+        part_bytes=spec.multi_thread_chunk_size,
+        backend=rc.backend_type(binary, spec.remote_url),
+        direction=spec.direction,
+    )
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.unlink(missing_ok=True)
     cmd = rc.copy_command(
@@ -66,7 +81,6 @@ def measure(
         conc=conc,
         log_file=log_path,
         multi_thread_cutoff=spec.multi_thread_cutoff,
-        multi_thread_chunk_size=spec.multi_thread_chunk_size,
         extra_flags=spec.flags,
     )
     started = utc_now()
@@ -78,34 +92,39 @@ def measure(
     log = parse_rclone_log(_lines(log_path)) if log_path.exists() else None
     write_series(series_path, log_path)
 
-    moved = log.final.bytes if log and log.final else 0
-    moved_files = log.final.transfers if log and log.final else 0
+    final = log.final if log else None
+    moved = final.bytes if final else None
+    moved_files = final.transfers if final else 0
     error = None
     if proc.returncode != 0:
         error = (log.last_error if log else None) or proc.stdout.strip()[-500:] or "rclone failed"
         error = redact(error, secrets)
-    elif moved < expected_bytes or moved_files < expected_files:
+    elif (moved or 0) < expected_bytes or moved_files < expected_files:
         # rclone's byte count includes what failed attempts sent, so a retried transfer
         # reports more than the dataset; fewer means something was skipped or lost.
         error = (
-            f"rclone moved {moved_files} files / {moved} bytes, expected "
+            f"rclone moved {moved_files} files / {moved or 0} bytes, expected "
             f"{expected_files} files / {expected_bytes} bytes"
         )
     return {
         **spec.row_keys(),
-        "transfers": conc.transfers,
-        "streams": conc.streams,
-        "files": expected_files,
-        "bytes": expected_bytes,
+        "files": len(spec.files),
+        "objects": expected_files,
+        "bytes_requested": expected_bytes,
+        "bytes_moved": moved,
         "started_utc": started,
         "seconds": round(seconds, 6),
         "mb_per_s": round(rate_mb_s(expected_bytes, seconds), 3) if not error else None,
         "status": "failed" if error else "ok",
         "error": error,
         "retries": log.retries if log else 0,
-        "low_level_retries": log.low_level_retries if log else 0,
-        "rclone_errors": log.final.errors if log and log.final else None,
-        "bytes_on_wire": moved,
+        "rclone_errors": final.errors if final else None,
+        "transfers": conc.transfers,
+        "objects_in_flight": conc.objects_in_flight,
+        "streams_per_object": conc.streams_per_object,
+        "connections": conc.connections,
+        "backend": conc.backend,
+        "backend_concurrency": conc.backend_concurrency,
         "rclone_exit": proc.returncode,
         "rclone_version": version,
         "source": src,
@@ -114,16 +133,16 @@ def measure(
     }
 
 
-def keep_attempt(record_path: Path, record: dict[str, Any], log_path: Path) -> None:
+def keep_attempt(record_path: Path, record: dict[str, Any], log_path: Path | None = None) -> None:
     """Every attempt's record and rclone log, kept beside the current one.
 
     A rerun replaces the record Snakemake tracks; the history of failed attempts (and what
     they cost) stays in ``<record>.attempts/`` so nothing measured is ever lost.
     """
     stamp = record["started_utc"].replace(":", "").replace("-", "")
-    folder = record_path.with_suffix(".attempts")
+    folder = attempts_dir(record_path)
     write_json(folder / f"{stamp}.json", record)
-    if log_path.exists():
+    if log_path is not None and log_path.exists():
         shutil.copyfile(log_path, folder / f"{stamp}.rclone.jsonl")
 
 
@@ -133,3 +152,9 @@ def fresh_dir(path: Path) -> Path:
         shutil.rmtree(path)
     path.mkdir(parents=True)
     return path
+
+
+def last_attempt(record_path: Path) -> dict[str, Any] | None:
+    """The most recent kept attempt of a record (attempt files sort by start time)."""
+    kept = sorted(attempts_dir(record_path).glob("*.json"))
+    return read_json(kept[-1]) if kept else None

@@ -3,12 +3,12 @@
 
 rule reassemble:
     input:
-        download=f"{SITES}/{{site}}/transfers/download/{{remote}}/{{layout}}/r{{repeat}}.json",
-        manifest=f"{SITES}/{{site}}/manifests/{{remote}}/{{layout}}/r{{repeat}}.json",
+        download=transfer_pattern("download"),
+        manifest=copy_pattern(paths.copy_manifest),
     output:
-        f"{SITES}/{{site}}/steps/reassemble/{{remote}}/{{layout}}/r{{repeat}}.json",
+        copy_pattern(paths.reassemble_record),
     log:
-        f"{SITES}/{{site}}/logs/reassemble/{{remote}}/{{layout}}/r{{repeat}}.log",
+        transfer_job_log("reassemble"),
     wildcard_constraints:
         layout=r"chunked-[0-9]+(KiB|MiB|GiB|TiB|B)",
     conda:
@@ -16,6 +16,7 @@ rule reassemble:
     threads: 1
     resources:
         mem_mb=512,
+    priority: 10  # before the next download: frees scratch sooner
     params:
         spec=spec_json("download"),
     shell:
@@ -27,14 +28,15 @@ rule verify:
     input:
         unpack(verify_inputs),
     output:
-        f"{SITES}/{{site}}/verify/{{remote}}/{{layout}}/r{{repeat}}.json",
+        copy_pattern(paths.verify_record),
     log:
-        f"{SITES}/{{site}}/logs/verify/{{remote}}/{{layout}}/r{{repeat}}.log",
+        transfer_job_log("verify"),
     conda:
         "../../envs/cloudbench.yaml"
     threads: 1
     resources:
         mem_mb=512,
+    priority: 10  # before the next download: frees scratch sooner
     params:
         spec=spec_json("download"),
     shell:

@@ -1,73 +1,70 @@
 # Data steps at the upload site: generate, checksum, chunk. Bulk data lives in the upload
-# site's scratch and is removed (temp) once every upload that needs it has run.
+# site's scratch, outside Snakemake's view: the records below are the outputs, and any job
+# that finds the data gone regenerates it byte-identically (the keystream is seeded).
 
 
 rule generate:
     input:
-        f"{SITES}/{UPLOAD_SITE}/preflight.json",
+        paths.preflight(RESULTS, UPLOAD_SITE),
     output:
-        data=temp(f"{UPLOAD_DATA}/dataset/{{file}}"),
-        record=f"{SITES}/{UPLOAD_SITE}/steps/generate/{{file}}.json",
+        paths.data_step_record(RESULTS, UPLOAD_SITE, "generate", W["file"]),
     log:
-        f"{SITES}/{UPLOAD_SITE}/logs/generate/{{file}}.log",
+        paths.job_log(RESULTS, UPLOAD_SITE, "generate", W["file"]),
     conda:
         "../../envs/cloudbench.yaml"
-    threads: 2  # two writer threads (striped keystream / parallel chunks)
+    threads: 2  # two writer threads (striped keystream)
     resources:
         mem_mb=512,
     params:
-        size=CAMPAIGN.file_bytes,
-        seed=CAMPAIGN.seed,
-        campaign=CAMPAIGN.name,
-        site=UPLOAD_SITE,
+        data=paths.dataset_dir(UPLOAD_DATA),
+        dataset=dataset_args(),
     shell:
-        "$CLOUDBENCH_PYTHON -m cloudbench generate --out {output.data} --size {params.size} --seed {params.seed:q}"
-        " --campaign {params.campaign} --site {params.site} --record {output.record} 2> {log}"
+        "$CLOUDBENCH_PYTHON -m cloudbench generate --dataset-dir {params.data} --file {wildcards.file}"
+        " --dataset {params.dataset:q} --record {output} 2> {log}"
 
 
 rule checksum:
     input:
-        f"{UPLOAD_DATA}/dataset/{{file}}",
+        paths.data_step_record(RESULTS, UPLOAD_SITE, "generate", W["file"]),
     output:
-        sum=f"{SITES}/{UPLOAD_SITE}/checksums/{{file}}.xxh128",
-        chunks=f"{SITES}/{UPLOAD_SITE}/checksums/{{file}}.chunks.json",
-        record=f"{SITES}/{UPLOAD_SITE}/steps/checksum/{{file}}.json",
+        sum=paths.checksum_sum(RESULTS, UPLOAD_SITE, W["file"]),
+        chunks=paths.checksum_json(RESULTS, UPLOAD_SITE, W["file"]),
+        record=paths.data_step_record(RESULTS, UPLOAD_SITE, "checksum", W["file"]),
     log:
-        f"{SITES}/{UPLOAD_SITE}/logs/checksum/{{file}}.log",
+        paths.job_log(RESULTS, UPLOAD_SITE, "checksum", W["file"]),
     conda:
         "../../envs/cloudbench.yaml"
     threads: 1
     resources:
         mem_mb=512,
     params:
+        data=paths.dataset_dir(UPLOAD_DATA),
+        dataset=dataset_args(),
         chunk_sizes=",".join(map(str, CAMPAIGN.chunk_sizes)),
-        campaign=CAMPAIGN.name,
-        site=UPLOAD_SITE,
     shell:
-        "$CLOUDBENCH_PYTHON -m cloudbench checksum --data {input} --chunk-sizes {params.chunk_sizes:q} --sum {output.sum}"
-        " --chunks {output.chunks} --campaign {params.campaign} --site {params.site}"
-        " --record {output.record} 2> {log}"
+        "$CLOUDBENCH_PYTHON -m cloudbench checksum --dataset-dir {params.data} --file {wildcards.file}"
+        " --dataset {params.dataset:q} --chunk-sizes {params.chunk_sizes:q} --sum {output.sum}"
+        " --chunks {output.chunks} --record {output.record} 2> {log}"
 
 
 rule chunk:
     input:
-        f"{UPLOAD_DATA}/dataset/{{file}}",
+        paths.data_step_record(RESULTS, UPLOAD_SITE, "generate", W["file"]),
     output:
-        chunks=temp(directory(f"{UPLOAD_DATA}/chunks/{{chunk}}/{{file}}")),
-        record=f"{SITES}/{UPLOAD_SITE}/steps/chunk/{{chunk}}/{{file}}.json",
+        paths.data_step_record(RESULTS, UPLOAD_SITE, "chunk", W["file"], W["chunk"]),
     log:
-        f"{SITES}/{UPLOAD_SITE}/logs/chunk/{{chunk}}/{{file}}.log",
+        paths.job_log(RESULTS, UPLOAD_SITE, "chunk", W["chunk"], W["file"]),
     conda:
         "../../envs/cloudbench.yaml"
-    threads: 2  # two writer threads (striped keystream / parallel chunks)
+    threads: 2  # two writer threads (alternate chunks)
     resources:
         mem_mb=512,
     params:
+        data=paths.dataset_dir(UPLOAD_DATA),
+        chunks=paths.chunks_root(UPLOAD_DATA),
+        dataset=dataset_args(),
         chunk_bytes=lambda w: parse_size(w.chunk),
-        width=lambda w: CAMPAIGN.chunk_index_width(parse_size(w.chunk)),
-        campaign=CAMPAIGN.name,
-        site=UPLOAD_SITE,
     shell:
-        "$CLOUDBENCH_PYTHON -m cloudbench chunk --data {input} --chunk-bytes {params.chunk_bytes} --width {params.width}"
-        " --outdir {output.chunks} --campaign {params.campaign} --site {params.site}"
-        " --record {output.record} 2> {log}"
+        "$CLOUDBENCH_PYTHON -m cloudbench chunk --dataset-dir {params.data} --file {wildcards.file}"
+        " --dataset {params.dataset:q} --chunk-bytes {params.chunk_bytes} --chunks-root {params.chunks}"
+        " --record {output} 2> {log}"

@@ -6,11 +6,11 @@ rule upload:
     input:
         unpack(upload_inputs),
     output:
-        record=f"{SITES}/{{site}}/transfers/upload/{{remote}}/{{layout}}/r{{repeat}}.json",
-        series=f"{SITES}/{{site}}/transfers/upload/{{remote}}/{{layout}}/r{{repeat}}.series.tsv",
+        record=transfer_pattern("upload"),
+        series=paths.series(transfer_pattern("upload")),
     log:
-        job=f"{SITES}/{{site}}/logs/upload/{{remote}}/{{layout}}/r{{repeat}}.log",
-        rclone=f"{SITES}/{{site}}/rclone/upload/{{remote}}/{{layout}}/r{{repeat}}.jsonl",
+        job=transfer_job_log("upload"),
+        rclone=transfer_pattern("upload", paths.rclone_log),
     conda:
         "../../envs/cloudbench.yaml"
     threads: workflow.cores
@@ -20,8 +20,8 @@ rule upload:
     params:
         spec=spec_json("upload"),
         retry=retry_token("upload"),
-        dataset=f"{UPLOAD_DATA}/dataset",
-        chunks=f"{UPLOAD_DATA}/chunks",
+        dataset=paths.dataset_dir(UPLOAD_DATA),
+        chunks=paths.chunks_root(UPLOAD_DATA),
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench upload --spec {params.spec:q} --threads {threads}"
         " --dataset-dir {params.dataset} --chunks-root {params.chunks}"
@@ -33,12 +33,12 @@ rule download:
     input:
         download_inputs,
     output:
-        record=f"{SITES}/{{site}}/transfers/download/{{remote}}/{{layout}}/r{{repeat}}.json",
-        series=f"{SITES}/{{site}}/transfers/download/{{remote}}/{{layout}}/r{{repeat}}.series.tsv",
-        manifest=f"{SITES}/{{site}}/manifests/{{remote}}/{{layout}}/r{{repeat}}.json",
+        record=transfer_pattern("download"),
+        series=paths.series(transfer_pattern("download")),
+        manifest=copy_pattern(paths.copy_manifest),
     log:
-        job=f"{SITES}/{{site}}/logs/download/{{remote}}/{{layout}}/r{{repeat}}.log",
-        rclone=f"{SITES}/{{site}}/rclone/download/{{remote}}/{{layout}}/r{{repeat}}.jsonl",
+        job=transfer_job_log("download"),
+        rclone=transfer_pattern("download", paths.rclone_log),
     conda:
         "../../envs/cloudbench.yaml"
     threads: workflow.cores
@@ -63,11 +63,12 @@ rule manifest:
     output:
         f"{RESULTS}/manifest.json",
     log:
-        f"{SITES}/{UPLOAD_SITE}/logs/manifest.log",
+        paths.job_log(RESULTS, UPLOAD_SITE, "manifest"),
     conda:
         "../../envs/cloudbench.yaml"
     params:
         info=manifest_info(),
+        release=UPLOAD_DATA,
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench manifest --info {params.info:q} --checksums {input.checksums}"
-        " --uploads {input.uploads} --out {output} 2> {log}"
+        " --uploads {input.uploads} --out {output} --release {params.release:q} 2> {log}"
