@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SNAKEMAKE := PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake
 CAMPAIGN ?= demo
 
-.PHONY: demo test test-quick lint format bench sysdeps clean launch
+.PHONY: demo test test-quick lint format bench sysdeps clean launch profiles
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ demo: $(STAMP)
 	$(SNAKEMAKE) --profile profiles/local
 	$(SNAKEMAKE) --profile profiles/local --report results/$(CAMPAIGN)/report.html
 	@echo "report: results/$(CAMPAIGN)/report.html  table: results/$(CAMPAIGN)/transfers.tsv"
+
+## profiles: link the site profiles (profiles/<site>) where `snakemake --profile <site>` finds
+## them ($XDG_CONFIG_HOME/snakemake); never replaces a profile of that name that is not ours
+profiles:
+	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/link-profiles.py
 
 ## sysdeps: Debian packages the tests use (xxhash, slurm, munge, torque wrappers, sshd, chromium)
 sysdeps:

@@ -18,7 +18,7 @@ import pytest
 
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.slurm import SlurmCluster
-from tests.infra.workflow import BIN, ROOT, snakemake, write_config
+from tests.infra.workflow import BIN, ROOT, WORKFLOW_PROFILE, snakemake, write_config
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 RUN_TIMEOUT = 900
@@ -54,6 +54,8 @@ def _popen(workdir: Path, cfg: Path, profile: str, env: dict) -> subprocess.Pope
         str(workdir),
         "--profile",
         str(ROOT / "profiles" / profile),
+        "--workflow-profile",
+        str(WORKFLOW_PROFILE),
         "--configfile",
         str(cfg),
     ]

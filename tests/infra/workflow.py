@@ -12,6 +12,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 RUN_TIMEOUT = 900
+WORKFLOW_PROFILE = ROOT / "profiles" / "default"
 
 
 def write_config(workdir: Path, config: dict, name: str = "campaign.yaml") -> Path:
@@ -29,13 +30,18 @@ def snakemake(
     profile: str = "local",
     timeout: float = RUN_TIMEOUT,
 ) -> subprocess.CompletedProcess:
-    """``snakemake --profile profiles/<profile>`` on the repo's workflow, run in ``workdir``."""
+    """``snakemake --profile profiles/<profile>`` on the repo's workflow, run in ``workdir``.
+
+    ``workdir`` is not the checkout, so the workflow profile (profiles/default, which
+    Snakemake applies by itself only from the checkout) is named explicitly.
+    """
     cmd = [
         str(BIN / "snakemake"),
         *args,  # first: --configfile takes several values and would swallow a target
         "--snakefile", str(ROOT / "workflow" / "Snakefile"),
         "--directory", str(workdir),
         "--profile", str(ROOT / "profiles" / profile),
+        "--workflow-profile", str(WORKFLOW_PROFILE),
         "--configfile", str(configfile),
     ]  # fmt: skip
     full_env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", **(env or {})}
