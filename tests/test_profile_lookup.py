@@ -1,0 +1,247 @@
+"""`make profiles`, then `snakemake --profile tursa` / `--profile tesseract` as typed.
+
+Snakemake looks a bare profile name up in $XDG_CONFIG_HOME/snakemake, never in profiles/;
+`make profiles` links the site profiles there. From the checkout, Snakemake also applies the
+workflow profile profiles/default by itself, and its top-level keys replace the site
+profile's: the two layers must never share a key, or the site's value is silently lost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.infra.workflow import BIN, ROOT
+
+SITES = {"tursa": "slurm", "tesseract": "pbs"}  # site -> its template
+SUBMITTING = {"sbatch", "srun", "salloc", "scancel", "qsub", "qdel"}
+# The Slurm plugin queries scontrol/sinfo/sacct whenever it is loaded, local runs included.
+QUERYING = {"squeue", "sacct", "sacctmgr", "sshare", "sinfo", "scontrol", "qstat"}
+DUMMY_ENV = {
+    "SBATCH_ACCOUNT": "dummy-account",
+    "SBATCH_PARTITION": "dummy-partition",
+    "PBS_ACCOUNT": "dummy-project",
+}
+
+
+def _profile(name: str) -> dict:
+    return yaml.safe_load((ROOT / "profiles" / name / "config.yaml").read_text())
+
+
+def _setting_lines(name: str) -> int:
+    text = (ROOT / "profiles" / name / "config.yaml").read_text()
+    return sum(1 for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
+
+
+def fresh_copy(dest: Path) -> Path:
+    """The checkout as a clone would have it (plus files not yet committed), no venv/results."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for rel in filter(None, listed.split("\0")):
+        src, dst = ROOT / rel, dest / rel
+        if not src.is_symlink() and not src.exists():
+            continue  # deleted in the working tree
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            dst.symlink_to(os.readlink(src))
+        else:
+            shutil.copy2(src, dst)
+    return dest
+
+
+def fake_schedulers(bindir: Path, calls: Path) -> None:
+    """Scheduler commands that only record being called (and fail)."""
+    bindir.mkdir(parents=True)
+    for cmd in SUBMITTING | QUERYING:
+        exe = bindir / cmd
+        exe.write_text(f'#!/bin/sh\necho "{cmd} $*" >> "{calls}"\nexit 1\n')
+        exe.chmod(0o755)
+
+
+def job_blocks(out: str, rule: str) -> list[str]:
+    """The dry run's description of every job of ``rule``."""
+    blocks, current = [], None
+    for line in out.splitlines():
+        if re.match(r"^(local)?rule \w+:$", line) or line.startswith("Job stats:"):
+            current = [line] if line in (f"rule {rule}:", f"localrule {rule}:") else None
+            if current is not None:
+                blocks.append(current)
+        elif current is not None:
+            current.append(line)
+    return ["\n".join(b) for b in blocks]
+
+
+def job_counts(out: str) -> dict[str, int]:
+    table = out.split("Job stats:", 1)[1].split("Reasons:", 1)[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
+
+
+def transfers_per_direction(config: dict) -> int:
+    """Measurements one site makes in one direction: layouts x repeats x remotes."""
+    strategies = config["strategies"]
+    layouts = sum(
+        len(config["dataset"]["chunk_sizes"]) if s == "chunked" else 1 for s in strategies
+    )
+    return layouts * config["repeats"] * len(config.get("remotes") or [config["remote"]])
+
+
+@pytest.fixture
+def xdg(tmp_path: Path) -> dict[str, str]:
+    """An empty config home (and HOME), so nothing outside tmp_path is read or written."""
+    home = tmp_path / "home"
+    (home / ".config").mkdir(parents=True)
+    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+
+
+def make_profiles(checkout: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["make", "--no-print-directory", "-C", str(checkout), "profiles"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_make_profiles_then_bare_profile_names_plan_the_default_campaign(tmp_path, xdg):
+    checkout = fresh_copy(tmp_path / "cloudbench")
+    assert not (checkout / ".venv").exists()  # make profiles needs no venv
+    linked = make_profiles(checkout, xdg)
+    assert linked.returncode == 0, linked.stdout + linked.stderr
+    store = Path(xdg["XDG_CONFIG_HOME"]) / "snakemake"
+    lines = linked.stdout.splitlines()
+    assert sorted(lines) == sorted(
+        f"linked   {site}: {store / site} -> {checkout / 'profiles' / site}" for site in SITES
+    )  # one line per site; templates, local and the workflow profile are not linked
+    assert sorted(p.name for p in store.iterdir()) == sorted(SITES)
+
+    calls = tmp_path / "scheduler-calls.log"
+    fake_schedulers(tmp_path / "fakebin", calls)
+    env = {
+        **os.environ,
+        **xdg,
+        **DUMMY_ENV,
+        "PATH": f"{tmp_path / 'fakebin'}:{BIN}:{os.environ['PATH']}",
+    }
+    config = yaml.safe_load((checkout / "config" / "config.yaml").read_text())
+    n = transfers_per_direction(config)
+    plans = {}
+    for site in SITES:
+        run = subprocess.run(
+            ["snakemake", "--profile", site, "-n"],
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        out = run.stdout + run.stderr
+        assert run.returncode == 0, out[-3000:]
+        assert f"Using profiles {site} and workflow specific profile profiles/default" in out, out[
+            :2000
+        ]
+        plans[site] = out
+    called = calls.read_text().splitlines() if calls.exists() else []
+    assert not [c for c in called if c.split()[0] in SUBMITTING], called  # -n submits nothing
+
+    tursa, tesseract = plans["tursa"], plans["tesseract"]
+    counts = job_counts(tursa)
+    assert counts["upload"] == n and counts["download"] == n, counts
+    assert counts["generate"] == config["dataset"]["files"], counts
+    uploads = job_blocks(tursa, "upload")
+    assert len(uploads) == n
+    for block in uploads:  # site layer: 128-core node, account; workflow layer: resources
+        assert "threads: 128" in block, block
+        assert "slurm_account=dummy-account" in block and "slurm_partition=dummy-partition" in block
+        assert "mem_mb=16000" in block and "runtime=720" in block and "network=1" in block
+
+    counts = job_counts(tesseract)
+    assert "upload" not in counts and counts["download"] == n, counts  # a download-only site
+    downloads = job_blocks(tesseract, "download")
+    assert len(downloads) == n
+    for block in downloads:
+        assert "threads: 24" in block, block
+        assert "mem_mb=16000" in block and "runtime=720" in block and "network=1" in block
+        assert "slurm_account" not in block
+
+
+def test_make_profiles_refuses_foreign_profiles_and_keeps_them(tmp_path, xdg):
+    store = Path(xdg["XDG_CONFIG_HOME"]) / "snakemake"
+    mine = store / "tursa"
+    mine.mkdir(parents=True)
+    (mine / "config.yaml").write_text("executor: slurm\ncores: 4\n")
+    elsewhere = tmp_path / "other-checkout" / "profiles" / "tesseract"
+    elsewhere.mkdir(parents=True)
+    (store / "tesseract").symlink_to(elsewhere)
+
+    run = make_profiles(ROOT, xdg)
+    assert run.returncode != 0, run.stdout + run.stderr
+    assert "Error" in run.stderr  # make says the target failed
+    lines = dict(line.split(":", 1) for line in run.stdout.splitlines())
+    assert lines.keys() == {"refused  tursa", "refused  tesseract"}, run.stdout
+    assert f"{mine} is a directory that is not ours; left as it is" in lines["refused  tursa"]
+    assert f"links to {elsewhere}, not to this checkout" in lines["refused  tesseract"]
+    assert (mine / "config.yaml").read_text() == "executor: slurm\ncores: 4\n"
+    assert not mine.is_symlink()
+    assert os.readlink(store / "tesseract") == str(elsewhere)
+
+
+def test_make_profiles_is_idempotent_and_repairs_only_its_own_links(tmp_path, xdg):
+    store = Path(xdg["XDG_CONFIG_HOME"]) / "snakemake"
+    first = make_profiles(ROOT, xdg)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert all(line.startswith("linked   ") for line in first.stdout.splitlines())
+    links = {p.name: os.readlink(p) for p in store.iterdir()}
+    assert links == {site: str(ROOT / "profiles" / site) for site in SITES}
+
+    second = make_profiles(ROOT, xdg)
+    assert second.returncode == 0
+    assert sorted(second.stdout.splitlines()) == sorted(
+        f"ok       {s}: {store / s} already links to {ROOT / 'profiles' / s}" for s in SITES
+    )
+    assert {p.name: os.readlink(p) for p in store.iterdir()} == links
+
+    (store / "tursa").unlink()  # a stale link into this checkout is ours to repair
+    (store / "tursa").symlink_to(ROOT / "profiles" / "slurm")
+    third = make_profiles(ROOT, xdg)
+    assert third.returncode == 0
+    assert f"relinked tursa: {store / 'tursa'} -> {ROOT / 'profiles/tursa'}" in third.stdout
+    assert os.readlink(store / "tursa") == str(ROOT / "profiles" / "tursa")
+
+
+@pytest.mark.parametrize("site", [*SITES, *SITES.values()])
+def test_site_profiles_hold_site_facts_only(site):
+    """About ten lines; no key of the workflow profile (it would silently replace it)."""
+    workflow_keys = set(_profile("default"))
+    keys = set(_profile(site))
+    assert not keys & workflow_keys, f"profiles/{site} repeats {keys & workflow_keys}"
+    assert {"executor", "cores", "config"} <= keys
+    assert _setting_lines(site) <= 13, f"profiles/{site} is no longer a short copy"
+    assert any(str(c).startswith("site=") for c in _profile(site)["config"])
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_sites_have_the_keys_of_their_template(site):
+    assert set(_profile(site)) == set(_profile(SITES[site]))
+    for name in ("cluster-generic-submit-cmd", "cluster-generic-status-cmd"):
+        if name in _profile(site):  # the PBS scripts resolve beside the profile
+            assert (ROOT / "profiles" / site / _profile(site)[name].split()[0]).is_file()
+
+
+def test_local_profile_agrees_with_the_workflow_profile():
+    """local repeats the run policy (it is used from other directories too): same values."""
+    local, workflow = _profile("local"), _profile("default")
+    shared = set(local) & set(workflow)
+    assert {"resources", "keep-going", "rerun-incomplete"} <= shared
+    assert {k: local[k] for k in shared} == {k: workflow[k] for k in shared}
