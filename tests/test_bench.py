@@ -117,7 +117,7 @@ def _download(tmp_path, size=3 * 2**20 + 5, chunk=2**20):
         campaign="c", bucket="b", site="s", upload_site="s", remote="r",
         remote_url=str(tmp_path / "remote"), direction="download",
         layout_label=f"chunked-{chunk // 2**20}MiB", repeat=1, files=("f.bin",),
-        file_bytes=size, chunk_width=4, scratch=str(tmp_path / "scratch"),
+        file_bytes=size, chunk_width=4, scratch=str(tmp_path / "scratch"), seed="s",
     )  # fmt: skip
     src = tmp_path / "f.bin"
     generate_file(src, size, seed="d")
@@ -148,11 +148,14 @@ def test_verify_uses_the_digest_reassemble_computed_while_writing(tmp_path):
     assert digest_note_path(out).exists()
     steps.verify(spec, man, tmp_path / "v.json", {}, keep_data=True)
     rec = read_json(tmp_path / "v.json")
-    assert (rec["status"], rec["xxh128_from"], rec["bytes"]) == (
+    # it read nothing, so it reports no rate, and says whose digest it checked
+    assert (rec["status"], rec["digest_from"], rec["bytes"], rec["mb_per_s"]) == (
         "ok",
         "reassemble",
-        src.stat().st_size,
+        0,
+        None,
     )
+    assert rec["bytes_checked"] == src.stat().st_size
     # a rerun of reassemble finds the chunks it set aside
     steps.reassemble(spec, man, tmp_path / "ra.json", {})
     assert out.read_bytes() == src.read_bytes()
@@ -171,7 +174,7 @@ def test_a_file_changed_after_reassembly_is_hashed_again_and_the_chunk_named(tmp
     os.utime(out, ns=(0, 10**9))
     steps.verify(spec, man, tmp_path / "v.json", {}, keep_data=True)
     rec = read_json(tmp_path / "v.json")
-    assert rec["status"] == "corrupt" and rec["xxh128_from"] == "verify"
+    assert rec["status"] == "corrupt" and rec["digest_from"] == "verify"
     assert "f.bin/f.bin.0001" in rec["problems"][0]
     assert "f.bin.0000" not in rec["problems"][0] and "f.bin.0002" not in rec["problems"][0]
 
@@ -187,3 +190,19 @@ def test_a_corrupt_chunk_is_named_when_verify_trusts_reassemble(tmp_path):
     rec = read_json(tmp_path / "v.json")
     assert rec["status"] == "corrupt"
     assert "f.bin/f.bin.0002" in rec["problems"][0] and "0001" not in rec["problems"][0]
+
+
+def test_a_forced_check_after_the_data_is_gone_repeats_its_result_or_refuses(tmp_path):
+    """--forcerun verify after verify removed the download keeps an ok row ok, says so."""
+    spec, man, _ = _download(tmp_path)
+    steps.reassemble(spec, man, tmp_path / "ra.json", {})
+    steps.verify(spec, man, tmp_path / "v.json", {})  # removes the download
+    assert not spec.local_dir.exists()
+    first = read_json(tmp_path / "v.json")
+    (tmp_path / "v.json").unlink()  # Snakemake removes a forced job's output first
+    steps.verify(spec, man, tmp_path / "v.json", {})
+    again = read_json(tmp_path / "v.json")
+    assert again["status"] == "ok" and again["started_utc"] == first["started_utc"]
+    assert "repeated" in again and "--forcerun download" in again["repeated"]
+    with pytest.raises(steps.StepError, match="never ran on it"):
+        steps.verify(spec, man, tmp_path / "other.json", {})

@@ -58,9 +58,9 @@ def test_remote_paths(demo_config):
     ("mutate", "message"),
     [
         (lambda c: c.update(repeat=5), "repeat: unknown key (did you mean 'repeats'?)"),
-        (lambda c: c["dataset"].update(file=5), "dataset.file: unknown key (did you mean 'dataset.files'?)"),
+        (lambda c: c["dataset"].update(file=5), "dataset.file: unknown key (did you mean 'dataset.files'?)"),  # noqa: E501
         (lambda c: c.update(buckets="x"), "buckets: unknown key (did you mean 'bucket'?)"),
-        (lambda c: c["sites"]["tursa"].update(scrach="/x"), "sites.tursa.scrach: unknown key (did you mean 'sites.tursa.scratch'?)"),
+        (lambda c: c["sites"]["tursa"].update(scrach="/x"), "sites.tursa.scrach: unknown key (did you mean 'sites.tursa.scratch'?)"),  # noqa: E501
     ],
 )  # fmt: skip
 def test_misspelt_keys_are_refused_naming_the_nearest_key(demo_config, mutate, message):
@@ -109,12 +109,12 @@ def test_every_schema_key_has_a_description():
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--s3-secret-access-key", "abc"], "rclone.flags[0]: looks like a credential (--s3-secret-access-key)"),
-        (["--s3-access-key-id=AKIA1234"], "rclone.flags[0]: looks like a credential (--s3-access-key-id)"),
+        (["--s3-secret-access-key", "abc"], "rclone.flags[0]: looks like a credential (--s3-secret-access-key)"),  # noqa: E501
+        (["--s3-access-key-id=AKIA1234"], "rclone.flags[0]: looks like a credential (--s3-access-key-id)"),  # noqa: E501
         (["--crypt-password", "x"], "rclone.flags[0]: looks like a credential (--crypt-password)"),
-        (["--bwlimit 16M"], "rclone.flags: '--bwlimit 16M' is one item; write each argument as its own item: ['--bwlimit', '16M']"),
+        (["--bwlimit 16M"], "rclone.flags: '--bwlimit 16M' is one item; write each argument as its own item: ['--bwlimit', '16M']"),  # noqa: E501
         (["--transfers", "64"], "rclone.flags: --transfers is set by cloudbench"),
-        (["--s3-upload-concurrency=8"], "rclone.flags: --s3-upload-concurrency is set by cloudbench"),
+        (["--s3-upload-concurrency=8"], "rclone.flags: --s3-upload-concurrency is set by cloudbench"),  # noqa: E501
     ],
 )  # fmt: skip
 def test_rclone_flags_refused_with_one_line(demo_config, flags, message):
@@ -159,9 +159,7 @@ def test_download_directories_differ_per_site(demo_config, tmp_path):
     for s in demo_config["sites"].values():
         s["scratch"] = str(tmp_path)  # two sites on one scratch path
     c = load_campaign(demo_config)
-    dirs = {
-        transfer_spec(c, m).local_dir for m in c.measurements() if m.direction == "download"
-    }
+    dirs = {transfer_spec(c, m).local_dir for m in c.measurements() if m.direction == "download"}
     assert len(dirs) == len([m for m in c.measurements() if m.direction == "download"])
 
 

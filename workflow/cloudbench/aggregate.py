@@ -112,6 +112,8 @@ def steps_table(results: Path, plan: dict) -> pd.DataFrame:
     for col in STEP_COLUMNS:
         if col not in df:
             df[col] = None
+    for col in ("repeat", "chunk_bytes", "bytes"):  # whole numbers, blank where not applicable
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     return df[STEP_COLUMNS]
 
 

@@ -50,6 +50,13 @@ TRANSFER_PAIRS = 2  # x --pairs: an rclone copy varies by +-20% from run to run 
 SEED = "cloudbench-bench"
 CTX = {"campaign": "bench", "site": "bench"}
 
+
+def _dataset(size: int):
+    from cloudbench.steps import DatasetSpec
+
+    return DatasetSpec(CTX["campaign"], CTX["site"], size, SEED)
+
+
 WRAPPER = r"""#!/bin/bash
 # Written by cloudbench.bench: times `rclone copy` from outside rclone, with bash's own clock.
 if [ "$1" = copy ]; then
@@ -242,7 +249,7 @@ class Bench:
             self.settle()
 
         def ours():
-            steps.generate(ours_out, self.size, SEED, d / "record.json", CTX)
+            steps.generate(_dataset(self.size), d, ours_out.name, d / "record.json")
 
         def dd():
             subprocess.run(
@@ -289,7 +296,13 @@ class Bench:
 
         def ours():
             steps.checksum(
-                self.data, [self.chunk], d / "sum", d / "chunks.json", d / "rec.json", CTX
+                _dataset(self.size),
+                self.data.parent,
+                self.data.name,
+                [self.chunk],
+                d / "sum",
+                d / "chunks.json",
+                d / "rec.json",
             )
             seen["ours"].add(json.loads((d / "chunks.json").read_text())["xxh128"])
 
@@ -322,7 +335,10 @@ class Bench:
 
         self.ensure_data()
         d = self.work / "chunk"
-        ours_dir, split_dir = d / "ours", d / "split"
+        from cloudbench.sizes import size_label
+
+        ours_root, split_dir = d / "ours", d / "split"
+        ours_dir = ours_root / size_label(self.chunk) / self.data.name
 
         def prep_ours():
             shutil.rmtree(ours_dir, ignore_errors=True)
@@ -334,7 +350,14 @@ class Bench:
             self.settle(self.data)
 
         def ours():
-            steps.chunk(self.data, self.chunk, self.width, ours_dir, d / "rec.json", CTX)
+            steps.chunk(
+                _dataset(self.size),
+                self.data.parent,
+                self.data.name,
+                self.chunk,
+                ours_root,
+                d / "rec.json",
+            )
 
         def base():
             subprocess.run(
@@ -370,6 +393,7 @@ class Bench:
             file_bytes=size,
             chunk_width=self.width,
             scratch=str(scratch),
+            seed=SEED,
         )
 
     def manifest_for(self, spec, data: Path, out: Path) -> str:
@@ -414,7 +438,7 @@ class Bench:
             rec = read_json(d / "verify.json")
             if rec["status"] != "ok":
                 raise SystemExit(f"reassemble+verify: {rec['problems']}")
-            return {"xxh128_from": rec.get("xxh128_from")}
+            return {"digest_from": rec.get("digest_from")}
 
         def base():
             parts = sorted(str(p) for p in chunk_dir.iterdir())
@@ -427,7 +451,7 @@ class Bench:
                 raise SystemExit("reassemble: cat + xxh128sum disagrees with the manifest")
 
         runs = self.pairs_of("reassemble", [("ours", prep, ours), ("cat+xxh128sum", prep, base)])
-        source = runs["ours"][-1].extra.get("xxh128_from")
+        source = runs["ours"][-1].extra.get("digest_from")
         shutil.rmtree(d, ignore_errors=True)
         self.speed_row(
             "reassemble+verify",
@@ -471,6 +495,7 @@ class Bench:
             file_bytes=self.size,
             chunk_width=0,
             scratch=str(d / "site"),
+            seed=SEED,
         )
         real = rc.find_rclone()
         wrapper = d / "rclone-timer"
@@ -737,16 +762,27 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
         return
     if step == "generate":
         out = Path(kw["out"])
-        steps.generate(out, kw["size"], SEED, out.with_name("generate.json"), CTX)
+        steps.generate(_dataset(kw["size"]), out.parent, out.name, out.with_name("generate.json"))
     elif step == "checksum":
-        out = Path(kw["out"])
+        out, data = Path(kw["out"]), Path(kw["data"])
         steps.checksum(
-            Path(kw["data"]), [kw["chunk"]], out / "sum", out / "chunks.json", out / "rec.json", CTX
+            _dataset(data.stat().st_size),
+            data.parent,
+            data.name,
+            [kw["chunk"]],
+            out / "sum",
+            out / "chunks.json",
+            out / "rec.json",
         )
     elif step == "chunk":
-        out = Path(kw["outdir"])
+        out, data = Path(kw["outdir"]), Path(kw["data"])
         steps.chunk(
-            Path(kw["data"]), kw["chunk"], kw["width"], out, out.with_name("chunk.json"), CTX
+            _dataset(data.stat().st_size),
+            data.parent,
+            data.name,
+            kw["chunk"],
+            out,
+            out.with_name("chunk.json"),
         )
     elif step in ("reassemble", "verify"):
         spec = TransferSpec.from_json(kw["spec"])

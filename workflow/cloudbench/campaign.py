@@ -16,7 +16,7 @@ from typing import Any
 from cloudbench import chunking
 from cloudbench import rclone as rc
 from cloudbench.schema import SchemaError, validate
-from cloudbench.secrets import credential_in_remote, credential_in_value, credential_flag
+from cloudbench.secrets import credential_flag, credential_in_remote, credential_in_value
 from cloudbench.sizes import SizeError, parse_size, size_label
 
 STRATEGIES = ("plain", "chunked", "multithread")
@@ -308,7 +308,9 @@ def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
 def _no_credentials(cfg: Mapping[str, Any]) -> None:
     """A campaign file is shared, published and put in reports: it must hold no secret."""
     for key, text in _strings(cfg, ""):
-        found = credential_in_value(text) or (credential_flag(text) if text.startswith("-") else None)
+        found = credential_in_value(text) or (
+            credential_flag(text) if text.startswith("-") else None
+        )
         if found:
             raise ConfigError(
                 f"{key}: looks like a credential ({found}); credentials belong in rclone's "

@@ -201,13 +201,18 @@ def backend_type(binary: str, remote: str) -> str:
     return "unknown"
 
 
-def abort_multipart_command(binary: str, prefix: str, flags: Sequence[str] = ()) -> list[str]:
-    """Abort every unfinished multipart upload under ``prefix``, whatever its age.
+def abort_multipart(binary: str, prefix: str, flags: Sequence[str] = ()) -> str | None:
+    """Abort every unfinished multipart upload under ``prefix``, whatever its age; the
+    error (rclone's last line) if that failed, None if done or there was nothing to abort.
 
     A transfer killed hard (SIGKILL, walltime, a lost node) leaves its multipart uploads on
-    the store: invisible in listings, billed by providers.
+    the store: invisible in listings, billed by providers. Some S3 servers answer an empty
+    multipart listing with 404 NoSuchUpload: nothing to abort, not an error.
     """
-    return [binary, "backend", "cleanup", prefix, "-o", "max-age=0", *flags]
+    res = run_helper([binary, "backend", "cleanup", prefix, "-o", "max-age=0", *flags])
+    if res.returncode == 0 or "NoSuchUpload" in res.stderr:
+        return None
+    return (res.stderr.strip().splitlines() or ["rclone failed"])[-1][-300:]
 
 
 def copy_command(

@@ -96,8 +96,11 @@ def credential_in_value(text: str, environ: Mapping[str, str] | None = None) -> 
         return f"{found}=..."
     env = os.environ if environ is None else environ
     for name, value in env.items():
-        if value and len(value) >= MIN_SECRET_LEN and value in text and value in secret_values(
-            {name: value}
+        if (
+            value
+            and len(value) >= MIN_SECRET_LEN
+            and value in text
+            and value in secret_values({name: value})
         ):
             return f"the value of ${name}"
     return None

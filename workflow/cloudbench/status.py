@@ -45,9 +45,9 @@ def cleanup(spec: dict[str, Any]) -> None:
         if not ok:
             raise RuntimeError(redact(res.stderr.strip()[-300:], secret_values()))
         if rc.backend_type(binary, remote["url"]) in rc.MULTIPART_BACKENDS:
-            res = rc.run_helper(rc.abort_multipart_command(binary, remote["campaign"], flags))
-            if res.returncode != 0:
-                raise RuntimeError(redact(res.stderr.strip()[-300:], secret_values()))
+            err = rc.abort_multipart(binary, remote["campaign"], flags)
+            if err:
+                raise RuntimeError(redact(err, secret_values()))
             print(f"aborted unfinished multipart uploads under {remote['campaign']}")
     for path in spec["scratch"]:
         if Path(path).exists():

@@ -223,11 +223,11 @@ def clear_copy(binary: str, spec: TransferSpec, prefix: str) -> None:
     them)."""
     purge(binary, prefix, spec.flags)
     if rc.backend_type(binary, spec.remote_url) in rc.MULTIPART_BACKENDS:
-        res = rc.run_helper(rc.abort_multipart_command(binary, prefix, spec.flags))
-        if res.returncode != 0:
+        err = rc.abort_multipart(binary, prefix, spec.flags)
+        if err:
             raise StepError(
                 f"cannot abort unfinished multipart uploads under {prefix}: "
-                + redact(res.stderr.strip()[-300:], secret_values())
+                + redact(err, secret_values())
             )
 
 

@@ -1,0 +1,130 @@
+"""The rules behind the numbers, tested directly: reruns, concurrency, regenerated data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cloudbench import rclone as rc
+from cloudbench import steps
+from cloudbench.aggregate import expected_steps
+from cloudbench.checksums import hash_stream
+from cloudbench.jobenv import retry_token
+from cloudbench.records import write_json
+from cloudbench.transfer import keep_attempt
+
+
+def _attempt(record, status, when):
+    keep_attempt(record, {"status": status, "started_utc": when})
+
+
+def test_retry_token_changes_once_per_failure_and_never_after_a_success(tmp_path):
+    record = tmp_path / "r1.json"
+    assert retry_token(str(record)) == ""  # never measured
+    _attempt(record, "failed", "2026-01-01T00:00:00Z")
+    after_failure = retry_token(str(record))
+    assert after_failure == "failed:1"  # differs from what the failed run stored: remeasure
+    _attempt(record, "ok", "2026-01-01T01:00:00Z")
+    assert retry_token(str(record)) == after_failure  # success: stable, nothing remeasured
+    assert retry_token(str(record)) == after_failure  # ... on every later run
+    _attempt(record, "failed", "2026-01-01T02:00:00Z")
+    assert retry_token(str(record)) == "failed:2"
+
+
+@pytest.mark.parametrize(
+    ("strategy", "objects", "object_bytes", "backend", "direction", "expect"),
+    [
+        # plain: min(files, T) objects in flight, one stream each, S3 parts pinned to 1
+        ("plain", 2, 2**30, "s3", "upload", (32, 2, 1, 2, 1)),
+        ("chunked", 600, 64 * 2**20, "s3", "upload", (32, 32, 1, 32, 1)),
+        # multithread: one object, T streams, parts limit the streams
+        ("multithread", 10, 2**30, "s3", "upload", (1, 1, 16, 16, 32)),
+        ("multithread", 10, 2**30, "s3", "download", (1, 1, 16, 16, None)),
+        ("multithread", 10, 2**30, "local", "upload", (1, 1, 16, 16, None)),
+    ],
+)
+def test_connections_are_counted_from_what_rclone_does(
+    strategy, objects, object_bytes, backend, direction, expect
+):
+    conc = rc.concurrency(
+        strategy, 32, objects=objects, object_bytes=object_bytes, cutoff=256 * 2**20,
+        part_bytes=64 * 2**20, backend=backend, direction=direction,
+    )  # fmt: skip
+    got = (
+        conc.transfers,
+        conc.objects_in_flight,
+        conc.streams_per_object,
+        conc.connections,
+        conc.backend_concurrency,
+    )
+    assert got == expect
+
+
+def test_s3_uploads_pin_part_concurrency_and_respect_the_5mib_minimum():
+    conc = rc.concurrency(
+        "plain", 4, objects=4, object_bytes=2**30, cutoff=2**30, part_bytes=2**20,
+        backend="s3", direction="upload",
+    )  # fmt: skip
+    assert conc.flags() == ["--s3-upload-concurrency", "1", "--s3-chunk-size", str(5 * 2**20)]
+
+
+@pytest.mark.parametrize(
+    ("remote", "expected"),
+    [("/data/remote", "local"), ("scratch/x", "local"), (":s3,provider=Ceph:b", "s3")],
+)
+def test_backend_type_without_asking_rclone(remote, expected):
+    assert rc.backend_type("/nonexistent/rclone", remote) == expected
+
+
+@pytest.mark.parametrize(
+    ("flag", "secret"),
+    [("--s3-secret-access-key", True), ("--b2-key=x", True), ("--drive-token", True),
+     ("--sftp-pass", True), ("--bwlimit", False), ("--s3-no-check-bucket", False),
+     ("--checksum", False), ("--header=Authorization: Bearer x", True)],
+)  # fmt: skip
+def test_credential_flags(flag, secret):
+    from cloudbench.secrets import credential_flag
+
+    assert (credential_flag(flag) is not None) == secret
+
+
+def test_regenerated_data_is_identical_and_checked_against_its_checksum(tmp_path):
+    ds = steps.DatasetSpec("c", "s", 3 * 2**20 + 7, "seed")
+    assert steps.ensure_file(ds, tmp_path, "f.bin") is True
+    digest, _, _ = hash_stream([tmp_path / "f.bin"])
+    assert steps.ensure_file(ds, tmp_path, "f.bin", digest) is False  # present: kept
+    (tmp_path / "f.bin").unlink()
+    assert steps.ensure_file(ds, tmp_path, "f.bin", digest) is True  # same bytes again
+    (tmp_path / "f.bin").unlink()
+    with pytest.raises(steps.StepError, match="regenerated file has XXH128"):
+        steps.ensure_file(ds, tmp_path, "f.bin", "0" * 32)
+    assert not (tmp_path / "f.bin").exists()  # a wrong file is never left to be uploaded
+    assert steps.ensure_chunks(ds, tmp_path, tmp_path / "chunks", "f.bin", 2**20, digest)
+    parts = sorted((tmp_path / "chunks/1MiB/f.bin").iterdir())
+    assert [p.name for p in parts] == [f"f.bin.{i:04d}" for i in range(4)]
+    assert not steps.ensure_chunks(ds, tmp_path, tmp_path / "chunks", "f.bin", 2**20, digest)
+
+
+def test_steps_table_holds_only_this_campaigns_steps(tmp_path):
+    from cloudbench.aggregate import steps_table
+
+    plan = {
+        "upload_site": "a",
+        "files": ["f1"],
+        "chunks": ["4MiB"],
+        "measurements": [
+            {"site": "b", "direction": "download", "remote": "m", "layout": "chunked-4MiB",
+             "repeat": 1},
+        ],
+    }  # fmt: skip
+    for p in expected_steps(tmp_path, plan):
+        write_json(p, {"step": p.parent.name, "seconds": 1.0, "bytes": 5})
+    stale = tmp_path / "sites/a/steps/chunk/2MiB/f1.json"  # a chunk size since removed
+    write_json(stale, {"step": "chunk", "seconds": 9.0})
+    old_repeat = tmp_path / "sites/b/verify/m/chunked-4MiB/r2.json"
+    write_json(old_repeat, {"step": "verify", "seconds": 9.0})
+    table = steps_table(tmp_path, plan)
+    assert len(table) == len(expected_steps(tmp_path, plan)) == 5
+    assert 9.0 not in set(table["seconds"])
+    assert json.loads(stale.read_text())  # kept on disk, only left out of the table

@@ -1,0 +1,202 @@
+"""A user's own campaign against a real S3 endpoint, run, broken, rerun, and run again.
+
+The campaign file shares nothing with config/config.yaml (another site name, no ``rclone:``
+key, no prices, no locations) and its credentials live only in the environment. The test
+then does what users do: the server dies mid-campaign, a rerun completes it, two more runs
+must measure nothing, ``--forcerun verify`` must keep good rows good, and ``cleanup`` (as
+the README writes it) must leave no data and no unfinished multipart upload on the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.infra.s3 import serve_s3
+from tests.infra.workflow import BIN, ROOT, snakemake, write_config
+
+pytestmark = pytest.mark.slow
+CAMPAIGN = {
+    "campaign": "trust",
+    "remote": "mystore:",
+    "bucket": "bench",
+    "dataset": {"name": "gauge", "files": 2, "size": "6MiB", "chunk_sizes": ["2MiB"]},
+    "strategies": ["plain", "chunked"],
+    "sites": {"edi": {"upload": True, "download": True, "scratch": "scratch/edi"}},
+}
+# rclone reads flags from RCLONE_* variables: a dead server fails fast, without a
+# campaign-file key (the campaign under test has none).
+FAST_FAIL = {"RCLONE_RETRIES": "1", "RCLONE_LOW_LEVEL_RETRIES": "1", "RCLONE_CONTIMEOUT": "2s"}
+RESULTS = Path("results/trust")
+
+
+def _rows(workdir: Path) -> pd.DataFrame:
+    return pd.read_csv(workdir / RESULTS / "transfers.tsv", sep="\t")
+
+
+def _rclone(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "rclone"), *args], env={**os.environ, **env}, capture_output=True, text=True
+    )
+
+
+def _multipart_uploads(env: dict) -> list[dict]:
+    """The store's own listing of unfinished multipart uploads in the bucket."""
+    res = _rclone(env, "backend", "list-multipart-uploads", "mystore:bench")
+    if res.returncode != 0:
+        assert "NoSuchUpload" in res.stderr or "404" in res.stderr, res.stderr
+        return []
+    return json.loads(res.stdout).get("bench") or []
+
+
+def _start_killed_multipart(env: dict, workdir: Path, dst: str) -> None:
+    """An upload SIGKILLed mid-way (as walltime or a lost node would): its parts stay."""
+    big = workdir / "stray.bin"
+    big.write_bytes(os.urandom(24 * 2**20))
+    proc = subprocess.Popen(
+        [str(BIN / "rclone"), "copy", str(big), dst, "--multi-thread-streams", "2",
+         "--multi-thread-cutoff", "1M", "--s3-chunk-size", "5M", "--bwlimit", "4M"],
+        env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not _multipart_uploads(env) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert _multipart_uploads(env), "the killed upload should have left a multipart upload"
+
+
+def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
+    cfg = write_config(tmp_path, CAMPAIGN)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        env = {**s3.client_env("MYSTORE"), **FAST_FAIL}
+        assert _rclone(env, "mkdir", "mystore:bench").returncode == 0
+
+        # Run 1: the server dies once the first chunked upload is recorded.
+        proc = subprocess.Popen(
+            [str(BIN / "snakemake"), "--snakefile", str(ROOT / "workflow/Snakefile"),
+             "--directory", str(tmp_path), "--profile", str(ROOT / "profiles/local"),
+             "--configfile", str(cfg)],
+            cwd=tmp_path, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        first = tmp_path / RESULTS / "sites/edi/transfers/upload/main/chunked-2MiB/r1.json"
+        deadline = time.monotonic() + 300
+        while not first.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        s3.kill()
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode != 0, out[-2000:]
+        failed_before = [
+            json.loads(p.read_text())
+            for p in (tmp_path / RESULTS / "sites/edi/transfers").rglob("r*.json")
+            if json.loads(p.read_text())["status"] == "failed"
+        ]
+        assert failed_before, "killing the server should have failed some measurement"
+
+        # Run 2 completes the campaign.
+        s3.start()
+        run2 = snakemake(tmp_path, cfg, env=env)
+        assert run2.returncode == 0, run2.stdout[-3000:] + run2.stderr[-3000:]
+        rows = _rows(tmp_path)
+        assert len(rows) == 2 * 2 * 3  # up + down, plain + chunked, 3 repeats (the default)
+        assert set(rows["status"]) == {"ok"}
+        assert _multipart_uploads(env) == []
+
+        # The campaign file is the whole campaign: no demo site, no demo bandwidth cap, no
+        # demo prices or places.
+        assert set(rows["site"]) == {"edi"}
+        logs = list((tmp_path / RESULTS / "sites/edi/rclone").rglob("*.jsonl"))
+        assert len(logs) == 12
+        assert not any("bandwidth limiter" in p.read_text().lower() for p in logs)
+        plan = run2.stderr + run2.stdout
+        assert "--bwlimit" not in plan
+        assert "tursa" not in (tmp_path / RESULTS / "transfers.tsv").read_text()
+        assert "NoSuchUpload" not in plan
+
+        # Every column is what its name says, checked against the raw rclone log.
+        row = rows[(rows["direction"] == "upload") & (rows["layout"] == "chunked-2MiB")].iloc[0]
+        assert row["bytes_requested"] == 2 * 6 * 2**20
+        assert row["objects"] == 6 and row["transfers"] == row["objects_in_flight"]
+        assert row["streams_per_object"] == 1 and row["backend"] == "s3"
+        assert row["backend_concurrency"] == 1
+        assert row["connections"] == row["objects_in_flight"]
+        assert row["mb_per_s"] == pytest.approx(
+            row["bytes_requested"] / row["seconds"] / 1e6, rel=1e-3
+        )
+        log = tmp_path / RESULTS / "sites/edi/rclone/upload/main/chunked-2MiB" / "r1.jsonl"
+        finals = [json.loads(x)["stats"] for x in log.read_text().splitlines() if '"stats"' in x]
+        assert row["bytes_moved"] == finals[-1]["bytes"]
+
+        # Runs 3 and 4: nothing is measured again (identical start times, nothing to do).
+        before = _rows(tmp_path)[["direction", "layout", "repeat", "started_utc"]]
+        for _ in range(2):
+            again = snakemake(tmp_path, cfg, env=env)
+            assert again.returncode == 0, again.stderr[-3000:]
+            assert "Nothing to be done" in again.stdout + again.stderr
+        after = _rows(tmp_path)[["direction", "layout", "repeat", "started_utc"]]
+        pd.testing.assert_frame_equal(before, after)
+
+        # --forcerun verify (the README's example) keeps ok rows ok, and says it repeated.
+        forced = snakemake(tmp_path, cfg, "--forcerun", "verify", env=env)
+        assert forced.returncode == 0, forced.stderr[-3000:]
+        assert set(_rows(tmp_path)["status"]) == {"ok"}
+        ver = tmp_path / RESULTS / "sites/edi/verify/main/plain/r1.json"
+        assert "repeated" in json.loads(ver.read_text())
+
+        # A hard-killed upload left parts under one copy's place: the next upload of that
+        # copy (here asked for by name) aborts them before it measures.
+        _start_killed_multipart(env, tmp_path, "mystore:bench/trust/data/plain/r3/objects")
+        one = str(RESULTS / "sites/edi/transfers/upload/main/plain/r3.json")
+        redo = snakemake(tmp_path, cfg, "--forcerun", one, env=env)
+        assert redo.returncode == 0, redo.stderr[-3000:]
+        assert _multipart_uploads(env) == []
+        changed = _rows(tmp_path).merge(before, on=["direction", "layout", "repeat"])
+        moved = changed[changed["started_utc_x"] != changed["started_utc_y"]]
+        assert set(zip(moved["direction"], moved["layout"], moved["repeat"], strict=True)) == {
+            ("upload", "plain", 3),
+            ("download", "plain", 3),  # it reads the copy just measured again
+        }
+
+        # cleanup as the README writes it: no data, no unfinished multipart upload left.
+        _start_killed_multipart(env, tmp_path, "mystore:bench/trust/data/plain/r1/objects")
+        readme = (ROOT / "README.md").read_text()
+        assert "snakemake cleanup --configfile" in readme
+        clean = snakemake(tmp_path, cfg, "cleanup", env=env)
+        assert clean.returncode == 0, clean.stderr[-3000:]
+        assert _multipart_uploads(env) == []
+        listing = _rclone(env, "lsf", "-R", "mystore:bench/trust/data")
+        assert listing.stdout.strip() == ""
+        assert (tmp_path / RESULTS / "transfers.tsv").exists()  # results are kept
+
+
+def test_campaign_file_with_a_misspelt_key_stops_before_any_job(tmp_path):
+    cfg = write_config(tmp_path, {**CAMPAIGN, "repeat": 5})
+    run = snakemake(tmp_path, cfg)
+    assert run.returncode != 0
+    assert "config error: repeat: unknown key (did you mean 'repeats'?)" in run.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "scratch").exists()
+
+
+def test_defaults_of_the_schema_are_what_runs(tmp_path):
+    """The dry run plans the schema's default repeats for a campaign that sets none."""
+    cfg = write_config(tmp_path, CAMPAIGN)
+    run = snakemake(tmp_path, cfg, "-n")
+    assert run.returncode == 0, run.stderr[-2000:]
+    counts = dict(
+        line.split()[:2]
+        for line in run.stdout.splitlines()
+        if line.split()[:1] in (["upload"], ["download"])
+    )
+    repeats = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())[
+        "properties"
+    ]["repeats"]["default"]
+    assert counts == {"upload": str(2 * repeats), "download": str(2 * repeats)}
