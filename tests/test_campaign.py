@@ -167,3 +167,11 @@ def test_scratch_estimate_counts_chunks_kept_until_verify(demo_config):
     c = load_campaign(demo_config)
     down_only = c.site_named("tesseract")
     assert c.scratch_needed(down_only) == 3 * c.dataset_bytes  # downloading + chunks + files
+
+
+def test_config_readme_is_the_schema():
+    """config/README.md is generated from the schema, so keys and defaults live in one place."""
+    from cloudbench.schema import config_doc
+    from tests.conftest import ROOT
+
+    assert (ROOT / "config" / "README.md").read_text() == config_doc()

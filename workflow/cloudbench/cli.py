@@ -268,6 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["config-doc"]:
+        from cloudbench.schema import config_doc
+
+        sys.stdout.write(config_doc())
+        return 0
     if argv[:1] == ["launch"]:
         from cloudbench.launch import main as launch_main
 

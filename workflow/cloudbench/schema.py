@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
+import sys
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -92,14 +94,69 @@ def validate(config: Mapping[str, Any]) -> dict[str, Any]:
     return filled
 
 
+def stop(message: str) -> NoReturn:
+    """End the run with one line a user can act on, before any job: no traceback frames
+    (the mistake is in the campaign file or the environment, not in the workflow)."""
+    print(f"cloudbench: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
 def validate_config(config: dict[str, Any]) -> None:
     """The Snakefile's check: fill ``config`` with the schema's defaults in place, or stop
     the run with one line naming the key (before any job or any data)."""
     try:
         filled = validate(config)
     except SchemaError as err:
-        from snakemake.exceptions import WorkflowError
-
-        raise WorkflowError(f"config error: {err}") from None
+        stop(f"config error: {err}")
     config.clear()
     config.update(filled)
+
+
+def _rows(node: Mapping[str, Any], where: str, required: set[str]) -> Iterator[str]:
+    for key, sub in node.get("properties", {}).items():
+        name = f"{where}{key}"
+        kinds = sub.get("type", "")
+        kind = " or ".join(kinds) if isinstance(kinds, list) else kinds
+        if "default" in sub:
+            default = f"`{json_text(sub['default'])}`"
+        else:
+            default = "required" if key in required else "optional"
+        text = " ".join(str(sub.get("description", "")).split()).replace("|", "\\|")
+        yield f"| `{name}` | {kind} | {default} | {text} |"
+        yield from _rows(sub, f"{name}.", set(sub.get("required", [])))
+        extra = sub.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            yield from _rows(extra, f"{name}.<name>.", set(extra.get("required", [])))
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+CONFIG_DOC_HEAD = """# The campaign file
+
+A campaign file is the whole campaign: `snakemake --configfile my-campaign.yaml` runs exactly
+what it says, with the defaults below for what it leaves out, and nothing from
+`config/config.yaml` (the demo, used only when no campaign file is given). A key that is not
+listed here is refused, naming the nearest valid key. `--config key=value` applies on top
+(site profiles set `site` and `required_env` that way).
+
+`config/config.yaml` is the demo campaign; copy it to start your own. Sizes are exact: `3.8GiB`
+= 3.8 x 2^30 bytes, `100MB` = 10^8 bytes, or whole bytes; a bare `M` or `G` is refused
+(rclone reads it as MiB, others as MB). Credentials never go here: rclone reads them from its
+own config file or `RCLONE_CONFIG_<REMOTE>_*` variables, and a campaign file holding one is
+refused.
+
+This table is generated from `workflow/schemas/config.schema.yaml`
+(`python -m cloudbench config-doc > config/README.md`); a test keeps them equal.
+
+| key | type | default | meaning |
+| --- | --- | --- | --- |
+"""
+
+
+def config_doc() -> str:
+    """config/README.md: every key of the campaign file, from the schema (one place)."""
+    schema = load_schema()
+    rows = _rows(schema, "", set(schema.get("required", [])))
+    return CONFIG_DOC_HEAD + "\n".join(rows) + "\n"

@@ -11,12 +11,12 @@ rule reassemble:
         transfer_job_log("reassemble"),
     wildcard_constraints:
         layout=r"chunked-[0-9]+(KiB|MiB|GiB|TiB|B)",
+    priority: 10  # before the next download: frees scratch sooner
     conda:
         "../../envs/cloudbench.yaml"
     threads: 1
     resources:
         mem_mb=512,
-    priority: 10  # before the next download: frees scratch sooner
     params:
         spec=spec_json("download"),
     shell:
@@ -31,12 +31,12 @@ rule verify:
         copy_pattern(paths.verify_record),
     log:
         transfer_job_log("verify"),
+    priority: 10  # before the next download: frees scratch sooner
     conda:
         "../../envs/cloudbench.yaml"
     threads: 1
     resources:
         mem_mb=512,
-    priority: 10  # before the next download: frees scratch sooner
     params:
         spec=spec_json("download"),
     shell:

@@ -8,17 +8,18 @@ from snakemake.settings.types import DeploymentMethod
 
 from cloudbench import jobenv, paths
 from cloudbench.campaign import ConfigError, Layout, Measurement, load_campaign
+from cloudbench.schema import stop
 from cloudbench.sizes import parse_size
 from cloudbench.spec import transfer_spec
 
 try:
     CAMPAIGN = load_campaign(config)
 except ConfigError as err:
-    raise WorkflowError(f"config error: {err}") from None
+    stop(f"config error: {err}")
 # Checked where jobs are submitted; batch jobs themselves do not see the variables.
 MISSING_ENV = jobenv.missing_variables(config.get("required_env"))
-if MISSING_ENV and workflow.is_main_process:
-    raise WorkflowError(
+if MISSING_ENV and workflow.is_main_process and not workflow.dryrun:
+    stop(
         f"this profile needs {', '.join(MISSING_ENV)} set in the environment "
         f"(e.g. export {MISSING_ENV[0]}=...): scheduler account/partition/queue never live in files"
     )
