@@ -24,9 +24,12 @@ def _check_campaign(workdir, config):
     got = {(r.site, r.direction, r.layout, r.repeat) for r in df.itertuples()}
     assert got == {(m.site, m.direction, m.layout.label, m.repeat) for m in expected}
     total = campaign.dataset_bytes
-    assert (df["bytes"] == total).all()
+    assert (df["bytes_requested"] == total).all()
     # the reported rate is the bytes over the wall-clock seconds, to rounding
-    assert ((df["mb_per_s"] - df["bytes"] / df["seconds"] / 1e6).abs() < 0.01).all()
+    assert ((df["mb_per_s"] - df["bytes_requested"] / df["seconds"] / 1e6).abs() < 0.01).all()
+    # connections are counted from what ran: never more than the job's threads
+    assert (df["connections"] == df["objects_in_flight"] * df["streams_per_object"]).all()
+    assert (df["connections"] <= df["node_cores"]).all()
     for r in df.itertuples():  # every row traces to a raw rclone JSON log with the same bytes
         log = (
             results
@@ -43,7 +46,7 @@ def _check_campaign(workdir, config):
             for line in log.read_text().splitlines()
             if line.startswith("{") and '"stats"' in line
         ]
-        assert stats and stats[-1]["stats"]["bytes"] == total
+        assert stats and stats[-1]["stats"]["bytes"] == total == r.bytes_moved
     series = pd.read_csv(results / "timeseries.tsv", sep="\t")
     assert set(series["layout"]) == set(df["layout"])
     steps = pd.read_csv(results / "steps.tsv", sep="\t")
@@ -68,6 +71,9 @@ def test_demo_campaign_end_to_end(demo_report):
     # a second run measures nothing again
     again = snakemake(workdir, workdir / "campaign.yaml", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+    # the demo's own cap is in force here (and only here: tests/test_real_campaign.py)
+    log = workdir / "results/demo/sites/tursa/rclone/upload/main/plain/r1.jsonl"
+    assert "bandwidth limiter" in log.read_text().lower()
 
 
 def test_campaign_against_real_s3(tmp_path, demo_config):

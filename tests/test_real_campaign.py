@@ -77,7 +77,7 @@ def _start_killed_multipart(env: dict, workdir: Path, dst: str) -> None:
 def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
     cfg = write_config(tmp_path, CAMPAIGN)
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
-        env = {**s3.client_env("MYSTORE"), **FAST_FAIL}
+        env = s3.client_env("MYSTORE")
         assert _rclone(env, "mkdir", "mystore:bench").returncode == 0
 
         # Run 1: the server dies once the first chunked upload is recorded.
@@ -85,7 +85,8 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
             [str(BIN / "snakemake"), "--snakefile", str(ROOT / "workflow/Snakefile"),
              "--directory", str(tmp_path), "--profile", str(ROOT / "profiles/local"),
              "--configfile", str(cfg)],
-            cwd=tmp_path, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env},
+            cwd=tmp_path,
+            env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env, **FAST_FAIL},
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         first = tmp_path / RESULTS / "sites/edi/transfers/upload/main/chunked-2MiB/r1.json"

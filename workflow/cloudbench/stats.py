@@ -58,7 +58,7 @@ SUMMARY_COLUMNS = [
     "site", "remote", "direction", "strategy", "layout", "n", "mean", "p10", "p50", "p90",
     "sustained_median", "sustained_ci_low", "sustained_ci_high", "sustained_from_whole",
     "speedup_vs_plain", "speedup_ci_low", "speedup_ci_high", "failed", "corrupt",
-    "unverified", "retries", "low_level_retries", "outliers",
+    "unverified", "retries", "outliers",
 ]  # fmt: skip
 
 Stat = Callable[..., np.ndarray]
@@ -366,8 +366,6 @@ def summarise(
             "corrupt": int((g["status"] == "corrupt").sum()),
             "unverified": int((g["status"] == "unverified").sum()),
             "retries": int(pd.to_numeric(g["retries"], errors="coerce").fillna(0).sum()),
-            "low_level_retries": int(
-                pd.to_numeric(g["low_level_retries"], errors="coerce").fillna(0).sum()),
             "outliers": int(g["outlier"].sum()),
         })  # fmt: skip
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -465,7 +463,7 @@ def time_budget(steps: pd.DataFrame, transfers: pd.DataFrame) -> pd.DataFrame:
     wide = wide.reindex(columns=[*STEP_ORDER, *extra], fill_value=0.0)
     wide["total_s"] = wide.sum(axis=1)
     ok = ok_rates(transfers) if not transfers.empty else transfers
-    okb = ok.groupby("site")["bytes"].sum() if not ok.empty else pd.Series(dtype=float)
+    okb = ok.groupby("site")["bytes_requested"].sum() if not ok.empty else pd.Series(dtype=float)
     oks = ok.groupby("site")["seconds"].sum() if not ok.empty else pd.Series(dtype=float)
     wide["ok_bytes"] = okb.reindex(wide.index).fillna(0).astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -512,8 +510,9 @@ def campaign_cost(transfers: pd.DataFrame, prices: Mapping[str, Prices | None]) 
     names = list(dict.fromkeys([*prices.keys(), *transfers.get("remote", pd.Series()).unique()]))
     for remote in names:
         t = transfers[transfers["remote"] == remote] if not transfers.empty else transfers
-        down = float(t.loc[t["direction"] == "download", "bytes"].sum()) if not t.empty else 0.0
-        up = float(t.loc[t["direction"] == "upload", "bytes"].sum()) if not t.empty else 0.0
+        moved = pd.to_numeric(t["bytes_moved"], errors="coerce").fillna(0) if not t.empty else t
+        down = float(moved[t["direction"] == "download"].sum()) if not t.empty else 0.0
+        up = float(moved[t["direction"] == "upload"].sum()) if not t.empty else 0.0
         p = prices.get(remote)
         row = {
             "remote": remote,

@@ -217,18 +217,16 @@ def object_names(manifest: dict[str, Any]) -> list[str]:
     ]
 
 
-def clear_copy(binary: str, spec: TransferSpec, prefix: str) -> None:
+def clear_copy(binary: str, spec: TransferSpec, prefix: str) -> str | None:
     """Empty a copy's place before it is measured again: objects and unfinished multipart
     uploads an interrupted attempt left behind (those are billed though no listing shows
-    them)."""
+    them). Returns why the multipart uploads could not be aborted, if so: the measurement
+    still runs (a dead store fails it, and says so); ``cleanup`` aborts them later."""
     purge(binary, prefix, spec.flags)
-    if rc.backend_type(binary, spec.remote_url) in rc.MULTIPART_BACKENDS:
-        err = rc.abort_multipart(binary, prefix, spec.flags)
-        if err:
-            raise StepError(
-                f"cannot abort unfinished multipart uploads under {prefix}: "
-                + redact(err, secret_values())
-            )
+    if rc.backend_type(binary, spec.remote_url) not in rc.MULTIPART_BACKENDS:
+        return None
+    err = rc.abort_multipart(binary, prefix, spec.flags)
+    return redact(err, secret_values()) if err else None
 
 
 def upload(
@@ -262,7 +260,7 @@ def upload(
         if made:
             regenerated.append(name)
     dst = spec.data_prefix
-    clear_copy(binary, spec, dst)
+    abort_error = clear_copy(binary, spec, dst)
     src = chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
     man = copy_manifest(spec, hashes)
     objects = object_names(man)
@@ -281,6 +279,7 @@ def upload(
             series_path=series,
         )
         rec["regenerated"] = regenerated
+        rec["multipart_abort_error"] = abort_error
         if rec["status"] == "ok":
             man["uploaded_by"] = {
                 "site": spec.site,
