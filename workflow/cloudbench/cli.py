@@ -184,6 +184,40 @@ def cmd_cleanup(a):
     status.cleanup(json.loads(a.spec))
 
 
+def cmd_watch(argv: list[str]) -> int:
+    """``cloudbench watch``: live progress of this site's running transfers."""
+    import yaml
+
+    from cloudbench.campaign import load_campaign
+    from cloudbench.progress import watch
+
+    p = argparse.ArgumentParser(prog="cloudbench watch", description=cmd_watch.__doc__)
+    p.add_argument("--configfile", default="config/config.yaml", help="the campaign file")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between updates")
+    p.add_argument("--plain", action="store_true", help="plain lines, even on a terminal")
+    p.add_argument("--remote", action="store_true", help="also list sites published")
+    p.add_argument("--exit-when-idle", type=float, help="stop after this many idle seconds")
+    a = p.parse_args(argv)
+    try:
+        with open(a.configfile) as fh:
+            campaign = load_campaign(yaml.safe_load(fh))
+    except (OSError, ConfigError) as err:
+        print(f"cloudbench watch: {a.configfile}: {err}", file=sys.stderr)
+        return 2
+    remote = (campaign.rendezvous_prefixes, campaign.rclone_flags) if a.remote else None
+    try:
+        watch(
+            Path("results") / campaign.name,
+            interval=a.interval,
+            plain=True if a.plain else None,
+            idle_exit=a.exit_when_idle,
+            remote=remote,
+        )
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cloudbench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -273,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stdout.write(config_doc())
         return 0
+    if argv[:1] == ["watch"]:
+        return cmd_watch(argv[1:])
     if argv[:1] == ["launch"]:
         from cloudbench.launch import main as launch_main
 

@@ -128,7 +128,7 @@ class RcloneLog:
     unparsed_lines: int = 0
 
 
-def _sample(record: Mapping[str, Any], stats: Mapping[str, Any]) -> StatsSample:
+def stats_sample(record: Mapping[str, Any], stats: Mapping[str, Any]) -> StatsSample:
     """Build a StatsSample; missing counters read as 0 (older rclones lack a few keys)."""
     return StatsSample(
         elapsed=float(stats.get("elapsedTime") or 0.0),
@@ -186,7 +186,7 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
         stats = record.get("stats")
         if isinstance(stats, dict):
             try:
-                samples.append(_sample(record, stats))
+                samples.append(stats_sample(record, stats))
             except (TypeError, ValueError):
                 unparsed += 1
                 continue

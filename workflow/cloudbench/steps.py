@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -24,6 +25,7 @@ from cloudbench.chunking import (
     split_file,
 )
 from cloudbench.datagen import generate_file
+from cloudbench.progress import label_of, result_line
 from cloudbench.records import host_info, read_json, timed_step, utc_now, write_json
 from cloudbench.secrets import redact, secret_values
 from cloudbench.sizes import size_label
@@ -217,6 +219,15 @@ def object_names(manifest: dict[str, Any]) -> list[str]:
     ]
 
 
+def _finish(record: Path, rec: dict[str, Any], log: Path) -> None:
+    """Keep the attempt, write the record Snakemake tracks, and end the job log with one
+    result line a person can read."""
+    keep_attempt(record, rec, log)
+    write_json(record, rec)
+    label = label_of(rec["direction"], rec["remote"], rec["layout"], rec["repeat"])
+    print(result_line(label, rec), file=sys.stderr, flush=True)
+
+
 def clear_copy(binary: str, spec: TransferSpec, prefix: str) -> str | None:
     """Empty a copy's place before it is measured again: objects and unfinished multipart
     uploads an interrupted attempt left behind (those are billed though no listing shows
@@ -305,8 +316,7 @@ def upload(
                         mb_per_s=None,
                     )
                     break
-    keep_attempt(record, rec, log)
-    write_json(record, rec)
+    _finish(record, rec, log)
 
 
 def fetch_copy_manifest(spec: TransferSpec) -> dict[str, Any] | None:
@@ -364,8 +374,7 @@ def download(
             "started_utc": utc_now(),
             **host_info(),
         }
-        keep_attempt(record, rec, log)
-        write_json(record, rec)
+        _finish(record, rec, log)
         series.write_text("elapsed_s\tbytes\tmb_per_s\n")
         return
     write_json(manifest_out, man)
@@ -381,8 +390,7 @@ def download(
         log_path=log,
         series_path=series,
     )
-    keep_attempt(record, rec, log)
-    write_json(record, rec)
+    _finish(record, rec, log)
 
 
 # --- after the download ---------------------------------------------------------------------

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from cloudbench import rclone as rc
 from cloudbench.paths import attempts_dir
+from cloudbench.progress import LogTail, label_of, progress_interval, progress_of
 from cloudbench.rclonelog import parse_rclone_log, rate_series
 from cloudbench.records import host_info, rate_mb_s, read_json, utc_now, write_json
 from cloudbench.secrets import redact, redact_file, secret_values
@@ -83,9 +86,10 @@ def measure(
         multi_thread_cutoff=spec.multi_thread_cutoff,
         extra_flags=spec.flags,
     )
+    label = label_of(spec.direction, spec.remote, spec.layout_label, spec.repeat)
     started = utc_now()
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = _run_with_progress(cmd, log_path, label, expected_bytes)
     seconds = time.perf_counter() - t0
     secrets = secret_values()
     redact_file(log_path, secrets)
@@ -96,8 +100,8 @@ def measure(
     moved = final.bytes if final else None
     moved_files = final.transfers if final else 0
     error = None
-    if proc.returncode != 0:
-        error = (log.last_error if log else None) or proc.stdout.strip()[-500:] or "rclone failed"
+    if output.returncode != 0:
+        error = (log.last_error if log else None) or output.stdout.strip()[-500:] or "rclone failed"
         error = redact(error, secrets)
     elif (moved or 0) < expected_bytes or moved_files < expected_files:
         # rclone's byte count includes what failed attempts sent, so a retried transfer
@@ -125,12 +129,33 @@ def measure(
         "connections": conc.connections,
         "backend": conc.backend,
         "backend_concurrency": conc.backend_concurrency,
-        "rclone_exit": proc.returncode,
+        "rclone_exit": output.returncode,
         "rclone_version": version,
         "source": src,
         "destination": dst,
         **host_info(),
     }
+
+
+def _run_with_progress(
+    cmd: list[str], log_path: Path, label: str, total: int
+) -> subprocess.CompletedProcess[str]:
+    """Run rclone; every ``progress_interval()`` seconds print a progress line to stderr
+    (the job log) from the JSON log as it grows. Waiting wakes up the moment rclone exits,
+    so the clock around this call is not stretched by the polling."""
+    interval = progress_interval()
+    tail = LogTail(log_path)
+    with tempfile.TemporaryFile("w+") as captured:
+        proc = subprocess.Popen(cmd, stdout=captured, stderr=subprocess.STDOUT, text=True)
+        while True:
+            try:
+                proc.wait(timeout=interval)
+                break
+            except subprocess.TimeoutExpired:
+                tail.poll()
+                print(progress_of(label, tail.samples, total).line(), file=sys.stderr, flush=True)
+        captured.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, captured.read())
 
 
 def keep_attempt(record_path: Path, record: dict[str, Any], log_path: Path | None = None) -> None:

@@ -1,0 +1,116 @@
+"""Progress a person can watch: lines in job logs, and ``cloudbench watch`` beside a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cloudbench.progress import LogTail, human_bytes, progress_of, result_line
+from tests.infra.workflow import BIN, ROOT, write_config
+
+STATS = '{{"level":"info","msg":"x","stats":{{"bytes":{b},"totalBytes":{t},"elapsedTime":{e}}}}}'
+
+
+def test_log_tail_reads_only_complete_new_lines(tmp_path):
+    log = tmp_path / "r1.jsonl"
+    log.write_text(STATS.format(b=10, t=100, e=1.0) + "\n" + STATS.format(b=30, t=100, e=2.0)[:20])
+    tail = LogTail(log)
+    assert [s.bytes for s in tail.poll()] == [10]  # the half-written line waits
+    with open(log, "a") as fh:
+        fh.write(STATS.format(b=30, t=100, e=2.0)[20:] + "\n")
+    assert [s.bytes for s in tail.poll()] == [30]
+    assert tail.poll() == []
+
+
+def test_progress_rate_and_eta_from_the_recent_lines(tmp_path):
+    log = tmp_path / "r1.jsonl"
+    # 2 MB/s for the first 30 s, then 4 MB/s: the rate shown is the recent one
+    lines = [STATS.format(b=int(2e6 * min(e, 30) + 4e6 * max(0, e - 30)), t=0, e=e)
+             for e in range(1, 61)]  # fmt: skip
+    log.write_text("\n".join(lines) + "\n")
+    tail = LogTail(log)
+    tail.poll()
+    p = progress_of("upload plain r1", tail.samples, 300_000_000)
+    assert p.mb_per_s == pytest.approx(4.0)
+    assert p.fraction == pytest.approx(0.6)
+    assert p.eta_s == pytest.approx(30.0)
+    assert p.line() == (
+        "upload plain r1: 180.00 MB of 300.00 MB (60%) at 4.0 MB/s, 1m00s elapsed, ETA 30s"
+    )
+
+
+def test_result_line_is_one_readable_sentence():
+    rec = {"bytes_requested": 4_080_218_931, "seconds": 41.2, "mb_per_s": 99.03, "status": "ok"}
+    assert (
+        result_line("upload chunked-64MiB r2", rec)
+        == "upload chunked-64MiB r2: 4.08 GB in 41.2 s = 99.0 MB/s, ok"
+    )
+    assert human_bytes(512) == "512 B"
+
+
+@pytest.mark.slow
+def test_progress_in_the_job_log_and_cloudbench_watch_during_a_capped_transfer(tmp_path):
+    """One upload capped at 2 MiB/s moves 24 MiB in ~12 s: with a 2 s interval its job log
+    shows at least 5 progress lines (as a 1-minute transfer does at the default 10 s), and
+    ``cloudbench watch`` run beside it sees the percentage advance."""
+    cfg = write_config(
+        tmp_path,
+        {
+            "campaign": "watched",
+            "remote": "remote-dir",
+            "dataset": {"files": 1, "size": "24MiB"},
+            "strategies": ["plain"],
+            "repeats": 1,
+            "rclone": {"flags": ["--bwlimit", "2M"]},
+            "sites": {"here": {"upload": True, "scratch": "scratch"}},
+        },
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        "CLOUDBENCH_PROGRESS_SECONDS": "2",
+    }
+    run = subprocess.Popen(
+        [str(BIN / "snakemake"), "--snakefile", str(ROOT / "workflow/Snakefile"),
+         "--profile", str(ROOT / "profiles/local"), "--configfile", str(cfg)],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        rlog = tmp_path / "results/watched/sites/here/rclone/upload/main/plain/r1.jsonl"
+        deadline = time.monotonic() + 120
+        while not rlog.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        watched = subprocess.run(
+            [sys.executable, "-m", "cloudbench", "watch", "--configfile", str(cfg), "--plain",
+             "--interval", "1", "--exit-when-idle", "4"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert run.wait(timeout=300) == 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+    seen = [
+        int(m.group(1)) for m in re.finditer(r"here upload plain r1: .* \((\d+)%\)", watched.stdout)
+    ]
+    assert len(set(seen)) >= 3, watched.stdout
+    assert seen == sorted(seen)  # it advances, never back
+    assert "no transfer running" in watched.stdout.splitlines()[-1]
+
+    job_log = (tmp_path / "results/watched/sites/here/logs/upload/main/plain/r1.log").read_text()
+    progress = [ln for ln in job_log.splitlines() if re.search(r"\(\d+%\) at .* ETA", ln)]
+    assert len(progress) >= 5, job_log
+    record = json.loads(
+        (tmp_path / "results/watched/sites/here/transfers/upload/main/plain/r1.json").read_text()
+    )
+    last = job_log.strip().splitlines()[-1]
+    assert last == f"upload plain r1: 25.17 MB in {record['seconds']:.1f} s = " + (
+        f"{record['mb_per_s']:.1f} MB/s, ok"
+    )
+    assert Path(tmp_path / "remote-dir").exists()
