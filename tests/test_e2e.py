@@ -46,7 +46,9 @@ def _check_campaign(workdir, config):
             for line in log.read_text().splitlines()
             if line.startswith("{") and '"stats"' in line
         ]
-        assert stats and stats[-1]["stats"]["bytes"] == total == r.bytes_moved
+        # bytes_moved is rclone's own final count: the dataset, or more when a retried
+        # attempt re-sent data (serve s3 answers the odd 500 under load)
+        assert stats and stats[-1]["stats"]["bytes"] == r.bytes_moved >= total
     series = pd.read_csv(results / "timeseries.tsv", sep="\t")
     assert set(series["layout"]) == set(df["layout"])
     steps = pd.read_csv(results / "steps.tsv", sep="\t")

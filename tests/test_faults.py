@@ -160,6 +160,10 @@ def test_wrong_key_stops_in_preflight_before_any_data(tmp_path, demo_config):
     assert run.returncode != 0
     log = (tmp_path / "results/demo/sites/tursa/logs/preflight.log").read_text()
     assert "remote main (s3t:cloudbench/demo): cannot write a test object" in log
+    assert (
+        "access denied (HTTP 403): check the credentials of remote 's3t' (rclone's config "
+        "for 's3t:' or the RCLONE_CONFIG_S3T_* variables)"
+    ) in log
     assert "wrong-secret-x" not in log
     assert not list((tmp_path / "scratch").rglob("*.bin"))  # nothing was generated
 
@@ -215,10 +219,14 @@ def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_co
 
     _wait_for(lambda: len(finished()) >= 1, 240, "a finished upload")
     os.killpg(proc.pid, signal.SIGINT)
-    proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=120)
     done = finished()
     assert done
     assert len(done) < 3, "interrupted too late: every transfer had finished"
+    # Ctrl-C ends with one line: what is recorded, and that the same command goes on
+    stopped = [ln for ln in out.splitlines() if ln.startswith("cloudbench: stopped with")]
+    assert len(stopped) == 1, out[-3000:]
+    assert "measurements recorded" in stopped[0] and "rerun the same command" in stopped[0]
     rerun = snakemake(tmp_path, cfg)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     for p, rec in done.items():  # measured once, not again

@@ -128,3 +128,15 @@ def test_steps_table_holds_only_this_campaigns_steps(tmp_path):
     assert len(table) == len(expected_steps(tmp_path, plan)) == 5
     assert 9.0 not in set(table["seconds"])
     assert json.loads(stale.read_text())  # kept on disk, only left out of the table
+
+
+def test_stopped_summary_says_what_is_recorded_and_what_to_do(tmp_path):
+    from cloudbench.status import stopped_summary
+
+    paths = [tmp_path / f"r{i}.json" for i in range(4)]
+    write_json(paths[0], {"status": "ok"})
+    write_json(paths[1], {"status": "failed"})
+    assert stopped_summary(paths) == (
+        "cloudbench: stopped with 2 of 4 measurements recorded (1 ok, 1 failed), 2 not "
+        "measured yet; rerun the same command to measure the 3 left (finished ones are kept)"
+    )

@@ -45,6 +45,22 @@ def free_bytes(path: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
+_DENIED = ("StatusCode: 403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch")
+
+
+def _access_denied(prefix: str, stderr: str) -> str | None:
+    """The store refused the credentials: say which remote's to check, and where they live."""
+    if not any(marker in stderr for marker in _DENIED):
+        return None
+    name = prefix.split(":", 1)[0].lstrip(":").split(",", 1)[0]
+    where = (
+        f"rclone's config for '{name}:' or the RCLONE_CONFIG_{name.upper()}_* variables"
+        if name and ":" in prefix
+        else "rclone's config"
+    )
+    return f"access denied (HTTP 403): check the credentials of remote '{name}' ({where})"
+
+
 def check_remote(
     binary: str, name: str, prefix: str, site: str, flags: tuple[str, ...]
 ) -> str | None:
@@ -78,6 +94,9 @@ def check_remote(
             except Exception as err:  # noqa: BLE001 - any failure is the answer
                 return f"remote {name} ({prefix}): cannot {what} a test object: {err}"
             if res.returncode != 0:
+                denied = _access_denied(prefix, res.stderr)
+                if denied:
+                    return f"remote {name} ({prefix}): cannot {what} a test object: {denied}"
                 msg = res.stderr.strip().splitlines()[-1:] or ["rclone failed"]
                 return f"remote {name} ({prefix}): cannot {what} a test object: {msg[0][-300:]}"
             if what == "read back" and res.stdout != token:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -53,3 +54,31 @@ def cleanup(spec: dict[str, Any]) -> None:
         if Path(path).exists():
             shutil.rmtree(path)
         print(f"removed {path}")
+
+
+def stopped_summary(records: list[Path]) -> str:
+    """One line for a run that stopped early (Ctrl-C, a failed job): what is finished, and
+    that the same command measures what is left (finished measurements are kept)."""
+    counts = {"ok": 0, "failed": 0}
+    missing = 0
+    for path in records:
+        if not path.exists():
+            missing += 1
+            continue
+        try:
+            status = json.loads(path.read_text()).get("status")
+        except (OSError, ValueError):
+            missing += 1
+            continue
+        counts["ok" if status == "ok" else "failed"] += 1
+    done = counts["ok"] + counts["failed"]
+    todo = missing + counts["failed"]
+    what = (
+        f"rerun the same command to measure the {todo} left (finished ones are kept)"
+        if todo
+        else "every measurement is recorded; rerun the same command to finish the report"
+    )
+    return (
+        f"cloudbench: stopped with {done} of {len(records)} measurements recorded "
+        f"({counts['ok']} ok, {counts['failed']} failed), {missing} not measured yet; {what}"
+    )

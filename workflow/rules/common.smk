@@ -1,6 +1,7 @@
 # Input functions and the campaign model: every loop and every if of the workflow lives here
 # or in the cloudbench package, never inside a rule.
 import json
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -360,3 +361,20 @@ def report_info():
             },
         }
     )
+
+
+def stopped_line():
+    """What a stopped run (Ctrl-C, a failed job) leaves, and what to do: one line."""
+    from cloudbench.status import stopped_summary
+
+    return stopped_summary(
+        [
+            Path(record(m))
+            for s in CAMPAIGN.active_sites
+            for m in CAMPAIGN.measurements(s)
+        ]
+    )
+
+
+onerror:
+    print(stopped_line(), file=sys.stderr)
