@@ -199,12 +199,6 @@ def test_a_run_without_the_scheduler_variables_stops_before_submitting(tmp_path,
     assert not (checkout / "results" / campaign).exists()  # not even the local preflight ran
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="workflow/rules/common.smk checks required_env while parsing, so -n needs the "
-    "variables too; moving the check into onstart: (not run by -n) makes this pass: "
-    "then remove this marker",
-)
 def test_a_dry_run_needs_no_account(tmp_path, xdg):
     checkout, env, calls = linked_copy(tmp_path, xdg)
     for site in SITES:

@@ -108,7 +108,7 @@ def test_demo_through_tursa_then_tesseract(slurm_cluster, tmp_path, demo_config)
     assert any(sum(1 for j, _ in tasks if j == a) >= 2 for a in arrays), ctld[-2000:]
     df = pd.read_csv(tmp_path / "results/demo/transfers.tsv", sep="\t")
     assert set(df["site"]) == {"tursa"} and (df["status"] == "ok").all()
-    assert (df["transfers"] + df["streams"] - 1 == 2).all()  # threads = the --cores 2 node
+    assert (df["connections"] == 2).all()  # threads = the --cores 2 node
 
     tesseract = snakemake(
         tmp_path, cfg, "--cores", "2", profile="tesseract", env=env, timeout=RUN_TIMEOUT

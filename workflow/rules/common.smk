@@ -19,11 +19,16 @@ except ConfigError as err:
     stop(f"config error: {err}")
 # Checked where jobs are submitted; batch jobs themselves do not see the variables.
 MISSING_ENV = jobenv.missing_variables(config.get("required_env"))
-if MISSING_ENV and workflow.is_main_process and not workflow.dryrun:
-    stop(
-        f"this profile needs {', '.join(MISSING_ENV)} set in the environment "
-        f"(e.g. export {MISSING_ENV[0]}=...): scheduler account/partition/queue never live in files"
-    )
+
+
+onstart:
+    # before any job runs or is submitted, but not on a dry run (-n needs no account)
+    if MISSING_ENV:
+        stop(
+            f"this profile needs {', '.join(MISSING_ENV)} set in the environment "
+            f"(e.g. export {MISSING_ENV[0]}=...): scheduler account/partition/queue never live in files"
+        )
+
 
 RESULTS = f"results/{CAMPAIGN.name}"
 SITES = paths.sites_dir(RESULTS)
