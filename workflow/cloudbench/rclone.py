@@ -251,16 +251,11 @@ def copy_command(
     return cmd + conc.flags() + list(extra_flags)
 
 
-# Bookkeeping calls retry as rclone does by default even when a campaign makes its timed
-# copies fail fast: a lost result or manifest costs a whole rerun, a retry costs seconds.
-HELPER_RETRIES = ("--retries", "3", "--low-level-retries", "10")
-
-
 def helper_command(
     binary: str, verb: str, *args: str, extra_flags: Sequence[str] = ()
 ) -> list[str]:
     """An untimed bookkeeping call (purge, copyto, cat, lsjson, ...)."""
-    return [binary, verb, *args, *extra_flags, *HELPER_RETRIES]
+    return [binary, verb, *args, *extra_flags]
 
 
 def run_helper(cmd: Sequence[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
