@@ -106,7 +106,10 @@ UPLOAD_CONCURRENCY_FLAGS = {
 }
 PART_SIZE_FLAGS = {"s3": "--s3-chunk-size", "b2": "--b2-chunk-size"}
 MIN_PART_BYTES = {"s3": 5 * 2**20, "b2": 5 * 10**6}  # the stores' smallest multipart part
-MULTIPART_BACKENDS = ("s3",)  # backends with `rclone backend cleanup` for unfinished uploads
+MULTIPART_BACKENDS = ("s3",)
+# rclone's exit codes for "it is not there": 3 directory not found, 4 file not found (and
+# `cat` of a missing object in an existing directory exits 0, printing nothing).
+NOT_FOUND_EXITS = (0, 3, 4)  # backends with `rclone backend cleanup` for unfinished uploads
 _REMOTE_NAME_RE = re.compile(r"^(:?)([A-Za-z0-9_.][A-Za-z0-9_. -]*?)(,[^:]*)?:")
 
 
@@ -209,7 +212,9 @@ def abort_multipart(binary: str, prefix: str, flags: Sequence[str] = ()) -> str 
     the store: invisible in listings, billed by providers. Some S3 servers answer an empty
     multipart listing with 404 NoSuchUpload: nothing to abort, not an error.
     """
-    res = run_helper([binary, "backend", "cleanup", prefix, "-o", "max-age=0", *flags])
+    res = run_helper(
+        helper_command(binary, "backend", "cleanup", prefix, "-o", "max-age=0", extra_flags=flags)
+    )
     if res.returncode == 0 or "NoSuchUpload" in res.stderr:
         return None
     return (res.stderr.strip().splitlines() or ["rclone failed"])[-1][-300:]
@@ -251,12 +256,25 @@ def copy_command(
     return cmd + conc.flags() + list(extra_flags)
 
 
+# Bookkeeping calls give up on an unreachable store in ~20 s instead of rclone's default
+# backoff (10 low-level retries: a `cat` of a dead S3 endpoint waits over 10 minutes,
+# silently). The campaign's own flags come after these, so a campaign can still set them.
+HELPER_PATIENCE = ("--low-level-retries", "3", "--contimeout", "15s", "--timeout", "60s")
+
+
 def helper_command(
     binary: str, verb: str, *args: str, extra_flags: Sequence[str] = ()
 ) -> list[str]:
     """An untimed bookkeeping call (purge, copyto, cat, lsjson, ...)."""
-    return [binary, verb, *args, *extra_flags]
+    return [binary, verb, *args, *HELPER_PATIENCE, *extra_flags]
 
 
 def run_helper(cmd: Sequence[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    """Run a bookkeeping call; one that outlives ``timeout`` is a failure (exit 124), not a
+    traceback, so the step can say what happened."""
+    try:
+        return subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(
+            list(cmd), 124, "", f"rclone {cmd[1]} timed out after {timeout:.0f} s"
+        )

@@ -41,7 +41,7 @@ def cleanup(spec: dict[str, Any]) -> None:
     for remote in spec["remotes"]:
         prefix = remote["data"]
         res = rc.run_helper(rc.helper_command(binary, "purge", prefix, extra_flags=flags))
-        ok = res.returncode == 0 or "directory not found" in res.stderr
+        ok = res.returncode in rc.NOT_FOUND_EXITS  # already gone is fine
         print(f"{'removed' if ok else 'FAILED to remove'} {prefix}")
         if not ok:
             raise RuntimeError(redact(res.stderr.strip()[-300:], secret_values()))

@@ -319,16 +319,29 @@ def upload(
     _finish(record, rec, log)
 
 
+class RemoteUnreachable(RuntimeError):
+    """The copy's manifest could not be read for another reason than its absence."""
+
+
 def fetch_copy_manifest(spec: TransferSpec) -> dict[str, Any] | None:
-    """One copy's manifest from the remote; None when the copy is not (completely) there."""
+    """One copy's manifest from the remote; None when the copy is not (completely) there.
+
+    A store that cannot be read (down, refusing, timing out) raises RemoteUnreachable: that
+    is a failed measurement to retry, not a missing upload.
+    """
     res = rc.run_helper(
         rc.helper_command(
             rc.find_rclone(), "cat", f"{spec.data_prefix}/{COPY_MANIFEST}", extra_flags=spec.flags
         )
     )
-    if res.returncode != 0 or not res.stdout.strip():
+    if res.returncode == 0 and res.stdout.strip():
+        return json.loads(res.stdout)
+    if res.returncode in rc.NOT_FOUND_EXITS:  # 0 with nothing printed: no such object
         return None
-    return json.loads(res.stdout)
+    last = (res.stderr.strip().splitlines() or ["rclone failed"])[-1][-300:]
+    raise RemoteUnreachable(
+        f"cannot read {spec.data_prefix}/{COPY_MANIFEST}: {redact(last, secret_values())}"
+    )
 
 
 def _failed_upload(upload_record: Path | None) -> str | None:
@@ -349,12 +362,16 @@ def download(
 ) -> None:
     """Timed download of one copy into a fresh directory.
 
-    A copy whose upload failed is recorded as failed (nothing to measure); a copy that is not
-    there at all stops the run with the upload site to run first.
+    A copy whose upload failed, or a store that cannot be read, is recorded as failed (the
+    next run measures it again); a copy that is not there at all stops the run with the
+    upload site to run first.
     """
-    man = fetch_copy_manifest(spec)
+    try:
+        man = fetch_copy_manifest(spec)
+        reason = _failed_upload(upload_record) if man is None else None
+    except RemoteUnreachable as err:
+        man, reason = None, str(err)
     if man is None:
-        reason = _failed_upload(upload_record)
         if reason is None:
             raise StepError(
                 f"campaign {spec.campaign!r}: no complete upload at {spec.data_prefix} "
