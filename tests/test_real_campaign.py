@@ -102,6 +102,8 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
             if json.loads(p.read_text())["status"] == "failed"
         ]
         assert failed_before, "killing the server should have failed some measurement"
+        # a dead store fails measurements; it is never taken for a missing upload
+        assert "run the upload site" not in out, out[-3000:]
 
         # Run 2 completes the campaign.
         s3.start()
