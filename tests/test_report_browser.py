@@ -366,13 +366,14 @@ def synthetic_tables(out: Path, seed: int = 7) -> None:
                         trows.append({
                             "campaign": "synth", "site": site, "remote": remote,
                             "direction": direction, "strategy": layout.split("-")[0],
-                            "chunk_bytes": 0, "transfers": 4, "streams": 1, "repeat": rep,
-                            "files": 4, "bytes": nbytes,
+                            "chunk_bytes": 0, "transfers": 4, "objects_in_flight": 4,
+                            "streams_per_object": 1, "connections": 4, "repeat": rep,
+                            "files": 4, "objects": 4, "bytes_requested": nbytes,
+                            "bytes_moved": nbytes if status == "ok" else nbytes // 3,
                             "started_utc": f"2026-03-0{1 + rep}T1{rep}:00:00Z",
                             "seconds": seconds,
                             "mb_per_s": nbytes / seconds / 1e6 if status == "ok" else math.nan,
                             "status": status, "retries": 1 if status == "failed" else 0,
-                            "low_level_retries": int(rng.integers(0, 3)),
                             "rclone_version": "1.75.2", "host": f"{site}-login1",
                             "node_cores": 128, "layout": layout, "error": error,
                         })  # fmt: skip
@@ -398,8 +399,12 @@ def synthetic_tables(out: Path, seed: int = 7) -> None:
             "mb_per_s",
         ],
     ).assign(campaign="synth").to_csv(out / "timeseries.tsv", sep="\t", index=False)
-    pd.DataFrame(steps, columns=["site", "step", "item", "seconds"]).assign(
-        campaign="synth", bytes=nbytes
+    steps_df = pd.DataFrame(steps, columns=["site", "step", "item", "seconds"])
+    start = pd.Timestamp("2026-03-01T08:00:00Z") + pd.to_timedelta(
+        steps_df.index * 10, unit="s"
+    )  # one step every 10 s, so the wall clock of a phase is known
+    steps_df.assign(
+        campaign="synth", bytes=nbytes, started_utc=start.strftime("%Y-%m-%dT%H:%M:%SZ")
     ).to_csv(out / "steps.tsv", sep="\t", index=False)
     pd.DataFrame(columns=["site", "direction", "remote", "layout", "repeat"]).to_csv(
         out / "missing.tsv", sep="\t", index=False

@@ -128,9 +128,12 @@ def test_bootstrap_edge_cases():
     assert bootstrap_ci([7.0, 7.0, 7.0]) == (7.0, 7.0)
     assert all(math.isnan(v) for v in bootstrap_ci([7.0]))
     assert all(math.isnan(v) for v in bootstrap_ci([]))
-    assert bootstrap_ci([1.0, float("nan"), 3.0]) == bootstrap_ci([1.0, 3.0])
-    # two repeats: the medians of resamples of 2 values are a, (a+b)/2 or b
-    assert bootstrap_ci([10.0, 20.0]) == (10.0, 20.0)
+    assert bootstrap_ci([1.0, float("nan"), 3.0, 4.0]) == bootstrap_ci([1.0, 3.0, 4.0])
+    # two repeats: the bootstrap could only say [min, max], which is no 95% interval
+    assert all(math.isnan(v) for v in bootstrap_ci([10.0, 20.0]))
+    assert stats.MIN_REPEATS_FOR_INTERVAL == 3
+    lo, hi = bootstrap_ci([10.0, 20.0, 30.0])
+    assert 10.0 <= lo < 20.0 < hi <= 30.0
 
 
 # --- speed-up ------------------------------------------------------------------------------------
@@ -253,9 +256,10 @@ def transfers_frame(rows: list[tuple]) -> pd.DataFrame:
         out.append({
             "site": site, "remote": "main", "direction": direction,
             "strategy": layout.split("-")[0], "layout": layout, "repeat": repeat,
-            "bytes": 100 * MB, "seconds": 100 / rate if rate else 10.0,
+            "bytes_requested": 100 * MB, "bytes_moved": 100 * MB,
+            "seconds": 100 / rate if rate else 10.0,
             "mb_per_s": rate if status == "ok" else math.nan, "status": status,
-            "retries": 1 if status == "failed" else 0, "low_level_retries": 2,
+            "retries": 1 if status == "failed" else 0, "connections": 4,
             "started_utc": f"2026-01-01T00:0{repeat}:00Z",
         })  # fmt: skip
     return pd.DataFrame(out)
@@ -313,12 +317,12 @@ def test_summarise_on_a_constructed_campaign():
     assert m["speedup_vs_plain"] == pytest.approx(50 / 25)
     assert m["outliers"] == 1  # 5 < 0.5 x 50
     c = s.loc["chunked-4MiB"]
-    assert (c["n"], c["failed"], c["corrupt"], c["retries"], c["low_level_retries"]) == (
+    assert (c["n"], c["failed"], c["corrupt"], c["retries"], c["connections"]) == (
         1,
         1,
         1,
         1,
-        6,
+        "4",
     )
     assert c["speedup_vs_plain"] == pytest.approx(60 / 25) and math.isnan(c["speedup_ci_low"])
 
@@ -346,18 +350,33 @@ def test_summarise_uses_the_series_for_the_sustained_rate():
 # --- where the time goes, and cost ------------------------------------------------------------
 
 
-def test_time_budget_effective_and_raw_throughput():
+def test_union_seconds_counts_parallel_time_once():
+    assert stats.union_seconds([(0, 10), (5, 15), (20, 25)]) == 20.0
+    assert stats.union_seconds([(0, 10), (2, 3)]) == 10.0
+    assert stats.union_seconds([]) == 0.0
+
+
+def test_time_budget_is_wall_clock_per_phase():
+    """Two uploads of 10 s one after the other (the second failed), generate and checksum of
+    two files in parallel for 5 s before them: the phases are 5 s and 20 s of wall clock,
+    not the 20 s and 20 s that adding up job seconds would say."""
     t = transfers_frame(
         [("a", "upload", "plain", 1, 10.0), ("a", "upload", "plain", 2, 0, "failed")]
     )
+    t["started_utc"] = ["2026-01-01T00:00:05Z", "2026-01-01T00:00:15Z"]
     steps = pd.DataFrame(
-        {"site": ["a", "a"], "step": ["generate", "checksum"], "seconds": [5.0, 5.0]}
+        {
+            "site": ["a"] * 4,
+            "step": ["generate", "generate", "checksum", "checksum"],
+            "started_utc": ["2026-01-01T00:00:00Z"] * 2 + ["2026-01-01T00:00:02Z"] * 2,
+            "seconds": [2.0, 2.0, 3.0, 3.0],
+        }
     )
     b = time_budget(steps, t).set_index("site").loc["a"]
-    assert b["upload"] == 20.0 and b["generate"] == 5.0 and b["total_s"] == 30.0
+    assert (b["prepare"], b["upload"], b["download"], b["end_to_end_s"]) == (5.0, 20.0, 0, 25.0)
     assert b["raw_mb_per_s"] == pytest.approx(10.0)  # 100 MB in the ok transfer's 10 s
-    assert b["effective_mb_per_s"] == pytest.approx(100 / 30)  # and in all 30 s spent
-    assert list(b.index[:7]) == stats.STEP_ORDER
+    assert b["effective_mb_per_s"] == pytest.approx(100 / 25)  # and in the 25 s end to end
+    assert list(b.index[:4]) == list(stats.PHASES)
 
 
 def test_campaign_cost_and_one_tb():
@@ -369,11 +388,12 @@ def test_campaign_cost_and_one_tb():
         ]
     )
     prices = {"main": Prices(egress_per_gb=0.09, storage_per_gb_month=0.02, currency="USD")}
+    t.loc[2, "bytes_moved"] = 30 * MB  # the failed download moved 30 MB before it failed
     c = campaign_cost(t, prices).iloc[0]
-    assert c["downloaded_gb"] == pytest.approx(0.2)  # 2 x 100 MB, the failed one included
-    assert c["egress_cost"] == pytest.approx(0.2 * 0.09)
+    assert c["downloaded_gb"] == pytest.approx(0.13)  # what moved: 100 MB + 30 MB
+    assert c["egress_cost"] == pytest.approx(0.13 * 0.09)
     assert c["storage_cost_month"] == pytest.approx(0.1 * 0.02)
-    assert c["total_cost"] == pytest.approx(0.018 + 0.002)
+    assert c["total_cost"] == pytest.approx(0.0117 + 0.002)
     assert hours_per_tb(100.0) == pytest.approx(10**12 / 10**8 / 3600)  # 2.78 h
     assert math.isnan(hours_per_tb(0.0)) and math.isnan(hours_per_tb(float("nan")))
     s = summarise(t, pd.DataFrame())

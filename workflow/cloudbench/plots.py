@@ -542,18 +542,18 @@ def _share(f: float) -> str:
 def step_breakdown(
     steps: pd.DataFrame, transfers: pd.DataFrame, path: Path, info: Mapping[str, Any] | None = None
 ) -> None:
-    """Left: total seconds per step and site (log scale, share of the site's total written
-    on each bar). Right: raw transfer throughput against effective end-to-end throughput."""
+    """Left: wall-clock seconds per phase and site (log scale, share of the site's end-to-end
+    wall clock written on each bar; parallel jobs counted once). Right: raw transfer
+    throughput against effective end-to-end throughput."""
     budget = stats.time_budget(steps, transfers)
     if budget.empty:
         return _empty(path, "no steps recorded")
-    step_cols = [
-        c
-        for c in budget.columns
-        if c not in ("site", "total_s", "ok_bytes", "raw_mb_per_s", "effective_mb_per_s")
-    ]
+    step_cols = list(stats.PHASES)
     long = budget.melt(
-        id_vars=["site", "total_s"], value_vars=step_cols, var_name="step", value_name="seconds"
+        id_vars=["site", "end_to_end_s"],
+        value_vars=step_cols,
+        var_name="step",
+        value_name="seconds",
     )
     long = long[long["seconds"] > 0]
     sites = _site_order(info or {}, budget)
@@ -578,7 +578,7 @@ def step_breakdown(
     )
     ax1.set_xscale("log")
     for cont, site in zip(ax1.containers, sites, strict=False):
-        tot = float(budget.loc[budget["site"] == site, "total_s"].iloc[0])
+        tot = float(budget.loc[budget["site"] == site, "end_to_end_s"].iloc[0])
         vals = [b.get_width() for b in cont]
         labels = [
             f"{num(v)} s ({_share(v / tot)})" if v > 0 and not math.isnan(v) else "" for v in vals
@@ -586,7 +586,7 @@ def step_breakdown(
         ax1.bar_label(cont, labels=labels, fontsize=8, padding=3)
     lo = long["seconds"].min()
     ax1.set_xlim(lo / 3, long["seconds"].max() * 12)
-    ax1.set_xlabel("total seconds, all files and repeats (log scale)")
+    ax1.set_xlabel("wall-clock seconds per phase, parallel jobs once (log scale)")
     ax1.set_ylabel("")
     ax1.set_title("where the time goes")
     ax1.legend(title="site", loc="lower right", fontsize=8)
@@ -727,11 +727,17 @@ def transfers_html(transfers: pd.DataFrame, missing: pd.DataFrame, path: Path) -
     path.write_text(_page("Every transfer", body))
 
 
-def _with_ci(v: float, lo: float, hi: float, prefix: str = "") -> str:
+def _with_ci(v: float, lo: float, hi: float, prefix: str = "", n: int | None = None) -> str:
+    """A value with its interval, or with the reason it has none (too few repeats)."""
     if math.isnan(v):
         return NA
     if math.isnan(lo):
-        return f"{prefix}{num(v)}"
+        few = n is not None and n < stats.MIN_REPEATS_FOR_INTERVAL
+        return (
+            f"{prefix}{num(v)} (too few repeats for an interval, n={n})"
+            if few
+            else (f"{prefix}{num(v)}")
+        )
     return f"{prefix}{num(v)} [{num(lo)}, {num(hi)}]"
 
 
@@ -744,13 +750,15 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
         "layout": sm["layout"], "n ok": sm["n"], "mean": sm["mean"], "P10": sm["p10"],
         "P50": sm["p50"], "P90": sm["p90"],
         "sustained median [95% CI]": [
-            _with_ci(v, lo, hi) for v, lo, hi in
+            _with_ci(v, lo, hi, n=n) for v, lo, hi, n in
             zip(sm["sustained_median"], sm["sustained_ci_low"], sm["sustained_ci_high"],
-                strict=True)],
+                sm["n"], strict=True)],
         "speed-up vs plain [95% CI]": [
-            _with_ci(v, lo, hi, "×") for v, lo, hi in
+            _with_ci(v, lo, hi, "×", n=n) if layout != "plain" else NA
+            for v, lo, hi, n, layout in
             zip(sm["speedup_vs_plain"], sm["speedup_ci_low"], sm["speedup_ci_high"],
-                strict=True)],
+                sm["n"], sm["layout"], strict=True)],
+        "connections": sm["connections"],
         "failed": sm["failed"], "corrupt": sm["corrupt"], "unverified": sm["unverified"],
         "retries": sm["retries"],
         "outliers": sm["outliers"],
@@ -762,7 +770,10 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
         f'<p class="note">Rates in MB/s (10<sup>6</sup> B/s) over the <code>ok</code> '
         f"repeats; P10/P50/P90 by linear interpolation. Intervals: percentile bootstrap of "
         f"the median, {stats.N_BOOT:,} resamples, seed {stats.SEED}, "
-        f"{stats.CI_LEVEL:.0%}; none with fewer than 2 repeats. Sustained: the rate after "
+        f"{stats.CI_LEVEL:.0%}; none with fewer than {stats.MIN_REPEATS_FOR_INTERVAL} ok "
+        f"repeats. <b>What is equalised</b>: every strategy may open as many connections as "
+        f"the transfer job has threads; <i>connections</i> (objects in flight × streams per "
+        f"object) is what it actually used. Sustained: the rate after "
         f"the first {stats.RAMP_FRACTION:.0%} of the transfer (see the figure's caption). "
         f"Highlighted rows have a failed, corrupt or outlying repeat. All numbers, unrounded, "
         f"are in <code>summary.tsv</code>.</p>"

@@ -17,7 +17,9 @@ Definitions (the report captions repeat them; change both together):
   whole-transfer rate and says so (``method == "whole-transfer"``).
 * **bootstrap interval** (:func:`bootstrap_ci`): percentile bootstrap, ``N_BOOT`` (10,000)
   resamples with replacement, generator ``numpy.random.default_rng(SEED)`` with ``SEED`` =
-  2026, central ``CI_LEVEL`` (95%) interval. Fewer than 2 values give no interval (NaN).
+  2026, central ``CI_LEVEL`` (95%) interval. Fewer than ``MIN_REPEATS_FOR_INTERVAL`` (3)
+  values give no interval (NaN, shown as "too few repeats"): the bootstrap of 2 values is
+  just [min, max], which is no 95% interval.
 * **speed-up** (:func:`speedup`): median rate of a strategy / median rate of ``plain`` for
   the same site, remote and direction (whole-transfer rates); its interval bootstraps both
   groups independently and takes percentiles of the ratio of the resampled medians.
@@ -46,6 +48,7 @@ SEED = 2026
 CI_LEVEL = 0.95
 OUTLIER_FRACTION = 0.5
 OUTLIER_MIN_REPEATS = 3
+MIN_REPEATS_FOR_INTERVAL = 3
 EARTH_RADIUS_KM = 6371.0088  # IUGG mean Earth radius
 MIN_SAMPLE_GAP_S = 0.1
 BYTES_PER_GB = 10**9
@@ -53,12 +56,18 @@ BYTES_PER_TB = 10**12
 
 GROUP = ["site", "remote", "direction", "layout"]
 PAIR = ["site", "remote", "direction"]
-STEP_ORDER = ["generate", "checksum", "chunk", "upload", "download", "reassemble", "verify"]
+# Phases of a site's work, in order: the time budget reports each one's wall clock.
+PHASES = {
+    "prepare": ("generate", "checksum", "chunk"),
+    "upload": ("upload",),
+    "download": ("download",),
+    "check": ("reassemble", "verify"),
+}
 SUMMARY_COLUMNS = [
     "site", "remote", "direction", "strategy", "layout", "n", "mean", "p10", "p50", "p90",
     "sustained_median", "sustained_ci_low", "sustained_ci_high", "sustained_from_whole",
     "speedup_vs_plain", "speedup_ci_low", "speedup_ci_high", "failed", "corrupt",
-    "unverified", "retries", "outliers",
+    "unverified", "retries", "outliers", "connections",
 ]  # fmt: skip
 
 Stat = Callable[..., np.ndarray]
@@ -158,10 +167,10 @@ def bootstrap_ci(
     ``n`` resamples of the same size, drawn with replacement by
     ``numpy.random.default_rng(seed)``; the interval is the (1-level)/2 and (1+level)/2
     percentiles of the resampled statistics. ``stat`` must accept ``axis=1``. With fewer
-    than 2 values there is no interval: (nan, nan).
+    than ``MIN_REPEATS_FOR_INTERVAL`` values there is no interval: (nan, nan).
     """
     x = _clean(values)
-    if x.size < 2:
+    if x.size < MIN_REPEATS_FOR_INTERVAL:
         return (math.nan, math.nan)
     rng = np.random.default_rng(seed)
     boots = stat(x[rng.integers(0, x.size, size=(n, x.size))], axis=1)
@@ -187,14 +196,14 @@ def speedup(
 
     Both groups are resampled independently (same generator, ``n`` resamples each); the
     interval is the percentiles of median(resampled values) / median(resampled baseline).
-    The interval is NaN unless both groups have at least 2 values; the ratio is NaN if either
-    group is empty or the baseline median is 0.
+    The interval is NaN unless both groups have at least ``MIN_REPEATS_FOR_INTERVAL`` values;
+    the ratio is NaN if either group is empty or the baseline median is 0.
     """
     v, b = _clean(values), _clean(baseline)
     if v.size == 0 or b.size == 0 or np.median(b) == 0:
         return Ratio(math.nan, math.nan, math.nan)
     ratio = float(np.median(v) / np.median(b))
-    if v.size < 2 or b.size < 2:
+    if min(v.size, b.size) < MIN_REPEATS_FOR_INTERVAL:
         return Ratio(ratio, math.nan, math.nan)
     rng = np.random.default_rng(seed)
     mv = np.median(v[rng.integers(0, v.size, size=(n, v.size))], axis=1)
@@ -324,6 +333,15 @@ def _pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q, method="linear")) if x.size else math.nan
 
 
+def _connections(group: pd.DataFrame) -> str:
+    """The connections a group's transfers used: one number, or the range if they differ."""
+    c = pd.to_numeric(group.get("connections", pd.Series(dtype=float)), errors="coerce").dropna()
+    if c.empty:
+        return ""
+    lo, hi = int(c.min()), int(c.max())
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
 def summarise(
     transfers: pd.DataFrame, series: pd.DataFrame, n: int = N_BOOT, seed: int = SEED
 ) -> pd.DataFrame:
@@ -367,6 +385,7 @@ def summarise(
             "unverified": int((g["status"] == "unverified").sum()),
             "retries": int(pd.to_numeric(g["retries"], errors="coerce").fillna(0).sum()),
             "outliers": int(g["outlier"].sum()),
+            "connections": _connections(g),
         })  # fmt: skip
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
@@ -424,52 +443,71 @@ def distance_trend(
 # --- where the time goes ----------------------------------------------------------------------
 
 
+def union_seconds(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of [start, end] intervals: jobs that ran at the same time count
+    once, as a wall clock would have seen them."""
+    total, reach = 0.0, -math.inf
+    for start, end in sorted((a, b) for a, b in intervals if b > a):
+        if start > reach:
+            total += end - start
+        elif end > reach:
+            total += end - reach
+        reach = max(reach, end)
+    return total
+
+
+def _intervals(frame: pd.DataFrame) -> list[tuple[float, float]]:
+    start = pd.to_datetime(frame["started_utc"], utc=True, errors="coerce")
+    secs = pd.to_numeric(frame["seconds"], errors="coerce")
+    ok = start.notna() & secs.notna()
+    t0 = (start[ok] - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+    return list(zip(t0, t0 + secs[ok], strict=True))
+
+
 def time_budget(steps: pd.DataFrame, transfers: pd.DataFrame) -> pd.DataFrame:
-    """Per site: total seconds of each step (data steps and transfers), and two throughputs.
+    """Per site: the wall-clock seconds of each phase, end to end, and two throughputs.
 
-    * ``raw_mb_per_s``: bytes of the site's ``ok`` transfers / their seconds;
-    * ``effective_mb_per_s``: the same bytes / (seconds of *every* transfer of the site,
-      whatever its status, + seconds of every data step the site ran): verified bytes per
-      second of everything the site spent on them, end to end.
+    A phase (``PHASES``: prepare = generate/checksum/chunk, upload, download, check =
+    reassemble/verify) lasts the union of its records' [started_utc, started_utc + seconds]
+    intervals, so jobs that ran in parallel are not added up; ``end_to_end_s`` is the union
+    of every interval of the site (phases that overlapped count once).
 
-    Columns: ``site``, one per step (``STEP_ORDER`` first, then any other step names),
-    ``total_s``, ``ok_bytes``, ``raw_mb_per_s``, ``effective_mb_per_s``.
+    * ``raw_mb_per_s``: bytes of the site's ``ok`` transfers / the wall clock of those
+      transfers;
+    * ``effective_mb_per_s``: the same bytes / ``end_to_end_s``: verified bytes per second
+      of everything the site spent on them.
+
+    Columns: ``site``, one per phase, ``end_to_end_s``, ``ok_bytes``, ``raw_mb_per_s``,
+    ``effective_mb_per_s``.
     """
+    cols = ["site", *PHASES, "end_to_end_s", "ok_bytes", "raw_mb_per_s", "effective_mb_per_s"]
     parts = []
     if not steps.empty:
-        s = steps[["site", "step", "seconds"]].copy()
-        s["seconds"] = pd.to_numeric(s["seconds"], errors="coerce")
-        parts.append(s)
+        parts.append(steps[["site", "step", "started_utc", "seconds"]])
     if not transfers.empty:
-        t = transfers[["site", "direction", "seconds"]].rename(columns={"direction": "step"})
-        t["seconds"] = pd.to_numeric(t["seconds"], errors="coerce")
-        parts.append(t)
+        t = transfers[["site", "direction", "started_utc", "seconds"]]
+        parts.append(t.rename(columns={"direction": "step"}))
     if not parts:
-        return pd.DataFrame(
-            columns=[
-                "site",
-                *STEP_ORDER,
-                "total_s",
-                "ok_bytes",
-                "raw_mb_per_s",
-                "effective_mb_per_s",
-            ]
-        )
+        return pd.DataFrame(columns=cols)
     long = pd.concat(parts, ignore_index=True)
-    wide = long.pivot_table(
-        index="site", columns="step", values="seconds", aggfunc="sum", fill_value=0.0
-    )
-    extra = sorted(c for c in wide.columns if c not in STEP_ORDER)
-    wide = wide.reindex(columns=[*STEP_ORDER, *extra], fill_value=0.0)
-    wide["total_s"] = wide.sum(axis=1)
+    phase_of = {step: phase for phase, members in PHASES.items() for step in members}
+    long["phase"] = long["step"].map(phase_of)
     ok = ok_rates(transfers) if not transfers.empty else transfers
-    okb = ok.groupby("site")["bytes_requested"].sum() if not ok.empty else pd.Series(dtype=float)
-    oks = ok.groupby("site")["seconds"].sum() if not ok.empty else pd.Series(dtype=float)
-    wide["ok_bytes"] = okb.reindex(wide.index).fillna(0).astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        wide["raw_mb_per_s"] = wide["ok_bytes"] / oks.reindex(wide.index) / 1e6
-        wide["effective_mb_per_s"] = wide["ok_bytes"] / wide["total_s"] / 1e6
-    return wide.reset_index().rename_axis(columns=None)
+    rows = []
+    for site, g in long.groupby("site", sort=False):
+        row: dict[str, Any] = {"site": site}
+        for phase in PHASES:
+            row[phase] = union_seconds(_intervals(g[g["phase"] == phase]))
+        row["end_to_end_s"] = union_seconds(_intervals(g))
+        mine = ok[ok["site"] == site] if not ok.empty else ok
+        okb = float(pd.to_numeric(mine["bytes_requested"]).sum()) if not mine.empty else 0.0
+        ok_wall = union_seconds(_intervals(mine)) if not mine.empty else 0.0
+        row["ok_bytes"] = okb
+        row["raw_mb_per_s"] = okb / ok_wall / 1e6 if ok_wall > 0 else math.nan
+        e2e = row["end_to_end_s"]
+        row["effective_mb_per_s"] = okb / e2e / 1e6 if e2e > 0 else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
 
 
 # --- cost ------------------------------------------------------------------------------------
