@@ -258,6 +258,57 @@ def test_demo_report_renders_every_figure(demo_report, tmp_path):
     assert "10%" in caption["rate_by_strategy.png"] and "10,000" in caption["speedup.png"]
 
 
+# Where the headline table and its figure sit once the report has opened (no click).
+FIRST_SCREEN = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const box = (e) => e ? e.getBoundingClientRect().toJSON() : null;
+  const img = document.querySelector(".cb-headline img");
+  document.body.setAttribute("data-cb-first", JSON.stringify({
+    height: innerHeight, width: innerWidth,
+    table: box(document.querySelector(".cb-headline table")),
+    rows: document.querySelectorAll(".cb-headline tbody tr").length,
+    img: box(img), decoded: img ? img.naturalWidth : 0,
+  }));
+}, 2000));
+</script>"""
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@needs_chromium
+def test_report_opens_on_its_answer(demo_report, tmp_path):
+    """At 1400x900, as the report opens: the headline table (every site x direction x layout)
+    and the key figure are inside the window, and the screenshot of that area is not blank."""
+    workdir, config, report = demo_report
+    probe = tmp_path / "first.html"
+    probe.write_text(report.read_text().replace("<head>", "<head>" + FIRST_SCREEN, 1))
+
+    def at_1400x900(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [CHROMIUM, *CHROMIUM_FLAGS, "--window-size=1400,900", "--virtual-time-budget=10000",
+             f"--user-data-dir={tmp_path / 'profile'}", *args],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    run = at_1400x900("--dump-dom", probe.as_uri())
+    found = re.search(r'data-cb-first="([^"]*)"', run.stdout)
+    assert found, run.stderr[-2000:]
+    first = json.loads(html.unescape(found.group(1)))
+    table, img = first["table"], first["img"]
+    assert table and img, first
+    assert first["rows"] == 9  # tursa up/down + tesseract down, x 3 layouts
+    assert 0 <= table["top"] and table["bottom"] <= first["height"], first
+    assert table["right"] <= first["width"], first
+    assert img["top"] < first["height"] - 150 and first["decoded"] > 0, first
+    shot = tmp_path / "first.png"
+    at_1400x900(f"--screenshot={shot}", report.as_uri())
+    assert shot.exists() and Image.open(shot).size == (1400, 900)
+    assert_not_blank(shot, (300, 0, 1300, 800))
+    _keep(tmp_path, "first-screen")
+    text = html.unescape(re.sub(r"<[^>]+>", " ", run.stdout))
+    assert f"Campaign {config['campaign']}" in text and "all ok and verified" in text
+
+
 @pytest.mark.slow
 def test_demo_summary_tsv(demo_report):
     workdir, config, _ = demo_report

@@ -27,7 +27,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from cloudbench import stats  # noqa: E402
+from cloudbench import stats
+from cloudbench.headline import headline_html  # noqa: E402
 from cloudbench.sizes import SizeError, parse_size, size_label  # noqa: E402
 
 DPI = 110
@@ -1043,3 +1044,4 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
     summary_html(summary, metrics, out["summary_html"])
     cost_html(transfers, summary, info, out["cost"])
     campaign_html(info, manifest, transfers, out["campaign"])
+    out["headline"].write_text(headline_html(metrics, summary, info, out["rate_by_strategy"]))

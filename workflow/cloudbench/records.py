@@ -34,6 +34,7 @@ REPORT_OUTPUTS = (
     "summary_html",
     "cost",
     "campaign",
+    "headline",
 )
 
 

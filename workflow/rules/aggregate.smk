@@ -83,6 +83,7 @@ rule plots:
             caption="../report/campaign.rst",
             category="Campaign",
         ),
+        headline=f"{RESULTS}/figures/headline.html",  # the report's front page shows it
     log:
         f"{RESULTS}/logs/plots.log",
     conda:
@@ -96,4 +97,4 @@ rule plots:
         " --speedup {output.speedup} --rate-vs-distance {output.rate_vs_distance}"
         " --steps {output.steps} --table {output.table} --summary-tsv {output.summary_tsv}"
         " --summary-html {output.summary_html} --cost {output.cost}"
-        " --campaign {output.campaign} 2> {log}"
+        " --campaign {output.campaign} --headline {output.headline} 2> {log}"

@@ -308,23 +308,6 @@ def bookkeeping_targets():
     return targets
 
 
-def final_targets():
-    figures = [
-        "rate_vs_time.png",
-        "rate_by_strategy.png",
-        "speedup.png",
-        "rate_vs_distance.png",
-        "steps.png",
-        "transfers.html",
-        "summary.html",
-        "cost.html",
-        "campaign.html",
-    ]
-    return [f"{RESULTS}/transfers.tsv", f"{RESULTS}/summary.tsv"] + [
-        f"{RESULTS}/figures/{f}" for f in figures
-    ]
-
-
 def report_info():
     """What the report needs from the config, as JSON: locations, prices, flags, dataset.
 

@@ -1,0 +1,168 @@
+"""The campaign's answer, on the report's first screen: how fast, from where, is it intact.
+
+The Snakemake report opens on its global description (``workflow/report/workflow.rst``),
+which includes this fragment as raw HTML. A researcher sees, without a click: per site x
+remote x direction x layout the median rate with its 95% interval and n (or "too few
+repeats"), the best layout and its speed-up over plain, failures and corruptions, and the key
+figure. Pure formatting of numbers that ``cloudbench.stats`` computes; nothing new is measured.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cloudbench import stats
+
+STYLE = (
+    "<style>"
+    # Snakemake's front page puts the description in a narrow column beside the rule graph:
+    # let the headline take the width it needs (the graph moves right).
+    ".prose:has(.cb-headline){max-width:none}"
+    ".cb-headline table{border-collapse:collapse;margin:.4em 0 .8em 0;font-size:13px}"
+    ".cb-headline th,.cb-headline td{border:1px solid #ccc;padding:2px 6px;text-align:right;"
+    "white-space:nowrap}"
+    ".cb-headline th{background:#f0f0f0}.cb-headline td.l,.cb-headline th.l{text-align:left}"
+    ".cb-headline tr.best td{font-weight:600;background:#e8f4e8}"
+    ".cb-headline tr.bad td{background:#fde2e1}"
+    ".cb-headline p{margin:.3em 0;max-width:70em}"
+    ".cb-headline img{max-width:640px;width:100%;height:auto;border:1px solid #ddd}"
+    "</style>"
+)
+
+
+def _num(v: float) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+
+
+def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per site x remote x direction x layout: median rate [CI] (n), speed-up over
+    plain [CI], failed and corrupt counts, and whether it is the best layout of its group."""
+    out = []
+    for r in summary.itertuples(index=False):
+        sel = metrics[
+            (metrics["site"] == r.site)
+            & (metrics["remote"] == r.remote)
+            & (metrics["direction"] == r.direction)
+            & (metrics["layout"] == r.layout)
+        ]
+        rates = stats.ok_rates(sel)["mb_per_s"].to_numpy(float)
+        lo, hi = stats.bootstrap_ci(rates)
+        out.append(
+            {
+                "site": r.site,
+                "remote": r.remote,
+                "direction": r.direction,
+                "layout": r.layout,
+                "n": int(r.n),
+                "median": float(r.p50),
+                "low": lo,
+                "high": hi,
+                "speedup": float(r.speedup_vs_plain),
+                "speedup_low": float(r.speedup_ci_low),
+                "speedup_high": float(r.speedup_ci_high),
+                "failed": int(r.failed),
+                "corrupt": int(r.corrupt),
+            }
+        )
+    df = pd.DataFrame(out)
+    if df.empty:
+        return df.assign(best=[])
+    best = df.groupby(["site", "remote", "direction"])["median"].transform("max")
+    df["best"] = (df["median"] == best) & df["median"].notna()
+    return df
+
+
+def _rate_cell(r: Mapping[str, Any]) -> str:
+    if math.isnan(r["median"]):
+        return "–"
+    if math.isnan(r["low"]):
+        return f"{_num(r['median'])} <small>(too few repeats for an interval)</small>"
+    return f"{_num(r['median'])} [{_num(r['low'])}, {_num(r['high'])}]"
+
+
+def _speedup_cell(r: Mapping[str, Any]) -> str:
+    if r["layout"] == "plain" or math.isnan(r["speedup"]):
+        return "–"
+    if math.isnan(r["speedup_low"]):
+        return f"×{_num(r['speedup'])}"
+    return f"×{_num(r['speedup'])} [{_num(r['speedup_low'])}, {_num(r['speedup_high'])}]"
+
+
+def sentences(table: pd.DataFrame) -> list[str]:
+    """One sentence per site, remote and direction: the best layout and how much it gains."""
+    out = []
+    for (site, remote, direction), g in table.groupby(["site", "remote", "direction"], sort=False):
+        best = g[g["best"]]
+        if best.empty:
+            out.append(f"{site} {direction}: no ok transfer yet.")
+            continue
+        b = best.iloc[0]
+        where = f" ({remote})" if table["remote"].nunique() > 1 else ""
+        gain = f", {_speedup_cell(b)} over plain" if b["layout"] != "plain" else ""
+        out.append(
+            f"{site} {direction}{where}: best {b['layout']} at {_num(b['median'])} MB/s{gain}."
+        )
+    return out
+
+
+def headline_html(
+    metrics: pd.DataFrame, summary: pd.DataFrame, info: Mapping[str, Any], figure: Path | None
+) -> str:
+    """The fragment the report's front page shows (HTML without <html>/<body>)."""
+    table = rows(metrics, summary)
+    total = len(metrics)
+    bad = metrics[metrics["status"] != "ok"] if total else metrics
+    status = (
+        f"{total} transfers, all ok and verified"
+        if total and bad.empty
+        else f"{total} transfers, {len(bad)} not ok: "
+        + ", ".join(f"{n} {s}" for s, n in bad["status"].value_counts().items())
+        if total
+        else "nothing measured yet"
+    )
+    parts = [
+        STYLE,
+        '<div class="cb-headline">',
+        f"<p><b>Campaign {html.escape(str(info.get('campaign', '')))}</b>: {status}. "
+        "Median whole-transfer rate in MB/s (10<sup>6</sup> B/s) over the ok repeats, "
+        f"{stats.CI_LEVEL:.0%} bootstrap interval (from {stats.MIN_REPEATS_FOR_INTERVAL} "
+        "repeats), n = ok repeats. Every strategy could open as many connections as the job "
+        "had threads (objects in flight × streams per object). Best layout per row group in "
+        "green; rows with a failed or corrupt repeat in red.</p>",
+    ]
+    parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
+    if not table.empty:
+        show_remote = table["remote"].nunique() > 1
+        head = ["site", *(["remote"] if show_remote else []), "direction", "layout"]
+        head += ["median MB/s [95% CI]", "n", "vs plain [95% CI]", "failed", "corrupt"]
+        cells = "".join(
+            f'<th class="{"l" if i < len(head) - 5 else ""}">{h}</th>' for i, h in enumerate(head)
+        )
+        body = [f"<table><thead><tr>{cells}</tr></thead><tbody>"]
+        for r in table.to_dict("records"):
+            cls = "bad" if r["failed"] or r["corrupt"] else "best" if r["best"] else ""
+            left = [r["site"], *([r["remote"]] if show_remote else []), r["direction"], r["layout"]]
+            tds = "".join(f'<td class="l">{html.escape(str(v))}</td>' for v in left)
+            tds += f"<td>{_rate_cell(r)}</td><td>{r['n']}</td><td>{_speedup_cell(r)}</td>"
+            tds += f"<td>{r['failed']}</td><td>{r['corrupt']}</td>"
+            body.append(f'<tr class="{cls}">{tds}</tr>')
+        body.append("</tbody></table>")
+        parts.append("".join(body))
+    if figure is not None and figure.exists():
+        data = base64.b64encode(figure.read_bytes()).decode()
+        parts.append(
+            f'<img alt="sustained rate per strategy" src="data:image/png;base64,{data}">'
+            "<p><small>The sustained rate per strategy (every repeat a point; its caption, in "
+            "the menu under Transfers, says how to read it).</small></p>"
+        )
+    parts.append("</div>")
+    return "\n".join(parts) + "\n"
