@@ -123,6 +123,8 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         plan = run2.stderr + run2.stdout
         assert "--bwlimit" not in plan
         assert "tursa" not in (tmp_path / RESULTS / "transfers.tsv").read_text()
+        cost = (tmp_path / RESULTS / "figures/cost.html").read_text()
+        assert "no prices configured" in cost and "USD" not in cost  # none given, none made up
         assert "NoSuchUpload" not in plan
 
         # Every column is what its name says, checked against the raw rclone log.
@@ -185,7 +187,11 @@ def test_campaign_file_with_a_misspelt_key_stops_before_any_job(tmp_path):
     cfg = write_config(tmp_path, {**CAMPAIGN, "repeat": 5})
     run = snakemake(tmp_path, cfg)
     assert run.returncode != 0
-    assert "config error: repeat: unknown key (did you mean 'repeats'?)" in run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "cloudbench: config error: repeat: unknown key (did you mean 'repeats'?)"
+    )
+    assert "Traceback" not in run.stderr and "File " not in run.stderr  # one line, no frames
     assert not (tmp_path / "results").exists() and not (tmp_path / "scratch").exists()
 
 

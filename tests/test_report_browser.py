@@ -474,6 +474,7 @@ OUTPUT_NAMES = {
     "summary_html": "summary.html",
     "cost": "cost.html",
     "campaign": "campaign.html",
+    "headline": "headline.html",
 }
 
 
