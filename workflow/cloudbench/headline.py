@@ -37,6 +37,12 @@ STYLE = (
 )
 
 
+ROW_COLUMNS = [
+    "site", "remote", "direction", "layout", "n", "median", "low", "high", "speedup",
+    "speedup_low", "speedup_high", "failed", "corrupt",
+]  # fmt: skip
+
+
 def _num(v: float) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
@@ -73,9 +79,9 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
                 "corrupt": int(r.corrupt),
             }
         )
-    df = pd.DataFrame(out)
+    df = pd.DataFrame(out, columns=ROW_COLUMNS)
     if df.empty:
-        return df.assign(best=[])
+        return df.assign(best=pd.Series(dtype=bool))
     best = df.groupby(["site", "remote", "direction"])["median"].transform("max")
     df["best"] = (df["median"] == best) & df["median"].notna()
     return df
