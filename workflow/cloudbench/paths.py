@@ -70,6 +70,16 @@ def preflight(results, site) -> str:
     return f"{sites_dir(results)}/{site}/preflight.json"
 
 
+def published(results, site) -> str:
+    """This site's results are on the remote (written by the publish rule)."""
+    return f"{sites_dir(results)}/{site}/published.json"
+
+
+def pulled(results, site) -> str:
+    """Another site's results were fetched from the remote (written by the pull rule)."""
+    return f"{sites_dir(results)}/{site}/pulled.json"
+
+
 def dataset_dir(upload_data: str | Path) -> str:
     """Generated files at the upload site's scratch (bulk: never under results/)."""
     return f"{upload_data}/dataset"

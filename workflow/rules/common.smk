@@ -31,7 +31,6 @@ onstart:
 
 
 RESULTS = f"results/{CAMPAIGN.name}"
-SITES = paths.sites_dir(RESULTS)
 UPLOAD_SITE = CAMPAIGN.upload_site.name
 UPLOAD_DATA = str(CAMPAIGN.upload_site.scratch / CAMPAIGN.name)
 # Output patterns of the rules, from the one module that names every path.
@@ -247,7 +246,7 @@ def publish_inputs(wildcards):
 def aggregate_inputs(wildcards):
     """This run's own records, plus every other site's results pulled from the remote."""
     files = [f for site in CAMPAIGN.active_sites for f in site_records(site)]
-    return files + [f"{SITES}/{s.name}/pulled.json" for s in CAMPAIGN.passive_sites]
+    return files + [paths.pulled(RESULTS, s.name) for s in CAMPAIGN.passive_sites]
 
 
 def pull_token(wildcards):
@@ -302,7 +301,7 @@ def cleanup_spec():
 def bookkeeping_targets():
     """The campaign manifest (upload site) and the final status line of every run."""
     targets = [f"{RESULTS}/status.txt"]
-    targets += [f"{SITES}/{s.name}/published.json" for s in CAMPAIGN.active_sites]
+    targets += [paths.published(RESULTS, s.name) for s in CAMPAIGN.active_sites]
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
         targets.append(f"{RESULTS}/manifest.json")
     return targets

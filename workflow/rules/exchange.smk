@@ -6,7 +6,7 @@ rule publish:
     input:
         publish_inputs,
     output:
-        f"{SITES}/{{site}}/published.json",
+        paths.published(RESULTS, W["site"]),
     log:
         f"{RESULTS}/logs/publish/{{site}}.log",
     conda:
@@ -21,7 +21,7 @@ rule publish:
 
 rule pull:
     output:
-        f"{SITES}/{{site}}/pulled.json",
+        paths.pulled(RESULTS, W["site"]),
     log:
         f"{RESULTS}/logs/pull/{{site}}.log",
     conda:

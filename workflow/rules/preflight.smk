@@ -4,9 +4,9 @@
 
 rule preflight:
     output:
-        f"{SITES}/{{site}}/preflight.json",
+        paths.preflight(RESULTS, W["site"]),
     log:
-        f"{SITES}/{{site}}/logs/preflight.log",
+        paths.job_log(RESULTS, W["site"], "preflight"),
     conda:
         "../../envs/cloudbench.yaml"
     params:
