@@ -80,28 +80,42 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         env = s3.client_env("MYSTORE")
         assert _rclone(env, "mkdir", "mystore:bench").returncode == 0
 
-        # Run 1: the server dies once the first chunked upload is recorded.
+        # Run 1: the server dies once the first chunked upload is recorded; once a failure
+        # is recorded the user presses Ctrl-C.
         proc = subprocess.Popen(
             [str(BIN / "snakemake"), "--snakefile", str(ROOT / "workflow/Snakefile"),
              "--directory", str(tmp_path), "--profile", str(ROOT / "profiles/local"),
              "--configfile", str(cfg)],
             cwd=tmp_path,
             env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env, **FAST_FAIL},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )  # fmt: skip
         first = tmp_path / RESULTS / "sites/edi/transfers/upload/main/chunked-2MiB/r1.json"
         deadline = time.monotonic() + 300
         while not first.exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
         s3.kill()
+
+        def failed_records() -> list[dict]:
+            found = []
+            for p in (tmp_path / RESULTS / "sites/edi/transfers").rglob("r*.json"):
+                try:
+                    rec = json.loads(p.read_text())
+                except ValueError:  # being written
+                    continue
+                if rec["status"] == "failed":
+                    found.append(rec)
+            return found
+
+        deadline = time.monotonic() + 300
+        while not failed_records() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode != 0, out[-2000:]
-        failed_before = [
-            json.loads(p.read_text())
-            for p in (tmp_path / RESULTS / "sites/edi/transfers").rglob("r*.json")
-            if json.loads(p.read_text())["status"] == "failed"
-        ]
-        assert failed_before, "killing the server should have failed some measurement"
+        assert failed_records(), "killing the server should have failed some measurement"
+        assert "cloudbench: stopped with" in out  # the one line a stopped run ends with
         # a dead store fails measurements; it is never taken for a missing upload
         assert "run the upload site" not in out, out[-3000:]
 
