@@ -115,14 +115,14 @@ def test_steps_table_holds_only_this_campaigns_steps(tmp_path):
         "chunks": ["4MiB"],
         "measurements": [
             {"site": "b", "direction": "download", "remote": "m", "layout": "chunked-4MiB",
-             "repeat": 1},
+             "setting": "rclone-1xauto", "repeat": 1},
         ],
     }  # fmt: skip
     for p in expected_steps(tmp_path, plan):
         write_json(p, {"step": p.parent.name, "seconds": 1.0, "bytes": 5})
     stale = tmp_path / "sites/a/steps/chunk/2MiB/f1.json"  # a chunk size since removed
     write_json(stale, {"step": "chunk", "seconds": 9.0})
-    old_repeat = tmp_path / "sites/b/verify/m/chunked-4MiB/r2.json"
+    old_repeat = tmp_path / "sites/b/verify/m/chunked-4MiB/rclone-1xauto/r2.json"
     write_json(old_repeat, {"step": "verify", "seconds": 9.0})
     table = steps_table(tmp_path, plan)
     assert len(table) == len(expected_steps(tmp_path, plan)) == 5

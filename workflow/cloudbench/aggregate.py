@@ -15,18 +15,27 @@ import pandas as pd
 from cloudbench import paths
 
 TRANSFER_COLUMNS = [
-    "campaign", "site", "remote", "direction", "strategy", "layout", "chunk_bytes", "repeat",
-    "status", "mb_per_s", "seconds", "started_utc", "files", "objects", "bytes_requested",
-    "bytes_moved", "transfers", "objects_in_flight", "streams_per_object", "connections",
-    "backend", "backend_concurrency", "retries", "error", "rclone_version", "host",
-    "node_cores",
+    "campaign", "site", "remote", "direction", "strategy", "layout", "chunk_bytes", "setting",
+    "tool", "clients", "concurrency", "repeat", "status", "mb_per_s", "seconds", "started_utc",
+    "start_skew_s", "client_mb_per_s_min", "client_mb_per_s_median", "client_mb_per_s_max",
+    "files", "objects", "bytes_requested", "bytes_moved", "transfers", "objects_in_flight",
+    "streams_per_object", "connections", "backend", "backend_concurrency", "retries", "error",
+    "rclone_version", "host", "node_cores",
+]  # fmt: skip
+# One row per client of a measurement with several clients (its row in transfers.tsv is the
+# aggregate); start_offset_s is the client's start after the group's first.
+CLIENT_TABLE_COLUMNS = [
+    "campaign", "site", "remote", "direction", "strategy", "layout", "setting", "clients",
+    "concurrency", "repeat", "client", "host", "status", "mb_per_s", "seconds",
+    "start_offset_s", "started_utc", "files", "objects", "bytes_requested", "bytes_moved",
+    "connections", "retries", "error",
 ]  # fmt: skip
 STEP_COLUMNS = [
-    "campaign", "site", "step", "item", "remote", "repeat", "chunk_bytes", "bytes",
+    "campaign", "site", "step", "item", "setting", "remote", "repeat", "chunk_bytes", "bytes",
     "started_utc", "seconds", "mb_per_s", "digest_from", "host", "node_cores",
 ]  # fmt: skip
 SERIES_COLUMNS = [
-    "campaign", "site", "remote", "direction", "strategy", "layout", "repeat",
+    "campaign", "site", "remote", "direction", "strategy", "layout", "setting", "repeat",
     "elapsed_s", "bytes", "mb_per_s",
 ]  # fmt: skip
 
@@ -34,7 +43,13 @@ SERIES_COLUMNS = [
 def _record_path(results: Path, key: dict) -> Path:
     return Path(
         paths.transfer_record(
-            results, key["site"], key["direction"], key["remote"], key["layout"], key["repeat"]
+            results,
+            key["site"],
+            key["direction"],
+            key["remote"],
+            key["layout"],
+            key["setting"],
+            key["repeat"],
         )
     )
 
@@ -56,7 +71,12 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
         if key["direction"] == "download":
             vpath = Path(
                 paths.verify_record(
-                    results, key["site"], key["remote"], key["layout"], key["repeat"]
+                    results,
+                    key["site"],
+                    key["remote"],
+                    key["layout"],
+                    key["setting"],
+                    key["repeat"],
                 )
             )
             if rec["status"] == "ok" and vpath.exists():
@@ -79,12 +99,30 @@ def series_table(results: Path, transfers: pd.DataFrame) -> pd.DataFrame:
         if not path.exists():
             continue
         s = pd.read_csv(path, sep="\t")
-        for col in ("campaign", "site", "remote", "direction", "strategy", "layout", "repeat"):
+        for col in SERIES_COLUMNS[: SERIES_COLUMNS.index("repeat") + 1]:
             s[col] = rec[col]
         frames.append(s)
     if not frames:
         return pd.DataFrame(columns=SERIES_COLUMNS)
     return pd.concat(frames, ignore_index=True)[SERIES_COLUMNS]
+
+
+def clients_table(transfers: pd.DataFrame, results: Path) -> pd.DataFrame:
+    """Every client of every measurement with several clients, one row each."""
+    rows = []
+    for key in transfers.to_dict("records"):
+        if not key.get("clients") or int(key["clients"]) < 2:
+            continue
+        rec = _load(_record_path(results, key))
+        first = rec.get("started_epoch")
+        for c in rec.get("per_client") or []:
+            start = c.get("started_epoch")
+            offset = round(start - first, 6) if start is not None and first else None
+            rows.append(
+                {**{k: key[k] for k in CLIENT_TABLE_COLUMNS if k in key}, **c}
+                | {"start_offset_s": offset}
+            )
+    return pd.DataFrame(rows, columns=CLIENT_TABLE_COLUMNS)
 
 
 def expected_steps(results: Path, plan: dict) -> list[Path]:
@@ -99,7 +137,7 @@ def expected_steps(results: Path, plan: dict) -> list[Path]:
     for m in plan["measurements"]:
         if m["direction"] != "download":
             continue
-        key = (results, m["site"], m["remote"], m["layout"], m["repeat"])
+        key = (results, m["site"], m["remote"], m["layout"], m["setting"], m["repeat"])
         if m["layout"].startswith("chunked-"):
             out.append(paths.reassemble_record(*key))
         out.append(paths.verify_record(*key))
@@ -127,11 +165,12 @@ def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
         "timeseries": out_dir / "timeseries.tsv",
         "steps": out_dir / "steps.tsv",
         "missing": out_dir / "missing.tsv",
+        "clients": out_dir / "clients.tsv",
     }
     transfers.to_csv(paths["transfers"], sep="\t", index=False)
     series_table(results, transfers).to_csv(paths["timeseries"], sep="\t", index=False)
+    clients_table(transfers, results).to_csv(paths["clients"], sep="\t", index=False)
     steps_table(results, plan).to_csv(paths["steps"], sep="\t", index=False)
-    pd.DataFrame(missing, columns=["site", "direction", "remote", "layout", "repeat"]).to_csv(
-        paths["missing"], sep="\t", index=False
-    )
+    missing_columns = ["site", "direction", "remote", "layout", "setting", "repeat"]
+    pd.DataFrame(missing, columns=missing_columns).to_csv(paths["missing"], sep="\t", index=False)
     return paths

@@ -20,6 +20,8 @@ from cloudbench.secrets import credential_flag, credential_in_remote, credential
 from cloudbench.sizes import SizeError, parse_size, size_label
 
 STRATEGIES = ("plain", "chunked", "multithread")
+TOOLS = ("rclone",)  # clients that move the data; each builds its command lines in one module
+AUTO = "auto"  # concurrency: the job's threads (the cores of one node), as without a sweep
 DIRECTIONS = ("upload", "download")
 ALL_SITES = "all"
 NO_SITE = "none"  # only pull every site's results from the remote and aggregate them
@@ -39,6 +41,7 @@ class Site:
     scratch: Path
     location: tuple[float, float] | None
     launch: tuple[tuple[str, Any], ...] = ()  # how the launcher reaches it (ssh host, workdir)
+    clients: tuple[int, ...] = (1,)  # client counts this site sweeps (one process per node)
 
 
 @dataclass(frozen=True)
@@ -84,18 +87,53 @@ class Layout:
 
 
 @dataclass(frozen=True)
+class Setting:
+    """How many clients move a copy at once, and with what parallelism each.
+
+    ``clients`` processes (each on its own node in batch mode) each move their own share of
+    the files, started together; ``concurrency`` is each client's rclone parallelism
+    (``--transfers`` for plain and chunked, ``--multi-thread-streams`` for multithread),
+    None for the job's threads. The label names a measurement's folder: ``rclone-4x32``.
+    """
+
+    tool: str = "rclone"
+    clients: int = 1
+    concurrency: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.tool}-{self.clients}x{self.concurrency or AUTO}"
+
+    @classmethod
+    def from_label(cls, label: str) -> Setting:
+        m = _SETTING_RE.match(label)
+        if not m:
+            raise ConfigError(f"unknown setting label {label!r} (expected e.g. rclone-4x32)")
+        conc = m.group(3)
+        return cls(m.group(1), int(m.group(2)), None if conc == AUTO else int(conc))
+
+
+SETTING_PATTERN = r"([a-z0-9]+)-([0-9]+)x([0-9]+|auto)"
+_SETTING_RE = re.compile(f"^{SETTING_PATTERN}$")
+
+
+@dataclass(frozen=True)
 class Measurement:
-    """One timed rclone transfer: the unit that becomes one row of transfers.tsv."""
+    """One timed transfer of one copy: the unit that becomes one row of transfers.tsv."""
 
     site: str
     remote: str
     direction: str
     layout: Layout
     repeat: int
+    setting: Setting = Setting()
 
     @property
     def key(self) -> str:
-        return f"{self.direction}/{self.remote}/{self.layout.label}/r{self.repeat}"
+        return (
+            f"{self.direction}/{self.remote}/{self.layout.label}/{self.setting.label}"
+            f"/r{self.repeat}"
+        )
 
 
 @dataclass(frozen=True)
@@ -116,6 +154,31 @@ class Campaign:
     min_rclone_version: str
     sites: tuple[Site, ...]
     site: str
+    concurrency: tuple[tuple[str, tuple[int | None, ...]], ...] = ()  # per strategy
+    start_tolerance_s: float = 1.0
+
+    def concurrency_of(self, strategy: str) -> tuple[int | None, ...]:
+        """The parallelism values swept for a strategy; (None,) = the job's threads."""
+        return dict(self.concurrency).get(strategy, (None,))
+
+    def settings(self, site: Site, strategy: str) -> list[Setting]:
+        """Every clients x concurrency combination a site measures for a strategy."""
+        return [
+            Setting("rclone", n, c) for n in site.clients for c in self.concurrency_of(strategy)
+        ]
+
+    def copy_setting(self, m: Measurement) -> Setting:
+        """The upload whose copy a measurement moves: its own for an upload; for a download,
+        the upload with the same setting, or (when the upload site does not sweep that
+        client count) the upload site's first client count at the same concurrency.
+        Reading a copy does not change it, so every download setting can share one."""
+        if m.direction == "upload":
+            return m.setting
+        ups = self.settings(self.upload_site, m.layout.strategy)
+        if m.setting in ups:
+            return m.setting
+        same = [s for s in ups if s.concurrency == m.setting.concurrency]
+        return (same or ups)[0]
 
     # --- derived views -------------------------------------------------------------------
     @property
@@ -189,8 +252,11 @@ class Campaign:
                     continue
                 for remote in self.remotes:
                     for layout in self.layouts:
-                        for repeat in range(1, self.repeats + 1):
-                            yield Measurement(s.name, remote.name, direction, layout, repeat)
+                        for setting in self.settings(s, layout.strategy):
+                            for repeat in range(1, self.repeats + 1):
+                                yield Measurement(
+                                    s.name, remote.name, direction, layout, repeat, setting
+                                )
 
     def chunk_count(self, chunk_bytes: int) -> int:
         return chunking.chunk_count(self.file_bytes, chunk_bytes)
@@ -318,6 +384,34 @@ def _no_credentials(cfg: Mapping[str, Any]) -> None:
             )
 
 
+def _counts(key: str, value: Any, allow_auto: bool = False) -> tuple[Any, ...]:
+    """A number or a list of numbers (a sweep), each >= 1, none twice, in the given order."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise ConfigError(f"{key}: give at least one value")
+    out = []
+    for v in items:
+        if allow_auto and v == AUTO:
+            out.append(None)
+            continue
+        out.append(_positive_int(key, v))
+    if len(set(out)) != len(out):
+        raise ConfigError(f"{key}: the same value listed twice in {items!r}")
+    return tuple(out)
+
+
+def _concurrency(cfg: Mapping[str, Any], strategies: tuple[str, ...]):
+    out = []
+    for strategy, values in (cfg.get("concurrency") or {}).items():
+        if strategy not in strategies:
+            raise ConfigError(
+                f"concurrency.{strategy}: strategy {strategy!r} is not measured "
+                f"(strategies: {', '.join(strategies)})"
+            )
+        out.append((strategy, _counts(f"concurrency.{strategy}", values, allow_auto=True)))
+    return tuple(out)
+
+
 def _flags(raw: list[str]) -> tuple[str, ...]:
     """rclone.flags: one argument per item, none that cloudbench sets itself."""
     for flag in raw:
@@ -398,6 +492,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
             f"set it to at most {ds['size']!r}"
         )
 
+    default_clients = _counts("clients", cfg["clients"])
     sites = []
     for sname, s in cfg["sites"].items():
         _name("sites", sname)
@@ -414,8 +509,17 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
                 scratch=path if path.is_absolute() else base / path,
                 location=_location(f"sites.{sname}.location", s.get("location")),
                 launch=tuple(sorted((s.get("launch") or {}).items())),
+                clients=_counts(f"sites.{sname}.clients", s["clients"])
+                if "clients" in s
+                else default_clients,
             )
         )
+        if max(sites[-1].clients) > files:
+            raise ConfigError(
+                f"{'sites.' + sname + '.clients' if 'clients' in s else 'clients'}: "
+                f"{max(sites[-1].clients)} clients need at least as many files, and "
+                f"dataset.files is {files} (each client moves its own files)"
+            )
     if not sites:
         raise ConfigError("sites: at least one site is needed")
     uploaders = [s.name for s in sites if s.upload]
@@ -443,6 +547,8 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         min_rclone_version=str(rcfg["min_version"]),
         sites=tuple(sites),
         site=str(cfg["site"]),
+        concurrency=_concurrency(cfg, strategies),
+        start_tolerance_s=float(cfg["start_tolerance_s"]),
     )
     if campaign.site not in RESERVED_SITE_NAMES:
         campaign.site_named(campaign.site)  # raises with the list of known sites

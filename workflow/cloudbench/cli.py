@@ -80,6 +80,10 @@ def cmd_download(a):
     )
 
 
+def cmd_client(a):
+    steps.run_client(Path(a.plan), a.index)
+
+
 def _skipped(a, step: str) -> bool:
     """A failed download has nothing to reassemble or verify: record that, don't crash."""
     rec = read_json(Path(a.download_record))
@@ -93,6 +97,7 @@ def _skipped(a, step: str) -> bool:
             "site": rec["site"],
             "campaign": rec["campaign"],
             "item": rec["layout"],
+            "setting": rec.get("setting"),
             "remote": rec["remote"],
             "repeat": rec["repeat"],
             "problems": [f"download failed: {rec.get('error')}"],
@@ -257,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("--checksums", {"nargs": "+", "required": True}),
     )
     add("download", cmd_download, *tx, ("--manifest", req), ("--upload-record", {}))
+    add("client", cmd_client, ("--plan", req), ("--index", {"type": int, "default": None}))
     add(
         "reassemble",
         cmd_reassemble,

@@ -53,12 +53,14 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """One row per site x remote x direction x layout: median rate [CI] (n), speed-up over
     plain [CI], failed and corrupt counts, and whether it is the best layout of its group."""
     out = []
+    several = summary["setting"].nunique() > 1 if not summary.empty else False
     for r in summary.itertuples(index=False):
         sel = metrics[
             (metrics["site"] == r.site)
             & (metrics["remote"] == r.remote)
             & (metrics["direction"] == r.direction)
             & (metrics["layout"] == r.layout)
+            & (metrics["setting"] == r.setting)
         ]
         rates = stats.ok_rates(sel)["mb_per_s"].to_numpy(float)
         lo, hi = stats.bootstrap_ci(rates)
@@ -67,7 +69,7 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
                 "site": r.site,
                 "remote": r.remote,
                 "direction": r.direction,
-                "layout": r.layout,
+                "layout": f"{r.layout} ({r.setting})" if several else r.layout,
                 "n": int(r.n),
                 "median": float(r.p50),
                 "low": lo,
@@ -96,7 +98,7 @@ def _rate_cell(r: Mapping[str, Any]) -> str:
 
 
 def _speedup_cell(r: Mapping[str, Any]) -> str:
-    if r["layout"] == "plain" or math.isnan(r["speedup"]):
+    if r["layout"].startswith("plain") or math.isnan(r["speedup"]):
         return "–"
     if math.isnan(r["speedup_low"]):
         return f"×{_num(r['speedup'])}"
@@ -113,7 +115,7 @@ def sentences(table: pd.DataFrame) -> list[str]:
             continue
         b = best.iloc[0]
         where = f" ({remote})" if table["remote"].nunique() > 1 else ""
-        gain = f", {_speedup_cell(b)} over plain" if b["layout"] != "plain" else ""
+        gain = f", {_speedup_cell(b)} over plain" if not b["layout"].startswith("plain") else ""
         out.append(
             f"{site} {direction}{where}: best {b['layout']} at {_num(b['median'])} MB/s{gain}."
         )
@@ -141,8 +143,9 @@ def headline_html(
         f"<p><b>Campaign {html.escape(str(info.get('campaign', '')))}</b>: {status}. "
         "Median whole-transfer rate in MB/s (10<sup>6</sup> B/s) over the ok repeats, "
         f"{stats.CI_LEVEL:.0%} bootstrap interval (from {stats.MIN_REPEATS_FOR_INTERVAL} "
-        "repeats), n = ok repeats. Every strategy could open as many connections as the job "
-        "had threads (objects in flight × streams per object). Best layout per row group in "
+        "repeats), n = ok repeats. Every strategy could open as many connections per client as "
+        "its setting allows (clients × concurrency, e.g. rclone-4x32; auto = the job's threads), "
+        "counted as objects in flight × streams per object. Best layout per row group in "
         "green; rows with a failed or corrupt repeat in red.</p>",
     ]
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]

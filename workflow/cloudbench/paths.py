@@ -16,9 +16,15 @@ def sites_dir(results: str | Path) -> str:
     return f"{results}/{SITES}"
 
 
-def transfer_record(results, site, direction, remote, layout, repeat) -> str:
+def copy_key(layout, setting, repeat) -> str:
+    """The part of a measurement's paths that names its copy: layout, setting, repeat."""
+    return f"{layout}/{setting}/r{repeat}"
+
+
+def transfer_record(results, site, direction, remote, layout, setting, repeat) -> str:
     """The record of one timed transfer (one row of transfers.tsv)."""
-    return f"{sites_dir(results)}/{site}/transfers/{direction}/{remote}/{layout}/r{repeat}.json"
+    key = copy_key(layout, setting, repeat)
+    return f"{sites_dir(results)}/{site}/transfers/{direction}/{remote}/{key}.json"
 
 
 def series(record: str) -> str:
@@ -31,25 +37,40 @@ def attempts_dir(record: str | Path) -> Path:
     return Path(str(record).removesuffix(".json") + ".attempts")
 
 
-def rclone_log(results, site, direction, remote, layout, repeat) -> str:
-    return f"{sites_dir(results)}/{site}/rclone/{direction}/{remote}/{layout}/r{repeat}.jsonl"
+def rclone_log(results, site, direction, remote, layout, setting, repeat) -> str:
+    key = copy_key(layout, setting, repeat)
+    return f"{sites_dir(results)}/{site}/rclone/{direction}/{remote}/{key}.jsonl"
+
+
+def clients_dir(record: str | Path) -> Path:
+    """What the clients of one multi-client measurement share: their plan, the start
+    barrier, and each client's record and series (``client-<k>.json``)."""
+    return Path(str(record).removesuffix(".json") + ".clients")
+
+
+def client_log(log: str | Path, index: int) -> Path:
+    """Client ``index``'s own rclone log, beside the measurement's log."""
+    return Path(str(log).removesuffix(".jsonl") + f".client-{index}.jsonl")
 
 
 def job_log(results, site, step, *parts) -> str:
     return "/".join([f"{sites_dir(results)}/{site}/logs/{step}", *map(str, parts)]) + ".log"
 
 
-def copy_manifest(results, site, remote, layout, repeat) -> str:
+def copy_manifest(results, site, remote, layout, setting, repeat) -> str:
     """The manifest of the copy a download read (fetched from the remote)."""
-    return f"{sites_dir(results)}/{site}/manifests/{remote}/{layout}/r{repeat}.json"
+    key = copy_key(layout, setting, repeat)
+    return f"{sites_dir(results)}/{site}/manifests/{remote}/{key}.json"
 
 
-def verify_record(results, site, remote, layout, repeat) -> str:
-    return f"{sites_dir(results)}/{site}/verify/{remote}/{layout}/r{repeat}.json"
+def verify_record(results, site, remote, layout, setting, repeat) -> str:
+    key = copy_key(layout, setting, repeat)
+    return f"{sites_dir(results)}/{site}/verify/{remote}/{key}.json"
 
 
-def reassemble_record(results, site, remote, layout, repeat) -> str:
-    return f"{sites_dir(results)}/{site}/steps/reassemble/{remote}/{layout}/r{repeat}.json"
+def reassemble_record(results, site, remote, layout, setting, repeat) -> str:
+    key = copy_key(layout, setting, repeat)
+    return f"{sites_dir(results)}/{site}/steps/reassemble/{remote}/{key}.json"
 
 
 def data_step_record(results, site, step, file, chunk=None) -> str:

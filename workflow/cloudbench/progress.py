@@ -160,13 +160,16 @@ def running_logs(results: Path) -> Iterator[tuple[str, Path]]:
     has exited, so a log newer than its record (or without one) is a transfer in flight.
     """
     root = Path(paths.sites_dir(results))
-    for log in sorted(root.glob("*/rclone/*/*/*/r*.jsonl")):
-        site, _, direction, remote, layout = log.parts[-6:-1]
-        repeat = log.stem.removeprefix("r")
-        record = Path(paths.transfer_record(results, site, direction, remote, layout, repeat))
+    for log in sorted(root.glob("*/rclone/*/*/*/*/r*.jsonl")):
+        site, _, direction, remote, layout, setting = log.parts[-7:-1]
+        repeat, _, client = log.stem.removeprefix("r").partition(".")
+        record = Path(
+            paths.transfer_record(results, site, direction, remote, layout, setting, repeat)
+        )
         if record.exists() and record.stat().st_mtime >= log.stat().st_mtime:
             continue
-        yield f"{site} " + label_of(direction, remote, layout, repeat), log
+        label = label_of(direction, remote, layout, repeat)
+        yield f"{site} {label} {setting}" + (f" {client}" if client else ""), log
 
 
 def snapshot(results: Path, tails: dict[Path, LogTail]) -> list[Progress]:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cloudbench.campaign import Campaign, Layout, Measurement, Remote
+from cloudbench.campaign import Campaign, Layout, Measurement, Remote, Setting
 
 
 @dataclass(frozen=True)
@@ -31,15 +31,22 @@ class TransferSpec:
     chunk_width: int
     scratch: str
     seed: str
+    setting_label: str = Setting().label  # tool, clients x concurrency (rclone-4x32)
+    copy_label: str = Setting().label  # the setting of the upload whose copy it moves
     flags: tuple[str, ...] = ()
     multi_thread_cutoff: int = 256 * 2**20
     multi_thread_chunk_size: int = 64 * 2**20
     min_rclone_version: str = "1.65.0"
+    start_tolerance_s: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def layout(self) -> Layout:
         return Layout.from_label(self.layout_label)
+
+    @property
+    def setting(self) -> Setting:
+        return Setting.from_label(self.setting_label)
 
     @property
     def remote_obj(self) -> Remote:
@@ -52,10 +59,10 @@ class TransferSpec:
     def data_prefix(self) -> str:
         """This copy of the dataset on the remote: one per (layout, repeat).
 
-        Every repeat gets its own prefix, so a repeat really moves the data again, and
-        download repeat r reads upload repeat r's copy.
+        Every setting and repeat gets its own prefix, so a repeat really moves the data
+        again, and download repeat r reads upload repeat r's copy.
         """
-        return self.campaign_prefix("data", self.layout_label, f"r{self.repeat}")
+        return self.campaign_prefix("data", self.layout_label, self.copy_label, f"r{self.repeat}")
 
     @property
     def local_dir(self) -> Path:
@@ -68,11 +75,12 @@ class TransferSpec:
             / self.site
             / self.remote
             / self.layout_label
+            / self.setting_label
             / f"r{self.repeat}"
         )
 
     def row_keys(self) -> dict[str, Any]:
-        layout = self.layout
+        layout, setting = self.layout, self.setting
         return {
             "campaign": self.campaign,
             "site": self.site,
@@ -81,6 +89,9 @@ class TransferSpec:
             "strategy": layout.strategy,
             "layout": layout.label,
             "chunk_bytes": layout.chunk_bytes,
+            "setting": self.setting_label,
+            "tool": setting.tool,
+            "clients": setting.clients,
             "repeat": self.repeat,
         }
 
@@ -107,6 +118,8 @@ def transfer_spec(campaign: Campaign, m: Measurement) -> TransferSpec:
         direction=m.direction,
         layout_label=m.layout.label,
         repeat=m.repeat,
+        setting_label=m.setting.label,
+        copy_label=campaign.copy_setting(m).label,
         files=tuple(campaign.file_names),
         file_bytes=campaign.file_bytes,
         chunk_width=campaign.chunk_index_width(chunk) if chunk else 0,
@@ -116,4 +129,5 @@ def transfer_spec(campaign: Campaign, m: Measurement) -> TransferSpec:
         multi_thread_cutoff=campaign.multi_thread_cutoff,
         multi_thread_chunk_size=campaign.multi_thread_chunk_size,
         min_rclone_version=campaign.min_rclone_version,
+        start_tolerance_s=campaign.start_tolerance_s,
     )

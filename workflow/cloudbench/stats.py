@@ -41,6 +41,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from cloudbench.campaign import Setting
+
 RAMP_FRACTION = 0.10
 MIN_SERIES_POINTS = 3
 N_BOOT = 10_000
@@ -54,8 +56,10 @@ MIN_SAMPLE_GAP_S = 0.1
 BYTES_PER_GB = 10**9
 BYTES_PER_TB = 10**12
 
-GROUP = ["site", "remote", "direction", "layout"]
-PAIR = ["site", "remote", "direction"]
+# A group: the repeats of one measurement; a pair: what a layout's speed-up is judged in
+# (the same site, remote, direction and setting: clients x concurrency).
+GROUP = ["site", "remote", "direction", "layout", "setting"]
+PAIR = ["site", "remote", "direction", "setting"]
 # Phases of a site's work, in order: the time budget reports each one's wall clock.
 PHASES = {
     "prepare": ("generate", "checksum", "chunk"),
@@ -64,7 +68,8 @@ PHASES = {
     "check": ("reassemble", "verify"),
 }
 SUMMARY_COLUMNS = [
-    "site", "remote", "direction", "strategy", "layout", "n", "mean", "p10", "p50", "p90",
+    "site", "remote", "direction", "strategy", "layout", "setting", "n", "mean", "p10", "p50",
+    "p90",
     "sustained_median", "sustained_ci_low", "sustained_ci_high", "sustained_from_whole",
     "speedup_vs_plain", "speedup_ci_low", "speedup_ci_high", "failed", "corrupt",
     "unverified", "retries", "outliers", "connections",
@@ -272,6 +277,14 @@ def linear_fit(x: Iterable[float], y: Iterable[float]) -> LinearFit:
 # --- groups --------------------------------------------------------------------------------
 
 
+def with_setting(transfers: pd.DataFrame) -> pd.DataFrame:
+    """Tables written before settings existed (and hand-built ones) measured one client at
+    the job's threads: the default setting."""
+    if "setting" in transfers.columns:
+        return transfers
+    return transfers.assign(setting=Setting().label)
+
+
 def ok_rates(transfers: pd.DataFrame) -> pd.DataFrame:
     """The transfers with status ``ok`` and a rate."""
     ok = transfers[(transfers["status"] == "ok") & transfers["mb_per_s"].notna()]
@@ -290,7 +303,7 @@ def outlier_flags(
     Transfers that are not ``ok``, or in smaller groups, are False. Index as ``transfers``.
     """
     flags = pd.Series(False, index=transfers.index)
-    ok = ok_rates(transfers)
+    ok = ok_rates(with_setting(transfers))
     if ok.empty:
         return flags
     grp = ok.groupby(GROUP)["mb_per_s"]
@@ -304,8 +317,9 @@ def outlier_flags(
 def transfer_metrics(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
     """``transfers`` plus ``sustained_mb_per_s``, ``sustained_method``, ``group_median`` and
     ``outlier`` per row (sustained only for ``ok`` transfers)."""
-    out = transfers.copy()
+    out = with_setting(transfers).copy()
     keys = [*GROUP, "repeat"]
+    series = with_setting(series)
     by_key = {k: g for k, g in series.groupby(keys)} if not series.empty else {}
     sus, method = [], []
     for row in out.itertuples(index=False):
@@ -351,10 +365,10 @@ def summarise(
     retries and outliers. Columns: ``SUMMARY_COLUMNS``."""
     if transfers.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    m = transfer_metrics(transfers, series)
+    m = transfer_metrics(with_setting(transfers), series)
     rows = []
     for key, g in m.groupby(GROUP, sort=False):
-        site, remote, direction, layout = key
+        site, remote, direction, layout, setting = key
         ok = g[(g["status"] == "ok") & g["mb_per_s"].notna()]
         rates = ok["mb_per_s"].to_numpy(float)
         sus = ok["sustained_mb_per_s"].to_numpy(float)
@@ -364,6 +378,7 @@ def summarise(
             & (m["remote"] == remote)
             & (m["direction"] == direction)
             & (m["layout"] == "plain")
+            & (m["setting"] == setting)
             & (m["status"] == "ok")
         ]["mb_per_s"]
         if layout == "plain":
@@ -372,7 +387,7 @@ def summarise(
             sp = speedup(rates, plain, n, seed)
         rows.append({
             "site": site, "remote": remote, "direction": direction,
-            "strategy": g["strategy"].iloc[0], "layout": layout,
+            "strategy": g["strategy"].iloc[0], "layout": layout, "setting": setting,
             "n": int(rates.size),
             "mean": float(rates.mean()) if rates.size else math.nan,
             "p10": _pct(rates, 10), "p50": _pct(rates, 50), "p90": _pct(rates, 90),

@@ -10,12 +10,14 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from cloudbench import clients, paths
 from cloudbench import rclone as rc
+from cloudbench.campaign import Setting
 from cloudbench.checksums import hash_stream, xxh128sum_line
 from cloudbench.chunking import (
     chunk_count,
@@ -30,7 +32,14 @@ from cloudbench.records import host_info, read_json, timed_step, utc_now, write_
 from cloudbench.secrets import redact, secret_values
 from cloudbench.sizes import size_label
 from cloudbench.spec import TransferSpec
-from cloudbench.transfer import fresh_dir, keep_attempt, last_attempt, measure, purge
+from cloudbench.transfer import (
+    SERIES_HEADER,
+    fresh_dir,
+    keep_attempt,
+    last_attempt,
+    measure,
+    purge,
+)
 
 COPY_MANIFEST = "manifest.json"
 OBJECTS = "objects"
@@ -212,11 +221,183 @@ def copy_manifest(spec: TransferSpec, hashes: dict[str, dict[str, Any]]) -> dict
     }
 
 
-def object_names(manifest: dict[str, Any]) -> list[str]:
-    """Every object of one copy, relative to its objects/ prefix, in file and chunk order."""
-    return [c["object"] for f in manifest["files"] for c in f.get("chunks", [])] or [
-        f["object"] for f in manifest["files"]
-    ]
+def _objects_of(files: Sequence[dict[str, Any]]) -> list[str]:
+    """Every object of these files (manifest entries), in file and chunk order."""
+    return [c["object"] for f in files for c in f.get("chunks", [])] or [f["object"] for f in files]
+
+
+def _label(spec: TransferSpec, client: int | None = None) -> str:
+    label = label_of(spec.direction, spec.remote, spec.layout_label, spec.repeat)
+    if spec.setting_label != Setting().label:
+        label += f" {spec.setting_label}"
+    return label if client is None else f"{label} client {client}"
+
+
+def client_copy(
+    spec: TransferSpec,
+    threads: int,
+    src: str,
+    dst: str,
+    files: Sequence[dict[str, Any]],
+    log: Path,
+    series: Path,
+    client: int | None = None,
+    ready: Callable[[], object] | None = None,
+) -> dict[str, Any]:
+    """One client's timed copy of ``files`` (manifest entries): rclone gets the exact
+    object list (--files-from), so nothing else that sits in the source is moved or
+    counted."""
+    objects = _objects_of(files)
+    with tempfile.TemporaryDirectory() as tmp:
+        listing = Path(tmp) / "objects"
+        listing.write_text("".join(f"{n}\n" for n in objects))
+        rec = measure(
+            replace(spec, flags=(*spec.flags, "--files-from", str(listing))),
+            src,
+            dst,
+            threads=threads,
+            expected_files=len(objects),
+            expected_bytes=sum(f["bytes"] for f in files),
+            object_bytes=spec.layout.chunk_bytes or spec.file_bytes,
+            log_path=log,
+            series_path=series,
+            label=_label(spec, client),
+            ready=ready,
+        )
+    rec["files"] = len(files)
+    if client is not None:
+        rec["client"] = client
+    return rec
+
+
+def timed_copy(
+    spec: TransferSpec,
+    threads: int,
+    src: str,
+    dst: str,
+    man: dict[str, Any],
+    record: Path,
+    log: Path,
+    series: Path,
+) -> dict[str, Any]:
+    """One measurement of a copy: one client in this process, or the setting's N clients
+    each moving its own files, started together (see cloudbench.clients).
+
+    Each client's parallelism is the setting's concurrency, or the job's threads (auto).
+    """
+    n = spec.setting.clients
+    per_client = spec.setting.concurrency or threads
+    if n == 1:
+        return client_copy(spec, per_client, src, dst, man["files"], log, series)
+    folder = paths.clients_dir(record)
+    plan = {
+        "spec": spec.to_json(),
+        "threads": per_client,
+        "src": src,
+        "dst": dst,
+        "shares": clients.shares(man["files"], n),
+        "logs": [str(paths.client_log(log, k)) for k in range(n)],
+    }
+    plan_path = clients.write_plan(folder, plan)
+    for k in range(n):
+        paths.client_log(log, k).unlink(missing_ok=True)
+    exit_code = clients.run_clients(plan_path, n, threads, dict(os.environ))
+    per = clients.read_clients(folder, n)
+    group = clients.aggregate(per, n, spec.start_tolerance_s)
+    first = next((c for c in per if c is not None), {})
+    write_group_series(series, folder, per)
+    rec = {
+        **spec.row_keys(),
+        **{k: first.get(k) for k in _SHARED_CLIENT_KEYS},
+        **group,
+        "files": len(spec.files),
+        "started_utc": _iso(group["started_epoch"]),
+        "launcher_exit": exit_code,
+        "per_client": [_client_summary(k, c) for k, c in enumerate(per)],
+        "source": src,
+        "destination": dst,
+        **host_info(),
+    }
+    if exit_code != 0 and rec["status"] == "ok":
+        rec.update(status="failed", error=f"client launcher exited {exit_code}", mb_per_s=None)
+    rec["host"] = ",".join(group["hosts"]) or rec["host"]
+    return rec
+
+
+# What every client of a group shares, taken from the first that reported.
+_SHARED_CLIENT_KEYS = (
+    "concurrency", "transfers", "streams_per_object", "backend", "backend_concurrency",
+    "rclone_version",
+)  # fmt: skip
+CLIENT_COLUMNS = (
+    "client", "host", "status", "mb_per_s", "seconds", "start_offset_s", "started_utc",
+    "files", "objects", "bytes_requested", "bytes_moved", "connections", "retries", "error",
+)  # fmt: skip
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _client_summary(index: int, c: dict[str, Any] | None) -> dict[str, Any]:
+    if c is None:
+        return {"client": index, "status": "failed", "error": "did not report"}
+    return {k: c.get(k) for k in CLIENT_COLUMNS if k != "start_offset_s"} | {
+        "started_epoch": c.get("started_epoch")
+    }
+
+
+def write_group_series(series: Path, folder: Path, per: Sequence[dict[str, Any] | None]) -> None:
+    """The group's series: its clients' cumulative bytes summed on one clock."""
+    got = [c for c in per if c is not None and c.get("started_epoch") is not None]
+    first = min((c["started_epoch"] for c in got), default=0.0)
+    inputs = []
+    for c in got:
+        path = clients.client_series_path(folder, c["client"])
+        samples = []
+        if path.exists():
+            for line in path.read_text().splitlines()[1:]:
+                elapsed, nbytes, _ = line.split("\t")
+                samples.append((float(elapsed), int(nbytes)))
+        final = c.get("bytes_moved") or (samples[-1][1] if samples else 0)
+        samples.append((float(c.get("seconds") or 0.0), int(final)))
+        inputs.append((c["started_epoch"] - first, samples, int(final)))
+    series.parent.mkdir(parents=True, exist_ok=True)
+    with open(series, "w") as fh:
+        fh.write(SERIES_HEADER)
+        for elapsed, nbytes, rate in clients.sum_series(inputs):
+            fh.write(f"{elapsed:.3f}\t{nbytes}\t{rate:.3f}\n")
+
+
+def run_client(plan_path: Path, index: int | None) -> None:
+    """One client of a group (``cloudbench client``): wait for the others, move its share,
+    write its record. A client that cannot take part records why, so the group fails with
+    a reason instead of hanging."""
+    plan = read_json(plan_path)
+    folder = plan_path.parent
+    spec = TransferSpec.from_json(plan["spec"])
+    k = clients.client_index(index, os.environ)
+    n = len(plan["shares"])
+    out = clients.client_record_path(folder, k)
+    try:
+        rec = client_copy(
+            spec,
+            plan["threads"],
+            plan["src"],
+            plan["dst"],
+            plan["shares"][k],
+            Path(plan["logs"][k]),
+            clients.client_series_path(folder, k),
+            client=k,
+            ready=lambda: clients.wait_for_start(folder / "barrier", k, n),
+        )
+    except clients.ClientError as err:
+        rec = {"client": k, "status": "failed", "error": str(err), **host_info()}
+    write_json(out, rec)
 
 
 def _finish(record: Path, rec: dict[str, Any], log: Path) -> None:
@@ -224,8 +405,10 @@ def _finish(record: Path, rec: dict[str, Any], log: Path) -> None:
     result line a person can read."""
     keep_attempt(record, rec, log)
     write_json(record, rec)
-    label = label_of(rec["direction"], rec["remote"], rec["layout"], rec["repeat"])
-    print(result_line(label, rec), file=sys.stderr, flush=True)
+    spec_label = label_of(rec["direction"], rec["remote"], rec["layout"], rec["repeat"])
+    if rec.get("setting", Setting().label) != Setting().label:
+        spec_label += f" {rec['setting']}"
+    print(result_line(spec_label, rec), file=sys.stderr, flush=True)
 
 
 def clear_copy(binary: str, spec: TransferSpec, prefix: str) -> str | None:
@@ -274,21 +457,8 @@ def upload(
     abort_error = clear_copy(binary, spec, dst)
     src = chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
     man = copy_manifest(spec, hashes)
-    objects = object_names(man)
     with tempfile.TemporaryDirectory() as tmp:
-        listing = Path(tmp) / "objects"
-        listing.write_text("".join(f"{n}\n" for n in objects))
-        rec = measure(
-            replace(spec, flags=(*spec.flags, "--files-from", str(listing))),
-            str(src),
-            f"{dst}/{OBJECTS}",
-            threads=threads,
-            expected_files=len(objects),
-            expected_bytes=spec.file_bytes * len(spec.files),
-            object_bytes=layout.chunk_bytes or spec.file_bytes,
-            log_path=log,
-            series_path=series,
-        )
+        rec = timed_copy(spec, threads, str(src), f"{dst}/{OBJECTS}", man, record, log, series)
         rec["regenerated"] = regenerated
         rec["multipart_abort_error"] = abort_error
         if rec["status"] == "ok":
@@ -396,16 +566,8 @@ def download(
         return
     write_json(manifest_out, man)
     local = fresh_dir(spec.local_dir)
-    rec = measure(
-        spec,
-        f"{spec.data_prefix}/{OBJECTS}",
-        str(local),
-        threads=threads,
-        expected_files=len(object_names(man)),
-        expected_bytes=sum(f["bytes"] for f in man["files"]),
-        object_bytes=man.get("chunk_bytes") or spec.file_bytes,
-        log_path=log,
-        series_path=series,
+    rec = timed_copy(
+        spec, threads, f"{spec.data_prefix}/{OBJECTS}", str(local), man, record, log, series
     )
     _finish(record, rec, log)
 
@@ -473,7 +635,13 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
             tmp.replace(local / name)
             write_digest_note(local / name, digest.hexdigest(), nbytes)
         t.extra["digest_from"] = "reassemble"  # computed from the bytes as they were written
-    rec = t.record(**context, item=spec.layout_label, repeat=spec.repeat, remote=spec.remote)
+    rec = t.record(
+        **context,
+        item=spec.layout_label,
+        setting=spec.setting_label,
+        repeat=spec.repeat,
+        remote=spec.remote,
+    )
     keep_attempt(record, rec)
     write_json(record, rec)
 
@@ -530,7 +698,13 @@ def verify(
                 ]
                 where = f" (chunk {', '.join(bad)})" if bad else ""
                 problems.append(f"{f['name']}: XXH128 {digest} != {f['xxh128']}{where}")
-    rec = t.record(**context, item=spec.layout_label, repeat=spec.repeat, remote=spec.remote)
+    rec = t.record(
+        **context,
+        item=spec.layout_label,
+        setting=spec.setting_label,
+        repeat=spec.repeat,
+        remote=spec.remote,
+    )
     rec.update(
         status="corrupt" if problems else "ok",
         problems=problems,

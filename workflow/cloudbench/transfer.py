@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +57,15 @@ def measure(
     object_bytes: int,
     log_path: Path,
     series_path: Path,
+    label: str | None = None,
+    ready: Callable[[], object] | None = None,
 ) -> dict[str, Any]:
     """Run one timed copy and return its record (status ok or failed, never an exception).
 
     ``expected_files`` objects of about ``object_bytes`` each (a file or a chunk) make up the
-    copy; together they decide how many connections the strategy really opens.
+    copy; together they decide how many connections the strategy really opens. ``ready``
+    is called after every preparation and right before the clock starts: the start
+    barrier of a group of clients.
     """
     binary = rc.find_rclone()
     version = rc.rclone_version(binary)
@@ -86,8 +91,10 @@ def measure(
         multi_thread_cutoff=spec.multi_thread_cutoff,
         extra_flags=spec.flags,
     )
-    label = label_of(spec.direction, spec.remote, spec.layout_label, spec.repeat)
-    started = utc_now()
+    label = label or label_of(spec.direction, spec.remote, spec.layout_label, spec.repeat)
+    if ready is not None:
+        ready()
+    started, epoch = utc_now(), time.time()
     t0 = time.perf_counter()
     output = _run_with_progress(cmd, log_path, label, expected_bytes)
     seconds = time.perf_counter() - t0
@@ -117,12 +124,14 @@ def measure(
         "bytes_requested": expected_bytes,
         "bytes_moved": moved,
         "started_utc": started,
+        "started_epoch": epoch,
         "seconds": round(seconds, 6),
         "mb_per_s": round(rate_mb_s(expected_bytes, seconds), 3) if not error else None,
         "status": "failed" if error else "ok",
         "error": error,
         "retries": log.retries if log else 0,
         "rclone_errors": final.errors if final else None,
+        "concurrency": max(1, threads),
         "transfers": conc.transfers,
         "objects_in_flight": conc.objects_in_flight,
         "streams_per_object": conc.streams_per_object,

@@ -17,6 +17,11 @@ rule aggregate:
             category="Tables",
         ),
         missing=f"{RESULTS}/missing.tsv",
+        clients=report(
+            f"{RESULTS}/clients.tsv",
+            caption="../report/clients_tsv.rst",
+            category="Tables",
+        ),
     log:
         f"{RESULTS}/logs/aggregate.log",
     conda:

@@ -8,7 +8,14 @@ from pathlib import Path
 from snakemake.settings.types import DeploymentMethod
 
 from cloudbench import jobenv, paths
-from cloudbench.campaign import ConfigError, Layout, Measurement, load_campaign
+from cloudbench.campaign import (
+    SETTING_PATTERN,
+    ConfigError,
+    Layout,
+    Measurement,
+    Setting,
+    load_campaign,
+)
 from cloudbench.schema import stop
 from cloudbench.sizes import parse_size
 from cloudbench.spec import transfer_spec
@@ -34,7 +41,10 @@ RESULTS = f"results/{CAMPAIGN.name}"
 UPLOAD_SITE = CAMPAIGN.upload_site.name
 UPLOAD_DATA = str(CAMPAIGN.upload_site.scratch / CAMPAIGN.name)
 # Output patterns of the rules, from the one module that names every path.
-W = {k: f"{{{k}}}" for k in ("site", "remote", "layout", "repeat", "file", "chunk")}
+W = {
+    k: f"{{{k}}}"
+    for k in ("site", "remote", "layout", "setting", "repeat", "file", "chunk")
+}
 
 jobenv.prepare(
     workflow.basedir,
@@ -48,6 +58,7 @@ wildcard_constraints:
     site=NAME,
     remote=NAME,
     layout=r"plain|multithread|chunked-[0-9]+(KiB|MiB|GiB|TiB|B)",
+    setting=SETTING_PATTERN,
     repeat=r"[0-9]+",
     file=r"[^/]+",
     chunk=r"[0-9]+(KiB|MiB|GiB|TiB|B)",
@@ -67,26 +78,50 @@ localrules:
 
 def record(m):
     return paths.transfer_record(
-        RESULTS, m.site, m.direction, m.remote, m.layout.label, m.repeat
+        RESULTS,
+        m.site,
+        m.direction,
+        m.remote,
+        m.layout.label,
+        m.setting.label,
+        m.repeat,
     )
 
 
+def copy_key(m):
+    return (RESULTS, m.site, m.remote, m.layout.label, m.setting.label, m.repeat)
+
+
 def verify_record(m):
-    return paths.verify_record(RESULTS, m.site, m.remote, m.layout.label, m.repeat)
+    return paths.verify_record(*copy_key(m))
 
 
 def transfer_pattern(direction, kind=paths.transfer_record):
-    return kind(RESULTS, W["site"], direction, W["remote"], W["layout"], W["repeat"])
+    return kind(
+        RESULTS,
+        W["site"],
+        direction,
+        W["remote"],
+        W["layout"],
+        W["setting"],
+        W["repeat"],
+    )
 
 
 def transfer_job_log(step):
     return paths.job_log(
-        RESULTS, W["site"], step, W["remote"], W["layout"], f"r{W['repeat']}"
+        RESULTS,
+        W["site"],
+        step,
+        W["remote"],
+        W["layout"],
+        W["setting"],
+        f"r{W['repeat']}",
     )
 
 
 def copy_pattern(kind):
-    return kind(RESULTS, W["site"], W["remote"], W["layout"], W["repeat"])
+    return kind(RESULTS, W["site"], W["remote"], W["layout"], W["setting"], W["repeat"])
 
 
 def measurement_of(wildcards, direction):
@@ -96,7 +131,20 @@ def measurement_of(wildcards, direction):
         direction,
         Layout.from_label(wildcards.layout),
         int(wildcards.repeat),
+        Setting.from_label(wildcards.setting),
     )
+
+
+def clients_of(wildcards):
+    """Tasks of a transfer job: one per client (in a Slurm job, one per node: each task
+    asks for the job's threads)."""
+    return Setting.from_label(wildcards.setting).clients
+
+
+def launcher_of(wildcards):
+    """Several clients start their own tasks (srun inside the job, see cloudbench.clients),
+    so the Slurm job step must not wrap the job in a one-task srun ('mpi' resource)."""
+    return "srun" if clients_of(wildcards) > 1 else ""
 
 
 def retry_token(direction):
@@ -160,16 +208,21 @@ def download_inputs(wildcards):
     """Preflight first; with site: all, also the upload of the copy it reads (listed first)."""
     inputs = []
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
-        up = measurement_of(wildcards, "upload")
+        down = measurement_of(wildcards, "download")
+        setting = CAMPAIGN.copy_setting(down)
         inputs.append(
-            record(Measurement(UPLOAD_SITE, up.remote, "upload", up.layout, up.repeat))
+            record(
+                Measurement(
+                    UPLOAD_SITE, down.remote, "upload", down.layout, down.repeat, setting
+                )
+            )
         )
     return inputs + [paths.preflight(RESULTS, wildcards.site)]
 
 
 def verify_inputs(wildcards):
     m = measurement_of(wildcards, "download")
-    key = (RESULTS, m.site, m.remote, m.layout.label, m.repeat)
+    key = copy_key(m)
     inputs = {"download": record(m), "manifest": paths.copy_manifest(*key)}
     if m.layout.strategy == "chunked":
         inputs["reassembled"] = paths.reassemble_record(*key)
@@ -218,6 +271,7 @@ def expected_measurements():
                     "direction": m.direction,
                     "remote": m.remote,
                     "layout": m.layout.label,
+                    "setting": m.setting.label,
                     "repeat": m.repeat,
                 }
                 for m in CAMPAIGN.measurements()

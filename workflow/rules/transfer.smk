@@ -17,6 +17,8 @@ rule upload:
     resources:
         network=1,
         mem_mb=2048,
+        tasks=clients_of,
+        mpi=launcher_of,
     params:
         spec=spec_json("upload"),
         retry=retry_token("upload"),
@@ -45,6 +47,8 @@ rule download:
     resources:
         network=1,
         mem_mb=2048,
+        tasks=clients_of,
+        mpi=launcher_of,
     params:
         spec=spec_json("download"),
         retry=retry_token("download"),
