@@ -1014,11 +1014,13 @@ def write_summary_tsv(summary: pd.DataFrame, path: Path) -> None:
 
 def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path]) -> None:
     """Every output of the ``plots`` rule from the campaign's tables (``tables`` holds
-    transfers.tsv, timeseries.tsv, steps.tsv, missing.tsv and, if written, manifest.json)."""
+    transfers.tsv, timeseries.tsv, steps.tsv, missing.tsv, clients.tsv and, if written,
+    manifest.json)."""
     transfers = _read(tables / "transfers.tsv")
     series = _read(tables / "timeseries.tsv")
     steps = _read(tables / "steps.tsv")
     missing = _read(tables / "missing.tsv")
+    clients = _read(tables / "clients.tsv")
     man_path = tables / "manifest.json"
     try:  # optional: the report does not wait for the campaign manifest
         manifest = json.loads(man_path.read_text())
@@ -1045,3 +1047,7 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
     cost_html(transfers, summary, info, out["cost"])
     campaign_html(info, manifest, transfers, out["campaign"])
     out["headline"].write_text(headline_html(metrics, summary, info, out["rate_by_strategy"]))
+    from cloudbench.scaling_report import scaling_html, scaling_png  # it draws with ours
+
+    scaling_png(transfers, out["scaling"])
+    scaling_html(transfers, clients, out["scaling_html"])

@@ -35,6 +35,8 @@ REPORT_OUTPUTS = (
     "cost",
     "campaign",
     "headline",
+    "scaling",
+    "scaling_html",
 )
 
 

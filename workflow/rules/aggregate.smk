@@ -88,6 +88,16 @@ rule plots:
             caption="../report/campaign.rst",
             category="Campaign",
         ),
+        scaling=report(
+            f"{RESULTS}/figures/scaling.png",
+            caption="../report/scaling.rst",
+            category="Scaling",
+        ),
+        scaling_html=report(
+            f"{RESULTS}/figures/scaling.html",
+            caption="../report/scaling_table.rst",
+            category="Scaling",
+        ),
         headline=f"{RESULTS}/figures/headline.html",  # the report's front page shows it
     log:
         f"{RESULTS}/logs/plots.log",
@@ -102,4 +112,5 @@ rule plots:
         " --speedup {output.speedup} --rate-vs-distance {output.rate_vs_distance}"
         " --steps {output.steps} --table {output.table} --summary-tsv {output.summary_tsv}"
         " --summary-html {output.summary_html} --cost {output.cost}"
-        " --campaign {output.campaign} --headline {output.headline} 2> {log}"
+        " --campaign {output.campaign} --headline {output.headline}"
+        " --scaling {output.scaling} --scaling-html {output.scaling_html} 2> {log}"

@@ -1,0 +1,104 @@
+"""The knee, collapses and recommendations of sweeps, on synthetic curves with known answers,
+and the sum of several clients' series on one clock."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cloudbench.clients import aggregate, shares, sum_series
+from cloudbench.scaling import collapses, knee, recommendations, scaling_table
+
+
+def _curve(medians: dict[int, float], repeats: int = 5, noise: float = 0.03, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    return {v: m * (1 + noise * rng.standard_normal(repeats)) for v, m in medians.items()}
+
+
+def test_knee_of_a_saturating_curve_is_where_it_flattens():
+    # linear to 8 clients, flat after: 8 reaches 100%, 4 only 50% -> the knee is 8
+    curve = _curve({1: 100, 2: 200, 4: 400, 8: 800, 16: 820, 32: 830})
+    k = knee(curve)
+    assert k.value == 8
+    assert k.low <= 8 <= k.high
+    assert k.best in (16, 32)
+
+
+def test_knee_interval_widens_when_values_are_close_to_the_threshold():
+    # 4 sits right at 90% of the best: noise decides, so the interval must include 4 and 8
+    curve = _curve({1: 300, 2: 600, 4: 900, 8: 1000, 16: 1000}, noise=0.05)
+    k = knee(curve)
+    assert k.low <= 4 and k.high >= 8
+
+
+def test_knee_needs_three_repeats_for_an_interval_and_two_values_at_all():
+    k = knee({1: [1.0, 1.1], 4: [3.0, 3.2]})
+    assert k.value == 4 and math.isnan(k.low) and math.isnan(k.high)
+    assert knee({1: [1.0, 2.0, 3.0]}) is None
+
+
+def test_a_collapse_is_flagged_and_a_plateau_is_not():
+    curve = _curve({1: 100, 2: 200, 4: 390, 8: 400, 16: 150})
+    found = collapses(curve)
+    assert [(c.value, c.than) for c in found] == [(16, 8)]
+    assert found[0].high < 1 and found[0].ratio == pytest.approx(150 / 400, rel=0.1)
+    assert collapses(_curve({1: 100, 2: 200, 4: 400, 8: 395, 16: 398})) == []
+
+
+def test_scaling_table_and_recommendation_from_a_transfers_table():
+    rows = []
+    rates = {(1, 8): 100, (2, 8): 200, (4, 8): 380, (8, 8): 400, (4, 16): 395, (4, 4): 200}
+    rng = np.random.default_rng(3)
+    for (clients, conc), m in rates.items():
+        for rep in range(1, 4):
+            rows.append({
+                "site": "tursa", "remote": "mys3", "direction": "upload", "layout": "chunked-64MiB",
+                "strategy": "chunked", "setting": f"rclone-{clients}x{conc}", "clients": clients,
+                "concurrency": conc, "repeat": rep, "status": "ok",
+                "mb_per_s": m * (1 + 0.01 * rng.standard_normal()),
+            })  # fmt: skip
+    df = pd.DataFrame(rows)
+    table = scaling_table(df)
+    by_clients = table[(table["axis"] == "clients") & (table["held"] == 8)].iloc[0]
+    assert by_clients["knee"] == 4 and by_clients["values"] == "1,2,4,8"
+    by_conc = table[(table["axis"] == "concurrency") & (table["held"] == 4)].iloc[0]
+    assert by_conc["knee"] == 8 and by_conc["collapse"] == ""
+    (line,) = recommendations(df)
+    assert line.startswith("from tursa to mys3 (upload): 4 client(s) x 8 transfers")
+    assert "90% of the best" in line and "with 8 x 8" in line
+
+
+def test_shares_give_every_file_to_exactly_one_client():
+    files = [f"f{i}" for i in range(10)]
+    got = shares(files, 4)
+    assert sorted(sum(got, [])) == files and [len(s) for s in got] == [3, 3, 2, 2]
+
+
+def test_aggregate_rate_is_all_bytes_over_the_whole_window():
+    clients = [
+        {"client": 0, "status": "ok", "started_epoch": 100.0, "seconds": 10.0,
+         "bytes_requested": 10**7, "bytes_moved": 10**7, "mb_per_s": 1.0, "host": "n1"},
+        {"client": 1, "status": "ok", "started_epoch": 100.5, "seconds": 9.5,
+         "bytes_requested": 10**7, "bytes_moved": 10**7, "mb_per_s": 1.05, "host": "n2"},
+    ]  # fmt: skip
+    got = aggregate(clients, 2, tolerance_s=1.0)
+    assert got["status"] == "ok" and got["seconds"] == 10.0 and got["mb_per_s"] == 2.0
+    assert got["start_skew_s"] == 0.5 and got["hosts"] == ["n1", "n2"]
+    late = aggregate(clients, 2, tolerance_s=0.2)
+    assert late["status"] == "failed" and "0.500 s apart" in late["error"]
+    assert late["mb_per_s"] is None
+    missing = aggregate([clients[0], None], 2, tolerance_s=1.0)
+    assert missing["status"] == "failed" and "client 1 did not report" in missing["error"]
+
+
+def test_summed_series_adds_clients_on_one_clock():
+    # two clients at 1 MB/s each, the second starting 1 s later, each moving 3 MB
+    a = (0.0, [(1.0, 10**6), (2.0, 2 * 10**6), (3.0, 3 * 10**6)], 3 * 10**6)
+    b = (1.0, [(1.0, 10**6), (2.0, 2 * 10**6), (3.0, 3 * 10**6)], 3 * 10**6)
+    got = sum_series([a, b])
+    assert [t for t, _, _ in got] == [1.0, 2.0, 3.0, 4.0]
+    assert [b for _, b, _ in got] == [10**6, 3 * 10**6, 5 * 10**6, 6 * 10**6]
+    assert [round(r, 3) for _, _, r in got] == [1.0, 2.0, 2.0, 1.0]

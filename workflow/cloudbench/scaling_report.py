@@ -1,0 +1,143 @@
+"""The report's Scaling section: rate against clients and against concurrency, the knee and
+its interval, collapses, each client's spread, and one recommendation per site and remote.
+
+Every number comes from :mod:`cloudbench.scaling`; this module only draws and tabulates.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from cloudbench import scaling
+from cloudbench.plots import RATE_LABEL, _empty, _grid, _legend, _page, _save, _table, palette
+
+NO_SWEEP = (
+    "This campaign sweeps neither clients nor concurrency: list several values under "
+    "clients: (e.g. [1, 2, 4, 8]) or concurrency: (e.g. {chunked: [4, 8, 16, 32]}) to "
+    "see where the rate stops growing."
+)
+
+
+def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
+    """One row of panels per site, remote and direction: median rate (bars: 95% interval)
+    against clients, and against each client's concurrency; one line per layout and the
+    other knob's value; the knee as a dashed line with its interval shaded, collapses as
+    red crosses."""
+    pts = scaling.point_table(transfers)
+    table = scaling.scaling_table(transfers)
+    if table.empty:
+        _empty(path, NO_SWEEP)
+        return
+    groups = list(table.groupby(["site", "remote", "direction"], sort=False).groups)
+    axes_used = [a for a in scaling.AXES if (table["axis"] == a).any()]
+    fig, axes = _grid(len(groups) * len(axes_used), ncols=len(axes_used))
+    pal = palette(pts["layout"])
+    styles = ["-", "--", ":", "-."]
+    for i, (site, remote, direction) in enumerate(groups):
+        for j, axis in enumerate(axes_used):
+            ax = axes[i * len(axes_used) + j]
+            other = "concurrency" if axis == "clients" else "clients"
+            sel = table[
+                (table["site"] == site)
+                & (table["remote"] == remote)
+                & (table["direction"] == direction)
+                & (table["axis"] == axis)
+            ]
+            for k, row in enumerate(sel.itertuples(index=False)):
+                p = pts[
+                    (pts["site"] == site)
+                    & (pts["remote"] == remote)
+                    & (pts["direction"] == direction)
+                    & (pts["layout"] == row.layout)
+                    & (pts[other] == row.held)
+                ].sort_values(axis)
+                err = [
+                    (p["median"] - p["low"]).fillna(0).clip(lower=0),
+                    (p["high"] - p["median"]).fillna(0).clip(lower=0),
+                ]
+                ax.errorbar(
+                    p[axis], p["median"], yerr=err, color=pal[row.layout], marker="o",
+                    ls=styles[k % len(styles)], capsize=3,
+                    label=f"{row.layout}, {other} {scaling._n(row.held)}",
+                )  # fmt: skip
+                ax.axvline(row.knee, color=pal[row.layout], ls="--", lw=1)
+                if not math.isnan(row.knee_low):
+                    ax.axvspan(row.knee_low, row.knee_high, color=pal[row.layout], alpha=0.08)
+                for c in filter(None, row.collapse.split("; ")):
+                    x = float(c.split(" is ")[0])
+                    y = p.loc[p[axis] == x, "median"]
+                    ax.plot([x] * len(y), y, "x", color="#c0392b", ms=12, mew=3)
+            ax.set_xscale("log", base=2)
+            ticks = sorted(pts.loc[pts["site"] == site, axis].unique())
+            ax.set_xticks(ticks, [scaling._n(t) for t in ticks])
+            ax.minorticks_off()
+            ax.set_xlabel(axis if axis == "clients" else "concurrency per client")
+            ax.set_ylabel(RATE_LABEL)
+            ax.set_ylim(bottom=0)
+            ax.set_title(f"{site} {direction} ({remote}) vs {axis}", fontsize=10)
+            ax.legend(fontsize=7, loc="lower right")
+    _legend(fig, pal)
+    _save(fig, path)
+
+
+def scaling_html(transfers: pd.DataFrame, clients: pd.DataFrame, path: Path) -> None:
+    """Recommendations, the knee of every sweep, collapses, and each client's spread."""
+    table = scaling.scaling_table(transfers)
+    body = [f'<p class="note">{html.escape(NO_SWEEP)}</p>'] if table.empty else []
+    lines = scaling.recommendations(transfers)
+    if lines:
+        body.append("<h2>Recommendation</h2>")
+        body += [f"<p>{html.escape(s)}</p>" for s in lines]
+    if not table.empty:
+        frac = f"{scaling.KNEE_FRACTION:.0%}"
+        body.append(
+            f'<h2>Knee of each sweep</h2><p class="note">knee: the smallest value whose median '
+            f"reaches {frac} of the best median of its sweep; [low, high]: 95% bootstrap "
+            "interval of the knee (from 3 repeats at every value). collapse: a value whose "
+            "median is at least 10% below the best smaller value's, with the 95% interval of "
+            "the ratio entirely below 1.</p>"
+        )
+        shown = table.assign(
+            knee_interval=[
+                "" if math.isnan(lo) else f"[{scaling._n(lo)}, {scaling._n(hi)}]"
+                for lo, hi in zip(table["knee_low"], table["knee_high"], strict=True)
+            ]
+        )[
+            [
+                "site", "remote", "direction", "layout", "axis", "held", "values", "knee",
+                "knee_interval", "best", "best_median", "collapse",
+            ]
+        ]  # fmt: skip
+        body.append(
+            _table(
+                shown,
+                flag=shown["collapse"].astype(bool),
+                headers={"held": "other knob held at", "best_median": "best median MB/s"},
+            )
+        )
+    if not clients.empty:
+        spread = (
+            clients.groupby(
+                ["site", "remote", "direction", "layout", "setting"], sort=False, dropna=False
+            )
+            .agg(
+                measurements=("repeat", "nunique"),
+                clients=("client", "nunique"),
+                client_min=("mb_per_s", "min"),
+                client_median=("mb_per_s", "median"),
+                client_max=("mb_per_s", "max"),
+                max_start_offset_s=("start_offset_s", "max"),
+            )
+            .reset_index()
+        )
+        body.append(
+            '<h2>Each client\'s rate</h2><p class="note">MB/s of each client over its own '
+            "share, across the repeats of a setting: a wide spread means some nodes (or their "
+            "links) were slower; max_start_offset_s is the largest start skew.</p>"
+        )
+        body.append(_table(spread))
+    path.write_text(_page("Scaling", "\n".join(body)))
