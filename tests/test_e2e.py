@@ -39,6 +39,7 @@ def _check_campaign(workdir, config):
             / r.direction
             / r.remote
             / r.layout
+            / r.setting
             / f"r{r.repeat}.jsonl"
         )
         stats = [
@@ -64,7 +65,7 @@ def test_demo_campaign_end_to_end(demo_report):
     workdir, config, report = demo_report
     df = _check_campaign(workdir, config)
     assert set(df["site"]) == {"tursa", "tesseract"}
-    copy = workdir / "scratch/demo-remote/cloudbench/demo/data/chunked-4MiB/r1"
+    copy = workdir / "scratch/demo-remote/cloudbench/demo/data/chunked-4MiB/rclone-1xauto/r1"
     man = json.loads((copy / "manifest.json").read_text())
     assert len(man["files"][0]["chunks"]) == 6  # 24 MiB in 4 MiB chunks
     assert (copy / "objects/demo-001.bin/demo-001.bin.0005").stat().st_size == 4 * 2**20
@@ -74,7 +75,7 @@ def test_demo_campaign_end_to_end(demo_report):
     again = snakemake(workdir, workdir / "campaign.yaml", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
     # the demo's own cap is in force here (and only here: tests/test_real_campaign.py)
-    log = workdir / "results/demo/sites/tursa/rclone/upload/main/plain/r1.jsonl"
+    log = workdir / "results/demo/sites/tursa/rclone/upload/main/plain/rclone-1xauto/r1.jsonl"
     assert "bandwidth limiter" in log.read_text().lower()
 
 
@@ -86,7 +87,10 @@ def test_campaign_against_real_s3(tmp_path, demo_config):
         run = snakemake(tmp_path, cfg, env=s3.client_env("S3T"))
         assert run.returncode == 0, run.stderr[-3000:]
         _check_campaign(tmp_path, demo_config)
-        objects = tmp_path / "s3root/cloudbench/demo/data/chunked-3MiB/r2/objects/demo-001.bin"
+        objects = (
+            tmp_path
+            / "s3root/cloudbench/demo/data/chunked-3MiB/rclone-1xauto/r2/objects/demo-001.bin"
+        )
         assert sorted(p.name for p in objects.iterdir())[-1] == "demo-001.bin.0003"
         assert (tmp_path / "s3root/cloudbench/demo/manifest.json").exists()
 

@@ -82,15 +82,17 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         env = s3.client_env("S3T")
         proc = _popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
-        log = tmp_path / "results/demo/sites/tursa/rclone/upload/main/plain/r1.jsonl"
+        log = tmp_path / "results/demo/sites/tursa/rclone/upload/main/plain/rclone-1xauto/r1.jsonl"
         _wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 120, "upload to start")
         s3.kill()
-        record = tmp_path / "results/demo/sites/tursa/transfers/upload/main/plain/r1.json"
+        record = (
+            tmp_path / "results/demo/sites/tursa/transfers/upload/main/plain/rclone-1xauto/r1.json"
+        )
         _wait_for(record.exists, 120, "the failed upload's record")
         s3.start()
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode != 0
-        assert "not ok" in out and "failed: tursa upload main plain r1" in out
+        assert "not ok" in out and "failed: tursa upload main plain rclone-1xauto r1" in out
         df = _table(tmp_path)
         up = df[df["direction"] == "upload"].iloc[0]
         assert up["status"] == "failed" and isinstance(up["error"], str) and up["error"]
@@ -116,7 +118,10 @@ def test_server_killed_mid_download(tmp_path, demo_config):
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         env = s3.client_env("S3T")
         proc = _popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
-        log = tmp_path / "results/demo/sites/tesseract/rclone/download/main/plain/r1.jsonl"
+        log = (
+            tmp_path
+            / "results/demo/sites/tesseract/rclone/download/main/plain/rclone-1xauto/r1.jsonl"
+        )
         _wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 240, "download start")
         s3.kill()
         out, _ = proc.communicate(timeout=600)
@@ -143,7 +148,7 @@ def test_corrupt_object_is_caught_and_named(tmp_path, demo_config):
     assert up.returncode == 0, up.stderr[-2000:]
     obj = (
         tmp_path
-        / "scratch/demo-remote/cloudbench/demo/data/chunked-2MiB/r1/objects"
+        / "scratch/demo-remote/cloudbench/demo/data/chunked-2MiB/rclone-1xauto/r1/objects"
         / "demo-001.bin/demo-001.bin.0002"
     )
     data = bytearray(obj.read_bytes())

@@ -83,7 +83,9 @@ def test_progress_in_the_job_log_and_cloudbench_watch_during_a_capped_transfer(t
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        rlog = tmp_path / "results/watched/sites/here/rclone/upload/main/plain/r1.jsonl"
+        rlog = (
+            tmp_path / "results/watched/sites/here/rclone/upload/main/plain/rclone-1xauto/r1.jsonl"
+        )
         deadline = time.monotonic() + 120
         while not rlog.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -103,11 +105,16 @@ def test_progress_in_the_job_log_and_cloudbench_watch_during_a_capped_transfer(t
     assert seen == sorted(seen)  # it advances, never back
     assert "no transfer running" in watched.stdout.splitlines()[-1]
 
-    job_log = (tmp_path / "results/watched/sites/here/logs/upload/main/plain/r1.log").read_text()
+    job_log = (
+        tmp_path / "results/watched/sites/here/logs/upload/main/plain/rclone-1xauto/r1.log"
+    ).read_text()
     progress = [ln for ln in job_log.splitlines() if re.search(r"\(\d+%\) at .* ETA", ln)]
     assert len(progress) >= 5, job_log
     record = json.loads(
-        (tmp_path / "results/watched/sites/here/transfers/upload/main/plain/r1.json").read_text()
+        (
+            tmp_path
+            / "results/watched/sites/here/transfers/upload/main/plain/rclone-1xauto/r1.json"
+        ).read_text()
     )
     last = job_log.strip().splitlines()[-1]
     assert last == f"upload plain r1: 25.17 MB in {record['seconds']:.1f} s = " + (

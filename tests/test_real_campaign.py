@@ -90,7 +90,11 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
             env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env, **FAST_FAIL},
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )  # fmt: skip
-        first = tmp_path / RESULTS / "sites/edi/transfers/upload/main/chunked-2MiB/r1.json"
+        first = (
+            tmp_path
+            / RESULTS
+            / "sites/edi/transfers/upload/main/chunked-2MiB/rclone-1xauto/r1.json"
+        )
         deadline = time.monotonic() + 300
         while not first.exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
@@ -151,7 +155,12 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         assert row["mb_per_s"] == pytest.approx(
             row["bytes_requested"] / row["seconds"] / 1e6, rel=1e-3
         )
-        log = tmp_path / RESULTS / "sites/edi/rclone/upload/main/chunked-2MiB" / "r1.jsonl"
+        log = (
+            tmp_path
+            / RESULTS
+            / "sites/edi/rclone/upload/main/chunked-2MiB/rclone-1xauto"
+            / "r1.jsonl"
+        )
         finals = [json.loads(x)["stats"] for x in log.read_text().splitlines() if '"stats"' in x]
         assert row["bytes_moved"] == finals[-1]["bytes"]
 
@@ -168,13 +177,15 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         forced = snakemake(tmp_path, cfg, "--forcerun", "verify", env=env)
         assert forced.returncode == 0, forced.stderr[-3000:]
         assert set(_rows(tmp_path)["status"]) == {"ok"}
-        ver = tmp_path / RESULTS / "sites/edi/verify/main/plain/r1.json"
+        ver = tmp_path / RESULTS / "sites/edi/verify/main/plain/rclone-1xauto/r1.json"
         assert "repeated" in json.loads(ver.read_text())
 
         # A hard-killed upload left parts under one copy's place: the next upload of that
         # copy (here asked for by name) aborts them before it measures.
-        _start_killed_multipart(env, tmp_path, "mystore:bench/trust/data/plain/r3/objects")
-        one = str(RESULTS / "sites/edi/transfers/upload/main/plain/r3.json")
+        _start_killed_multipart(
+            env, tmp_path, "mystore:bench/trust/data/plain/rclone-1xauto/r3/objects"
+        )
+        one = str(RESULTS / "sites/edi/transfers/upload/main/plain/rclone-1xauto/r3.json")
         redo = snakemake(tmp_path, cfg, "--forcerun", one, env=env)
         assert redo.returncode == 0, redo.stderr[-3000:]
         assert _multipart_uploads(env) == []
@@ -186,7 +197,9 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         }
 
         # cleanup as the README writes it: no data, no unfinished multipart upload left.
-        _start_killed_multipart(env, tmp_path, "mystore:bench/trust/data/plain/r1/objects")
+        _start_killed_multipart(
+            env, tmp_path, "mystore:bench/trust/data/plain/rclone-1xauto/r1/objects"
+        )
         readme = (ROOT / "README.md").read_text()
         assert "snakemake cleanup --configfile" in readme
         clean = snakemake(tmp_path, cfg, "cleanup", env=env)

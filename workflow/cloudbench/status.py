@@ -23,10 +23,9 @@ def failures(transfers: pd.DataFrame) -> list[dict[str, Any]]:
 def describe(rows: list[dict[str, Any]]) -> str:
     lines = [f"{len(rows)} measurement(s) not ok (a rerun measures failed ones again):"]
     for r in rows:
-        lines.append(
-            f"  {r['status']}: {r['site']} {r['direction']} {r['remote']} {r['layout']} "
-            f"r{r['repeat']}: {r.get('error')}"
-        )
+        keys = (r["site"], r["direction"], r["remote"], r["layout"], r.get("setting"))
+        what = " ".join(str(k) for k in keys if isinstance(k, str) and k)
+        lines.append(f"  {r['status']}: {what} r{r['repeat']}: {r.get('error')}")
     return "\n".join(lines)
 
 
