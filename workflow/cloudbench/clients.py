@@ -64,14 +64,14 @@ def launcher(
     return shlex.split(text)
 
 
-def client_index(explicit: int | None, env: Mapping[str, str]) -> int:
-    """This client's number: given on the command line (local processes) or the task rank
-    a launcher sets."""
+def client_index(explicit: int | None, env: Mapping[str, str]) -> tuple[int, str]:
+    """This client's number, and where it came from: the command line (local processes) or
+    the task rank a launcher sets (``SLURM_PROCID`` under srun)."""
     if explicit is not None:
-        return explicit
+        return explicit, "--index"
     for name in RANK_VARIABLES:
         if env.get(name, "").isdigit():
-            return int(env[name])
+            return int(env[name]), name
     raise ClientError(
         f"cannot tell which client this is: none of {', '.join(RANK_VARIABLES)} is set; "
         f"start clients with srun or set {LAUNCHER_ENV} to a launcher that sets a rank"
@@ -106,15 +106,18 @@ def wait_for_start(folder: Path, index: int, n: int, timeout: float = BARRIER_TI
     return start_at
 
 
-def run_clients(plan_path: Path, n: int, threads: int, env: Mapping[str, str]) -> int:
-    """Start the ``n`` clients of a plan and wait for all of them; the launcher's exit code
-    (the clients record their own failures)."""
+def run_clients(
+    plan_path: Path, n: int, threads: int, env: Mapping[str, str]
+) -> tuple[int, str]:
+    """Start the ``n`` clients of a plan and wait for all of them: the launcher's exit code
+    (the clients record their own failures) and how they were started."""
     base = [sys.executable, "-m", "cloudbench", "client", "--plan", str(plan_path)]
     launch = launcher(n, threads, base, env)
     if launch is not None:
-        return subprocess.run(launch, env=dict(env)).returncode
+        how = shlex.join(launch[: len(launch) - len(base)])
+        return subprocess.run(launch, env=dict(env)).returncode, how
     procs = [subprocess.Popen([*base, "--index", str(k)], env=dict(env)) for k in range(n)]
-    return max(p.wait() for p in procs)
+    return max(p.wait() for p in procs), f"{n} local processes"
 
 
 def write_plan(folder: Path, plan: Mapping[str, Any]) -> Path:
@@ -175,7 +178,7 @@ def aggregate(
         "connections": sum(c.get("connections") or 0 for c in got),
         "retries": sum(c.get("retries") or 0 for c in got),
         "client_mb_per_s_min": min(rates) if len(rates) == n else None,
-        "client_mb_per_s_median": statistics.median(rates) if len(rates) == n else None,
+        "client_mb_per_s_median": round(statistics.median(rates), 3) if len(rates) == n else None,
         "client_mb_per_s_max": max(rates) if len(rates) == n else None,
         "hosts": sorted({c["host"] for c in got if c.get("host")}),
     }

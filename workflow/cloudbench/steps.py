@@ -301,7 +301,7 @@ def timed_copy(
     plan_path = clients.write_plan(folder, plan)
     for k in range(n):
         paths.client_log(log, k).unlink(missing_ok=True)
-    exit_code = clients.run_clients(plan_path, n, threads, dict(os.environ))
+    exit_code, how = clients.run_clients(plan_path, n, threads, dict(os.environ))
     per = clients.read_clients(folder, n)
     group = clients.aggregate(per, n, spec.start_tolerance_s)
     first = next((c for c in per if c is not None), {})
@@ -312,6 +312,7 @@ def timed_copy(
         **group,
         "files": len(spec.files),
         "started_utc": _iso(group["started_epoch"]),
+        "launcher": how,
         "launcher_exit": exit_code,
         "per_client": [_client_summary(k, c) for k, c in enumerate(per)],
         "source": src,
@@ -347,7 +348,8 @@ def _client_summary(index: int, c: dict[str, Any] | None) -> dict[str, Any]:
     if c is None:
         return {"client": index, "status": "failed", "error": "did not report"}
     return {k: c.get(k) for k in CLIENT_COLUMNS if k != "start_offset_s"} | {
-        "started_epoch": c.get("started_epoch")
+        "started_epoch": c.get("started_epoch"),
+        "rank_from": c.get("rank_from"),
     }
 
 
@@ -380,7 +382,7 @@ def run_client(plan_path: Path, index: int | None) -> None:
     plan = read_json(plan_path)
     folder = plan_path.parent
     spec = TransferSpec.from_json(plan["spec"])
-    k = clients.client_index(index, os.environ)
+    k, rank_from = clients.client_index(index, os.environ)
     n = len(plan["shares"])
     out = clients.client_record_path(folder, k)
     try:
@@ -397,6 +399,7 @@ def run_client(plan_path: Path, index: int | None) -> None:
         )
     except clients.ClientError as err:
         rec = {"client": k, "status": "failed", "error": str(err), **host_info()}
+    rec["rank_from"] = rank_from
     write_json(out, rec)
 
 

@@ -1,0 +1,129 @@
+"""Several clients per measurement, for real: against ``rclone serve s3`` with a bandwidth cap
+per client (rclone's --bwlimit is per process), N clients that really run together move N
+times the cap; clients that ran one after the other would not.
+
+Local clients are processes on this machine; on the single-node Slurm of the tests they are
+tasks of one batch job, started by srun (each reports its SLURM_PROCID).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
+from tests.infra.s3 import serve_s3
+from tests.infra.workflow import BIN, snakemake, write_config
+
+pytestmark = pytest.mark.slow
+CAP_MIB_S = 4  # per client
+CAP = CAP_MIB_S * 2**20 / 1e6  # MB/s
+
+
+def _campaign(tmp_path, clients, files=8, size="8MiB", concurrency=1):
+    return write_config(
+        tmp_path,
+        {
+            "campaign": "scale",
+            "remote": "s3t:",
+            "bucket": "bench",
+            "dataset": {"files": files, "size": size},
+            "strategies": ["plain"],
+            "concurrency": {"plain": concurrency},
+            "repeats": 1,
+            "clients": clients,
+            "rclone": {"flags": ["--bwlimit", f"{CAP_MIB_S}M"]},
+            "sites": {"edi": {"upload": True, "download": False, "scratch": "scratch"}},
+        },
+    )
+
+
+def _rows(tmp_path):
+    df = pd.read_csv(tmp_path / "results/scale/transfers.tsv", sep="\t")
+    return df.set_index("clients").sort_index()
+
+
+def test_local_clients_run_together_and_add_up(tmp_path):
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        cfg = _campaign(tmp_path, [1, 2, 4])
+        env = s3.client_env("S3T")
+        run = snakemake(tmp_path, cfg, env=env)
+        assert run.returncode == 0, run.stderr[-3000:]
+        df = _rows(tmp_path)
+        assert list(df.index) == [1, 2, 4] and (df["status"] == "ok").all(), df["error"]
+        one = df.loc[1, "mb_per_s"]
+        for n in (1, 2, 4):
+            # N clients that ran together move N x the per-client cap (one after the
+            # other they would move 1 x); and N x what one client alone managed
+            assert df.loc[n, "mb_per_s"] == pytest.approx(n * CAP, rel=0.10)
+            assert df.loc[n, "mb_per_s"] == pytest.approx(n * one, rel=0.10)
+        for n in (2, 4):
+            assert 0 <= df.loc[n, "start_skew_s"] < 1.0
+            assert df.loc[n, "client_mb_per_s_min"] == pytest.approx(CAP, rel=0.15)
+        clients = pd.read_csv(tmp_path / "results/scale/clients.tsv", sep="\t")
+        assert sorted(clients.groupby("clients")["client"].nunique().items()) == [(2, 2), (4, 4)]
+        assert (clients.groupby("clients")["files"].sum() == 8).all()  # every file, once
+        # the aggregate row traces to the clients' own rclone logs
+        logs = sorted((tmp_path / "results/scale/sites/edi/rclone").rglob("r1.client-*.jsonl"))
+        assert len(logs) == 6
+        moved = 0
+        for log in logs:
+            if "rclone-4x1" in str(log):
+                stats = [
+                    json.loads(x)["stats"] for x in log.read_text().splitlines() if '"stats"' in x
+                ]
+                moved += stats[-1]["bytes"]
+        assert moved == df.loc[4, "bytes_moved"] == 8 * 8 * 2**20
+        series = pd.read_csv(tmp_path / "results/scale/timeseries.tsv", sep="\t")
+        four = series[series["setting"] == "rclone-4x1"]
+        assert four["bytes"].max() == 8 * 8 * 2**20  # the summed series ends at every byte
+        # the report's Scaling section has the sweep and names a knee
+        html = (tmp_path / "results/scale/figures/scaling.html").read_text()
+        assert "Knee of each sweep" in html and "from edi to main (upload)" in html
+        assert (tmp_path / "results/scale/figures/scaling.png").stat().st_size > 10_000
+        # finished work is never measured again
+        started = list(df["started_utc"])
+        again = snakemake(tmp_path, cfg, env=env)
+        assert again.returncode == 0 and "Nothing to be done" in again.stderr
+        assert list(_rows(tmp_path)["started_utc"]) == started
+
+
+def test_a_client_count_above_the_files_is_refused_before_any_work(tmp_path):
+    cfg = _campaign(tmp_path, [1, 16], files=8)
+    run = snakemake(tmp_path, cfg, "-n")
+    assert run.returncode != 0
+    assert "clients: 16 clients need at least as many files, and dataset.files is 8" in run.stderr
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.scheduler
+def test_slurm_runs_two_clients_as_two_tasks_of_one_job(slurm_cluster, tmp_path):  # noqa: F811
+    env = {
+        **slurm_cluster.env,
+        "SBATCH_ACCOUNT": "cloudbench",
+        "SBATCH_PARTITION": slurm_cluster.partition,
+    }
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        cfg = _campaign(tmp_path, [2], files=4)
+        # a site with one-core tasks: two clients fit the 2-CPU test node
+        run = snakemake(
+            tmp_path, cfg, "--cores", "2", "--set-threads", "upload=1",
+            profile="tursa", env={**env, **s3.client_env("S3T")}, timeout=900,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    df = _rows(tmp_path)
+    row = df.loc[2]
+    assert row["status"] == "ok" and row["mb_per_s"] == pytest.approx(2 * CAP, rel=0.10)
+    rec = json.loads(
+        next((tmp_path / "results/scale/sites/edi/transfers").rglob("r1.json")).read_text()
+    )
+    assert rec["launcher"].startswith("srun --ntasks=2")
+    assert sorted((c["client"], c["rank_from"]) for c in rec["per_client"]) == [
+        (0, "SLURM_PROCID"),
+        (1, "SLURM_PROCID"),
+    ]
+    # one batch job for the measurement, not one per client
+    logs = list((tmp_path / ".snakemake/slurm_logs/rule_upload").rglob("*.log"))
+    assert len(logs) == 1, logs
