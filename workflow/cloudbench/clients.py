@@ -106,9 +106,7 @@ def wait_for_start(folder: Path, index: int, n: int, timeout: float = BARRIER_TI
     return start_at
 
 
-def run_clients(
-    plan_path: Path, n: int, threads: int, env: Mapping[str, str]
-) -> tuple[int, str]:
+def run_clients(plan_path: Path, n: int, threads: int, env: Mapping[str, str]) -> tuple[int, str]:
     """Start the ``n`` clients of a plan and wait for all of them: the launcher's exit code
     (the clients record their own failures) and how they were started."""
     base = [sys.executable, "-m", "cloudbench", "client", "--plan", str(plan_path)]
