@@ -1,0 +1,140 @@
+"""The latency probe: percentile summaries, AWS Signature V4, and a real probe of
+``rclone serve s3`` through ``python -m cloudbench probe``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+
+import pytest
+
+from cloudbench import probe
+from cloudbench.rclone import find_rclone
+from cloudbench.tools import S3Access
+from tests.conftest import ROOT
+from tests.infra.s3 import serve_s3
+
+SECRET = "h13-probe-Secret-77aa"
+KEY = "h13probekey1"
+
+
+def test_percentiles_interpolate_like_numpy():
+    values = [5.0, 1.0, 4.0, 2.0, 3.0]
+    assert probe.percentile(values, 50) == 3.0
+    assert probe.percentile(values, 90) == pytest.approx(4.6)
+    assert probe.percentile([7.0], 99) == 7.0
+    with pytest.raises(ValueError):
+        probe.percentile([], 50)
+
+
+@pytest.mark.parametrize("values", [[0.002] * 3, [0.01, 0.5, 0.02, 0.03], list(range(1, 101))])
+def test_summary_is_ordered_and_bounded(values):
+    s = probe.summary([float(v) for v in values])
+    assert s["n"] == len(values)
+    assert 0 < s["min"] <= s["p50"] <= s["p90"] <= s["p99"] <= s["max"]
+    assert probe.summary([]) is None
+
+
+def test_sigv4_matches_awss_documented_example():
+    """AWS's "GET Object" example of Signature V4 for S3 (its documented signature)."""
+    headers = probe.sigv4_headers(
+        "GET",
+        "examplebucket.s3.amazonaws.com",
+        "/test.txt",
+        payload_sha256=probe.EMPTY_SHA256,
+        access_key="AKIAIOSFODNN7EXAMPLE",
+        secret_key="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        region="us-east-1",
+        when=datetime(2013, 5, 24, tzinfo=UTC),
+        extra={"Range": "bytes=0-9"},
+    )
+    assert headers["authorization"] == (
+        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"
+    )
+    assert not any("wJalrXUtnFEMI" in v for v in headers.values())
+
+
+def test_endpoints_and_addressing():
+    acc = S3Access("m", "http://127.0.0.1:9000", "us-east-1", True)
+    ep = probe.endpoint_of(acc)
+    assert (ep.scheme, ep.host, ep.port) == ("http", "127.0.0.1", 9000)
+    assert probe.object_target(acc, ep, "bkt", "a b/c") == ("127.0.0.1:9000", "/bkt/a%20b/c")
+    aws = S3Access("m", None, "eu-west-2", False)
+    ep = probe.endpoint_of(aws)
+    assert (ep.host, ep.port) == ("s3.eu-west-2.amazonaws.com", 443)
+    assert probe.object_target(aws, ep, "bkt", "k") == ("bkt.s3.eu-west-2.amazonaws.com", "/k")
+    assert probe.split_bucket_path("/b/x/y/") == ("b", "x/y")
+    with pytest.raises(probe.ProbeError, match="names no bucket"):
+        probe.split_bucket_path("/")
+
+
+def _cli(*args: str, env: dict) -> subprocess.CompletedProcess:
+    import os
+
+    full = {**os.environ, **env, "PYTHONPATH": str(ROOT / "workflow")}
+    return subprocess.run(
+        [sys.executable, "-m", "cloudbench", "probe", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+    )
+
+
+def test_probe_of_a_real_s3_server(tmp_path):
+    with serve_s3(find_rclone(), tmp_path / "srv", key=KEY, secret=SECRET) as srv:
+        (srv.root / "bkt").mkdir()
+        env = srv.client_env("MYS3")
+        out = tmp_path / "probe" / "before.json"
+        run = _cli(
+            "--remote-url", "mys3:", "--bucket-path", "bkt/campaign", "--count", "8",
+            "--when", "before", "--out", str(out), env=env,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        leftover = [p for p in (srv.root / "bkt").rglob("*") if p.is_file()]
+    rec = json.loads(out.read_text())
+    assert rec["status"] == "ok" and rec["errors"] == [], rec["errors"]
+    assert (rec["remote"], rec["endpoint_host"], rec["endpoint_port"]) == (
+        "mys3",
+        "127.0.0.1",
+        srv.port,
+    )
+    assert rec["count"] == 8 and rec["object_bytes"] == 4096 and rec["when"] == "before"
+    assert rec["tls_handshake_s"] is None and rec["tls"].startswith("none: http")
+    assert rec["tcp_connect_s"]["min"] > 0
+    for what in ("tcp_connect_s", "put_ttfb_s", "get_ttfb_s"):
+        s = rec[what]
+        assert s["n"] == 8, what
+        assert 0 < s["min"] <= s["p50"] <= s["p90"] <= s["p99"] <= s["max"] < 30, (what, s)
+    assert len(rec["time_of_day_utc"]) == 8 and rec["started_utc"].endswith("Z")
+    assert leftover == [], leftover  # the probe deletes its objects
+    text = out.read_text() + run.stdout + run.stderr
+    assert SECRET not in text and KEY not in text
+
+
+def test_probe_reports_a_wrong_secret_instead_of_numbers(tmp_path):
+    with serve_s3(find_rclone(), tmp_path / "srv", key=KEY, secret=SECRET) as srv:
+        (srv.root / "bkt").mkdir()
+        env = {**srv.client_env("MYS3"), "RCLONE_CONFIG_MYS3_SECRET_ACCESS_KEY": "wrong-secret-1"}
+        out = tmp_path / "p.json"
+        run = _cli("--remote-url", "mys3:bkt", "--count", "2", "--out", str(out), env=env)
+    assert run.returncode == 0, run.stderr
+    rec = json.loads(out.read_text())
+    assert rec["status"] == "failed" and rec["put_ttfb_s"] is None and rec["get_ttfb_s"] is None
+    assert any("HTTP 403" in e for e in rec["errors"]), rec["errors"]
+    assert "wrong-secret-1" not in out.read_text()
+
+
+def test_probe_refuses_a_non_s3_remote_in_one_line(tmp_path):
+    run = _cli(
+        "--remote-url", "loc:", "--out", str(tmp_path / "p.json"),
+        env={"RCLONE_CONFIG_LOC_TYPE": "local"},
+    )  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr.strip().count("\n") == 0
+    assert "'loc'" in run.stderr and "only S3 remotes can use the latency probe" in run.stderr
+    assert not (tmp_path / "p.json").exists()
