@@ -138,3 +138,36 @@ def test_probe_refuses_a_non_s3_remote_in_one_line(tmp_path):
     assert run.stderr.strip().count("\n") == 0
     assert "'loc'" in run.stderr and "only S3 remotes can use the latency probe" in run.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+def test_probe_rule_writes_before_records_for_s3_and_says_why_not_for_a_directory(
+    tmp_path, demo_config
+):
+    """`snakemake .../probe/<remote>/before.json`: the preflight first, then one record per
+    remote; a local-directory remote gets a skipped record naming why (no made-up numbers)."""
+    from cloudbench import paths
+    from tests.infra.workflow import snakemake, write_config
+
+    with serve_s3(find_rclone(), tmp_path / "srv", key=KEY, secret=SECRET) as srv:
+        (srv.root / demo_config["bucket"]).mkdir()
+        cfg = {k: v for k, v in demo_config.items() if k not in ("remote", "remote_location")}
+        cfg["remotes"] = {"s3": {"url": "s3t:"}, "dir": {"url": str(tmp_path / "dirremote")}}
+        cfg["probe"] = {"count": 4, "object_size": "1KiB"}
+        for site in cfg["sites"].values():
+            site["scratch"] = str(tmp_path / "scratch" / site["scratch"])
+        results = f"results/{cfg['campaign']}"
+        targets = [paths.probe_record(results, "tursa", r, "before") for r in ("s3", "dir")]
+        run = snakemake(
+            tmp_path / "wd", write_config(tmp_path / "wd", cfg), *targets, env=srv.client_env()
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+    wd = tmp_path / "wd"
+    assert (wd / paths.preflight(results, "tursa")).exists()
+    s3 = json.loads((wd / targets[0]).read_text())
+    assert s3["status"] == "ok", s3["errors"]
+    assert (s3["site"], s3["when"], s3["count"], s3["object_bytes"]) == ("tursa", "before", 4, 1024)
+    assert 0 < s3["get_ttfb_s"]["p50"] <= s3["get_ttfb_s"]["p99"]
+    local = json.loads((wd / targets[1]).read_text())
+    assert local["status"] == "skipped" and "not an rclone remote" in local["reason"]
+    for path in [*(wd / "results").rglob("*.json"), *(wd / "results").rglob("*.log")]:
+        assert SECRET not in path.read_text(), path

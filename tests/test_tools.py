@@ -205,9 +205,7 @@ def test_command_template(tmp_path):
 )
 def test_bad_templates_are_one_line(template, problem, tmp_path):
     with pytest.raises(tools.ToolError, match=problem.replace("{", r"\{")) as err:
-        tools.copy_command(
-            "command", "a", "b", concurrency=1, workdir=tmp_path, template=template
-        )
+        tools.copy_command("command", "a", "b", concurrency=1, workdir=tmp_path, template=template)
     assert "\n" not in str(err.value)
 
 

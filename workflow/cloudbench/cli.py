@@ -169,6 +169,7 @@ def cmd_probe(a):
             count=a.count,
             object_bytes=parse_size(a.object_size),
             extra={k: v for k, v in (("when", a.when), ("site", a.site)) if v},
+            skip_non_s3=a.skip_non_s3,
         )
     except probe.ProbeError as err:
         raise steps.StepError(str(err)) from None
@@ -318,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("--object-size", {"default": "4KiB", "help": "size of each small object"}),
         ("--when", {"default": "", "help": "before or after the site's transfers"}),
         ("--site", {"default": ""}),
+        ("--skip-non-s3", {"action": "store_true", "help": "record why, instead of failing"}),
         ("--out", req),
     )
     add("status", cmd_status, ("--transfers", req), ("--out", req))

@@ -339,15 +339,30 @@ def run_probe(
     count: int = DEFAULT_COUNT,
     object_bytes: int = DEFAULT_OBJECT_BYTES,
     extra: Mapping[str, Any] | None = None,
+    skip_non_s3: bool = False,
 ) -> dict[str, Any]:
     """Probe ``remote_url`` (``name:`` or ``name:bucket/prefix``) and write the record.
 
-    ``bucket_path`` defaults to the path in ``remote_url``.
+    ``bucket_path`` defaults to the path in ``remote_url``. With ``skip_non_s3`` a remote
+    the probe cannot speak to (a local directory, a non-S3 backend) gets a record saying
+    why, status ``skipped``, so a campaign mixing stores still runs; otherwise that is an
+    error.
     """
     try:
         access = s3_access(remote_url, tool="the latency probe")
     except ToolError as err:
-        raise ProbeError(str(err)) from None
+        if not skip_non_s3:
+            raise ProbeError(str(err)) from None
+        record = {
+            "remote": remote_url,
+            "status": "skipped",
+            "reason": str(err),
+            "started_utc": utc_now(),
+            **(extra or {}),
+            **host_info(),
+        }
+        write_json(out, record)
+        return record
     path = bucket_path or remote_url.split(":", 1)[1]
     record = probe(access, path, count=count, object_bytes=object_bytes)
     record = {**record, "remote": remote_name(remote_url), **(extra or {})}
