@@ -171,3 +171,94 @@ def test_probe_rule_writes_before_records_for_s3_and_says_why_not_for_a_director
     assert local["status"] == "skipped" and "not an rclone remote" in local["reason"]
     for path in [*(wd / "results").rglob("*.json"), *(wd / "results").rglob("*.log")]:
         assert SECRET not in path.read_text(), path
+
+
+def _self_signed(tmp_path):
+    """A certificate for 127.0.0.1 and its key (the `cryptography` package is a dependency)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def test_probe_over_https_measures_the_tls_handshake(tmp_path):
+    """rclone serve s3 with a certificate: the handshake is measured, the requests are
+    signed over TLS (the client trusts the certificate through SSL_CERT_FILE)."""
+    import os
+    import socket
+    import time
+
+    from tests.infra.s3 import free_port
+
+    cert, key = _self_signed(tmp_path)
+    port = free_port()
+    (tmp_path / "srv" / "bkt").mkdir(parents=True)
+    server = subprocess.Popen(
+        [
+            find_rclone(), "serve", "s3", "--addr", f"127.0.0.1:{port}",
+            "--cert", str(cert), "--key", str(key), str(tmp_path / "srv"),
+        ],
+        env={**os.environ, "RCLONE_AUTH_KEY": f'"{KEY},{SECRET}"'},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        env = {
+            "RCLONE_CONFIG_TLS_TYPE": "s3",
+            "RCLONE_CONFIG_TLS_ENDPOINT": f"https://127.0.0.1:{port}",
+            "RCLONE_CONFIG_TLS_ACCESS_KEY_ID": KEY,
+            "RCLONE_CONFIG_TLS_SECRET_ACCESS_KEY": SECRET,
+            "SSL_CERT_FILE": str(cert),
+        }
+        out = tmp_path / "tls.json"
+        run = _cli("--remote-url", "tls:bkt/c", "--count", "4", "--out", str(out), env=env)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert run.returncode == 0, run.stderr
+    rec = json.loads(out.read_text())
+    assert rec["scheme"] == "https" and rec["tls"] == "measured"
+    assert rec["status"] == "ok", rec["errors"]
+    hs = rec["tls_handshake_s"]
+    assert hs["n"] == 4 and 0 < hs["min"] <= hs["p50"] <= hs["p99"] <= hs["max"]
+    assert rec["get_ttfb_s"]["n"] == 4 and rec["put_ttfb_s"]["n"] == 4
+    assert SECRET not in out.read_text()

