@@ -44,6 +44,9 @@ def test_remote_names_and_s3_urls():
     assert not tools.is_remote("C:\\data")
     with pytest.raises(tools.ToolError, match="not an rclone remote"):
         tools.remote_name("/scratch/data")
+    with pytest.raises(tools.ToolError, match=r"connection-string remotes \(:s3,...:\)") as err:
+        tools.remote_name(":s3,provider=Ceph,secret_access_key=zz:bkt")
+    assert "zz" not in str(err.value)
     with pytest.raises(tools.ToolError, match="names no bucket"):
         tools.s3_url("mys3:")
 

@@ -144,6 +144,12 @@ def find_tool(tool: str) -> str:
 
 def remote_name(remote: str) -> str:
     """``mys3`` from ``mys3:bucket/prefix``; a path or connection string is refused."""
+    if remote.startswith(":"):
+        raise ToolError(
+            f"connection-string remotes (:{remote[1:].split(',')[0].split(':')[0]},...:) cannot "
+            "be read by other tools: "
+            "define a named remote (RCLONE_CONFIG_<NAME>_* variables or rclone config)"
+        )
     m = _REMOTE_RE.match(remote)
     if not m or len(m.group(1)) == 1:  # C:\ is a path
         raise ToolError(f"{remote!r} is not an rclone remote (name:bucket/path)")
