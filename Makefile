@@ -9,10 +9,13 @@ CAMPAIGN ?= demo
 
 .PHONY: demo test test-quick lint format bench sysdeps clean launch profiles
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml envs/awscli.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	# The AWS CLI in a venv of its own (its docutils pin conflicts with snakemake's)
+	test -x $(VENV)/awscli/bin/python || $(BIN)/python -m venv $(VENV)/awscli
+	$(VENV)/awscli/bin/python -m pip install -q -r envs/awscli.txt
 	touch $@
 
 ## demo: run the default campaign on this machine and build its report

@@ -37,10 +37,34 @@ def conda_pins(env: Path) -> dict[str, tuple[str, str]]:
     pins = {}
     for dep in deps:
         if not isinstance(dep, str):
-            continue  # e.g. a pip: section
+            continue  # the pip: section, read by pip_pins
         m = PIN.match(dep)
         assert m, f"{env.name}: cannot read {dep!r}"
         pins[m[1].lower()] = (m[2] or "", m[3])
+    return {**pins, **pip_pins(env)}
+
+
+def pip_pins(env: Path) -> dict[str, tuple[str, str]]:
+    """Conda name -> (operator, version) for the PyPI wheels in ``env``'s pip: section
+    (packages conda-forge names or numbers differently, or that cannot share the venv)."""
+    pins = {}
+    for dep in yaml.safe_load(env.read_text())["dependencies"]:
+        for line in dep.get("pip", []) if isinstance(dep, dict) else []:
+            m = PIN.match(line)
+            assert m, f"{env.name}: cannot read pip entry {line!r}"
+            pins[CONDA_NAME.get(m[1].lower(), m[1].lower())] = (m[2] or "", m[3])
+    return pins
+
+
+def requirement_pins(path: Path) -> dict[str, str]:
+    """name -> exact version of a pip requirements file (comments skipped)."""
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            m = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)", line)
+            assert m, f"{path.name}: {line!r} is not pinned with =="
+            pins[m[1].lower()] = m[2]
     return pins
 
 
@@ -69,6 +93,16 @@ def test_env_has_every_job_dependency_and_a_python_pyproject_allows(env):
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     op, version = conda["python"]
     assert op in ("=", "==") and SpecifierSet(requires).contains(version + ".0"), conda["python"]
+
+
+@pytest.mark.parametrize("env", ENVS, ids=lambda p: p.name)
+def test_awscli_pin_is_the_same_in_its_venv_and_the_conda_env(env):
+    """The AWS CLI cannot share the venv with snakemake (docutils), so `make` installs it
+    from envs/awscli.txt into its own venv; jobs under --sdm conda get it by pip."""
+    venv = requirement_pins(ROOT / "envs" / "awscli.txt")
+    assert set(venv) == {"awscli"}, venv
+    assert pip_pins(env).get("awscli") == ("==", venv["awscli"])
+    assert "awscli" not in pyproject_pins(), "awscli in pyproject.toml breaks pip's resolver"
 
 
 def test_workflow_catalog_metadata():

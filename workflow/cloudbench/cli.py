@@ -162,6 +162,24 @@ def cmd_preflight(a):
         )
 
 
+def cmd_probe(a):
+    from cloudbench import probe
+    from cloudbench.sizes import parse_size
+
+    try:
+        probe.run_probe(
+            a.remote_url,
+            a.bucket_path,
+            Path(a.out),
+            count=a.count,
+            object_bytes=parse_size(a.object_size),
+            extra={k: v for k, v in (("when", a.when), ("site", a.site)) if v},
+            skip_non_s3=a.skip_non_s3,
+        )
+    except probe.ProbeError as err:
+        raise steps.StepError(str(err)) from None
+
+
 def cmd_status(a):
     import pandas as pd
 
@@ -298,6 +316,18 @@ def build_parser() -> argparse.ArgumentParser:
         *[(f"--{name.replace('_', '-')}", req) for name in REPORT_OUTPUTS],
     )
     add("preflight", cmd_preflight, ("--spec", req), ("--out", req))
+    add(
+        "probe",
+        cmd_probe,
+        ("--remote-url", {**req, "help": "the rclone remote, name: or name:bucket/prefix"}),
+        ("--bucket-path", {"help": "bucket/prefix for the probe's objects (default: the url's)"}),
+        ("--count", {"type": int, "default": 16, "help": "small PUTs and GETs, each"}),
+        ("--object-size", {"default": "4KiB", "help": "size of each small object"}),
+        ("--when", {"default": "", "help": "before or after the site's transfers"}),
+        ("--site", {"default": ""}),
+        ("--skip-non-s3", {"action": "store_true", "help": "record why, instead of failing"}),
+        ("--out", req),
+    )
     add("status", cmd_status, ("--transfers", req), ("--out", req))
     add("cleanup", cmd_cleanup, ("--spec", req))
     xchg = [("--site", req), ("--spec", req), ("--local", req), ("--out", req)]

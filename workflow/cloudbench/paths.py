@@ -91,6 +91,11 @@ def preflight(results, site) -> str:
     return f"{sites_dir(results)}/{site}/preflight.json"
 
 
+def probe_record(results, site, remote, when) -> str:
+    """The latency probe of one remote from one site, ``before`` or ``after`` its transfers."""
+    return f"{sites_dir(results)}/{site}/probe/{remote}/{when}.json"
+
+
 def published(results, site) -> str:
     """This site's results are on the remote (written by the publish rule)."""
     return f"{sites_dir(results)}/{site}/published.json"

