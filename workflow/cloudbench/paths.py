@@ -79,6 +79,12 @@ def data_step_record(results, site, step, file, chunk=None) -> str:
     return f"{sites_dir(results)}/{site}/steps/{middle}/{file}.json"
 
 
+def staged(results, site, layout) -> str:
+    """One layout's data is ready at the upload site: its files' hashes in one record (so an
+    upload depends on one file, not on a record per dataset file)."""
+    return f"{sites_dir(results)}/{site}/steps/staged/{layout}.json"
+
+
 def checksum_json(results, site, file) -> str:
     return f"{sites_dir(results)}/{site}/checksums/{file}.chunks.json"
 

@@ -185,11 +185,22 @@ def release_upload_data(upload_data: Path) -> None:
 
 
 def _file_hashes(checksum_jsons: Sequence[Path]) -> dict[str, dict[str, Any]]:
+    """Each file's hashes, from per-file checksum records or a staged index of them."""
     out = {}
     for p in checksum_jsons:
         d = read_json(p)
-        out[d["file"]] = d
+        for entry in d["files"] if d.get("format") == STAGED_FORMAT else [d]:
+            out[entry["file"]] = entry
     return out
+
+
+STAGED_FORMAT = "cloudbench-staged/1"
+
+
+def stage(checksum_jsons: Sequence[Path], out: Path) -> None:
+    """One record saying a layout's data steps are done, with every file's hashes."""
+    hashes = _file_hashes(checksum_jsons)
+    write_json(out, {"format": STAGED_FORMAT, "files": [hashes[n] for n in sorted(hashes)]})
 
 
 def copy_manifest(spec: TransferSpec, hashes: dict[str, dict[str, Any]]) -> dict[str, Any]:
