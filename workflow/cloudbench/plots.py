@@ -1020,7 +1020,7 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
     series = _read(tables / "timeseries.tsv")
     steps = _read(tables / "steps.tsv")
     missing = _read(tables / "missing.tsv")
-    clients = _read(tables / "clients.tsv")
+    clients = _read(tables / "clients.tsv") if (tables / "clients.tsv").exists() else None
     man_path = tables / "manifest.json"
     try:  # optional: the report does not wait for the campaign manifest
         manifest = json.loads(man_path.read_text())
@@ -1050,4 +1050,4 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
     from cloudbench.scaling_report import scaling_html, scaling_png  # it draws with ours
 
     scaling_png(transfers, out["scaling"])
-    scaling_html(transfers, clients, out["scaling_html"])
+    scaling_html(transfers, pd.DataFrame() if clients is None else clients, out["scaling_html"])
