@@ -1016,8 +1016,8 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
     """Every output of the ``plots`` rule from the campaign's tables (``tables`` holds
     transfers.tsv, timeseries.tsv, steps.tsv, missing.tsv, clients.tsv and, if written,
     manifest.json)."""
-    transfers = _read(tables / "transfers.tsv")
-    series = _read(tables / "timeseries.tsv")
+    transfers = stats.with_setting(_read(tables / "transfers.tsv"))
+    series = stats.with_setting(_read(tables / "timeseries.tsv"))
     steps = _read(tables / "steps.tsv")
     missing = _read(tables / "missing.tsv")
     clients = _read(tables / "clients.tsv") if (tables / "clients.tsv").exists() else None

@@ -119,6 +119,12 @@ def scaling_html(transfers: pd.DataFrame, clients: pd.DataFrame, path: Path) -> 
                 headers={"held": "other knob held at", "best_median": "best median MB/s"},
             )
         )
+    points = scaling.point_table(transfers)
+    body.append(
+        '<h2>Every clients × concurrency point</h2><p class="note">median MB/s of the ok '
+        "repeats with its 95% bootstrap interval (from 3 repeats), n = ok repeats.</p>"
+    )
+    body.append(_table(points, headers={"low": "95% low", "high": "95% high"}))
     if not clients.empty:
         spread = (
             clients.groupby(
