@@ -133,7 +133,8 @@ def run_clients(plan_path: Path, n: int, threads: int, env: Mapping[str, str]) -
         subprocess.Popen([*base, "--index", str(k)], env=dict(env), preexec_fn=die_with_parent)
         for k in range(n)
     ]
-    return max(p.wait() for p in procs), f"{n} local processes"
+    codes = [p.wait() for p in procs]  # a client killed by a signal has a negative code
+    return next((c for c in codes if c != 0), 0), f"{n} local processes"
 
 
 def write_plan(folder: Path, plan: Mapping[str, Any]) -> Path:

@@ -435,7 +435,8 @@ def run_client(plan_path: Path, index: int | None) -> None:
 def _finish(record: Path, rec: dict[str, Any], log: Path) -> None:
     """Keep the attempt, write the record Snakemake tracks, and end the job log with one
     result line a person can read."""
-    keep_attempt(record, rec, log)
+    n = int(rec.get("clients") or 1)
+    keep_attempt(record, rec, log, [paths.client_log(log, k) for k in range(n)] if n > 1 else ())
     write_json(record, rec)
     label = label_of(
         rec["direction"], rec["remote"], rec["layout"], rec["repeat"], rec.get("setting")

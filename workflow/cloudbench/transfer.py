@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +181,12 @@ def _run_with_progress(
         return subprocess.CompletedProcess(cmd, proc.returncode, captured.read())
 
 
-def keep_attempt(record_path: Path, record: dict[str, Any], log_path: Path | None = None) -> None:
+def keep_attempt(
+    record_path: Path,
+    record: dict[str, Any],
+    log_path: Path | None = None,
+    client_logs: Sequence[Path] = (),
+) -> None:
     """Every attempt's record and rclone log, kept beside the current one.
 
     A rerun replaces the record Snakemake tracks; the history of failed attempts (and what
@@ -190,8 +195,11 @@ def keep_attempt(record_path: Path, record: dict[str, Any], log_path: Path | Non
     stamp = record["started_utc"].replace(":", "").replace("-", "")
     folder = attempts_dir(record_path)
     write_json(folder / f"{stamp}.json", record)
-    if log_path is not None and log_path.exists():
+    if log_path is not None and log_path.exists() and log_path.stat().st_size:
         shutil.copyfile(log_path, folder / f"{stamp}.rclone.jsonl")
+    for k, client_log in enumerate(client_logs):  # several clients: each one's own log
+        if client_log.exists():
+            shutil.copyfile(client_log, folder / f"{stamp}.client-{k}.rclone.jsonl")
 
 
 def fresh_dir(path: Path) -> Path:
