@@ -25,6 +25,9 @@ STYLE = (
     # Snakemake's front page puts the description in a narrow column beside the rule graph:
     # let the headline take the width it needs (the graph moves right).
     ".prose:has(.cb-headline){max-width:none}"
+    # It also centres the page vertically: a headline taller than the window (a sweep has
+    # many rows) would start above the top, out of reach. Start it at the top instead.
+    ".items-center:has(.cb-headline){align-items:flex-start}"
     ".cb-headline table{border-collapse:collapse;margin:.4em 0 .8em 0;font-size:13px}"
     ".cb-headline th,.cb-headline td{border:1px solid #ccc;padding:2px 6px;text-align:right;"
     "white-space:nowrap}"
