@@ -154,7 +154,8 @@ def headline_html(
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
     from cloudbench.scaling import recommendations  # only campaigns that sweep have any
 
-    parts += [f"<p><b>Scaling</b>: {html.escape(s)}</p>" for s in recommendations(metrics)]
+    names = {k: (r or {}).get("label") for k, r in (info.get("remotes") or {}).items()}
+    parts += [f"<p><b>Scaling</b>: {html.escape(s)}</p>" for s in recommendations(metrics, names)]
     if not table.empty:
         show_remote = table["remote"].nunique() > 1
         head = ["site", *(["remote"] if show_remote else []), "direction", "layout"]

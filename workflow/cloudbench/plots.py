@@ -1050,4 +1050,5 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
     from cloudbench.scaling_report import scaling_html, scaling_png  # it draws with ours
 
     scaling_png(transfers, out["scaling"])
-    scaling_html(transfers, pd.DataFrame() if clients is None else clients, out["scaling_html"])
+    clients = pd.DataFrame() if clients is None else clients
+    scaling_html(transfers, clients, out["scaling_html"], info)

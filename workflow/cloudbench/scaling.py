@@ -183,11 +183,17 @@ def knob(strategy: str) -> str:
 
 
 def recommendations(
-    transfers: pd.DataFrame, fraction: float = KNEE_FRACTION, n: int = N_BOOT, seed: int = SEED
+    transfers: pd.DataFrame,
+    names: Mapping[str, str] | None = None,
+    fraction: float = KNEE_FRACTION,
+    n: int = N_BOOT,
+    seed: int = SEED,
 ) -> list[str]:
     """One line per site, remote and direction of a campaign that sweeps: the cheapest
     setting (fewest clients, then least concurrency) whose median reaches ``fraction`` of
-    the best median observed there, over every layout."""
+    the best median observed there, over every layout. ``names``: how to call each remote
+    (its rclone name) instead of the campaign's key for it."""
+    names = names or {}
     pts = point_table(transfers, n, seed)
     if pts.empty:
         return []
@@ -199,7 +205,8 @@ def recommendations(
         best = g.loc[g["median"].idxmax()]
         good = g[g["median"] >= fraction * best["median"]]
         pick = good.sort_values(["clients", "concurrency", "median"], ascending=[1, 1, 0]).iloc[0]
-        route = f"from {site} to {remote}" if direction == "upload" else f"from {remote} to {site}"
+        store = names.get(remote) or remote
+        route = f"from {site} to {store}" if direction == "upload" else f"from {store} to {site}"
         # the cheapest setting that reaches the target is the largest swept: nothing larger
         # was tried, so it is no knee
         edge = [a for a in AXES if pick[a] == g[a].max() and g[a].nunique() > 1]

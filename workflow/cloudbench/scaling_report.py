@@ -9,7 +9,9 @@ from __future__ import annotations
 import html
 import math
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import seaborn as sns
@@ -94,11 +96,18 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-def scaling_html(transfers: pd.DataFrame, clients: pd.DataFrame, path: Path) -> None:
+def scaling_html(
+    transfers: pd.DataFrame,
+    clients: pd.DataFrame,
+    path: Path,
+    info: Mapping[str, Any] | None = None,
+) -> None:
     """Recommendations, the knee of every sweep, collapses, and each client's spread."""
     table = scaling.scaling_table(transfers)
+    remotes = (info or {}).get("remotes") or {}
+    names = {k: (r or {}).get("label") for k, r in remotes.items()}
     body = [f'<p class="note">{html.escape(NO_SWEEP)}</p>'] if table.empty else []
-    lines = scaling.recommendations(transfers)
+    lines = scaling.recommendations(transfers, names)
     if lines:
         body.append("<h2>Recommendation</h2>")
         body += [f"<p>{html.escape(s)}</p>" for s in lines]
