@@ -672,6 +672,7 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
         **context,
         item=spec.layout_label,
         setting=spec.setting_label,
+        chunk_bytes=spec.layout.chunk_bytes or None,
         repeat=spec.repeat,
         remote=spec.remote,
     )
@@ -735,6 +736,7 @@ def verify(
         **context,
         item=spec.layout_label,
         setting=spec.setting_label,
+        chunk_bytes=spec.layout.chunk_bytes or None,
         repeat=spec.repeat,
         remote=spec.remote,
     )
