@@ -74,6 +74,7 @@ def test_local_clients_run_together_and_add_up(tmp_path):
             assert 0 <= df.loc[n, "start_skew_s"] < 1.0
             assert df.loc[n, "client_mb_per_s_min"] == pytest.approx(CAP, rel=0.15)
         clients = pd.read_csv(tmp_path / "results/scale/clients.tsv", sep="\t")
+        clients = clients[clients["direction"] == "upload"]
         assert sorted(clients.groupby("clients")["client"].nunique().items()) == [(2, 2), (4, 4)]
         assert (clients.groupby("clients")["files"].sum() == 8).all()  # every file, once
         # the aggregate row traces to the clients' own rclone logs
