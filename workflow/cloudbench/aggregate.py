@@ -20,7 +20,8 @@ TRANSFER_COLUMNS = [
     "start_skew_s", "client_mb_per_s_min", "client_mb_per_s_median", "client_mb_per_s_max",
     "files", "objects", "bytes_requested", "bytes_moved", "transfers", "objects_in_flight",
     "streams_per_object", "connections", "backend", "backend_concurrency", "retries", "error",
-    "rclone_version", "host", "node_cores",
+    "rclone_version", "host", "node_cores", "files_per_s", "s_per_object", "tool_version",
+    "bytes_moved_from",
 ]  # fmt: skip
 # One row per client of a measurement with several clients (its row in transfers.tsv is the
 # aggregate); start_offset_s is the client's start after the group's first.
@@ -87,9 +88,22 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
                     rec["error"] = "; ".join(ver["problems"])
             elif rec["status"] == "ok":
                 rec["status"] = "unverified"
-        rows.append(rec)
+        rows.append(rec | per_object_rates(rec))
     df = pd.DataFrame(rows, columns=TRANSFER_COLUMNS)
     return df, missing
+
+
+def per_object_rates(rec: dict) -> dict:
+    """files/s (files / wall seconds) and seconds per object (wall seconds / objects) of an
+    ok transfer: what many small files cost, where MB/s alone hides it."""
+    seconds, ok = rec.get("seconds"), rec.get("status") == "ok"
+    if not ok or not seconds:
+        return {"files_per_s": None, "s_per_object": None}
+    files, objects = rec.get("files") or 0, rec.get("objects") or 0
+    return {
+        "files_per_s": round(files / seconds, 3) if files else None,
+        "s_per_object": round(seconds / objects, 6) if objects else None,
+    }
 
 
 def series_table(results: Path, transfers: pd.DataFrame) -> pd.DataFrame:

@@ -15,12 +15,14 @@ from typing import Any
 
 from cloudbench import chunking
 from cloudbench import rclone as rc
+from cloudbench import tools as tools_mod
 from cloudbench.schema import SchemaError, validate
 from cloudbench.secrets import credential_flag, credential_in_remote, credential_in_value
 from cloudbench.sizes import SizeError, parse_size, size_label
 
 STRATEGIES = ("plain", "chunked", "multithread")
-TOOLS = ("rclone",)  # clients that move the data; each builds its command lines in one module
+TOOLS = tools_mod.TOOLS  # clients that move the data; each builds its command lines in one module
+RCLONE_ONLY_STRATEGIES = ("multithread",)  # rclone's per-file streams: no other tool's knob
 AUTO = "auto"  # concurrency: the job's threads (the cores of one node), as without a sweep
 DIRECTIONS = ("upload", "download")
 ALL_SITES = "all"
@@ -156,15 +158,26 @@ class Campaign:
     site: str
     concurrency: tuple[tuple[str, tuple[int | None, ...]], ...] = ()  # per strategy
     start_tolerance_s: float = 1.0
+    tools: tuple[str, ...] = ("rclone",)
+    command_template: str | None = None
+
+    def tools_for(self, strategy: str) -> tuple[str, ...]:
+        """The tools that measure a strategy: all of them, but multithread only rclone."""
+        if strategy in RCLONE_ONLY_STRATEGIES:
+            return tuple(t for t in self.tools if t == "rclone")
+        return self.tools
 
     def concurrency_of(self, strategy: str) -> tuple[int | None, ...]:
         """The parallelism values swept for a strategy; (None,) = the job's threads."""
         return dict(self.concurrency).get(strategy, (None,))
 
     def settings(self, site: Site, strategy: str) -> list[Setting]:
-        """Every clients x concurrency combination a site measures for a strategy."""
+        """Every tool x clients x concurrency combination a site measures for a strategy."""
         return [
-            Setting("rclone", n, c) for n in site.clients for c in self.concurrency_of(strategy)
+            Setting(t, n, c)
+            for t in self.tools_for(strategy)
+            for n in site.clients
+            for c in self.concurrency_of(strategy)
         ]
 
     def copy_setting(self, m: Measurement) -> Setting:
@@ -430,6 +443,46 @@ def _flags(raw: list[str]) -> tuple[str, ...]:
     return tuple(raw)
 
 
+def _tools(cfg: Mapping[str, Any], strategies: tuple[str, ...], remotes) -> tuple[str, ...]:
+    """tools: known, none twice, command with its template, S3-only tools on remotes that
+    can be S3 (a local path or a connection string never is: refused here; a named remote's
+    type is checked by preflight, which may read rclone's config)."""
+    chosen = tuple(cfg["tools"])
+    if not chosen:
+        raise ConfigError(f"tools: at least one of {', '.join(TOOLS)}")
+    if len(set(chosen)) != len(chosen):
+        raise ConfigError(f"tools: listed twice in {list(chosen)!r}")
+    template = cfg.get("command_template")
+    if "command" in chosen:
+        if not template:
+            raise ConfigError("command_template: tools lists command, so give its template")
+        try:
+            tools_mod.template_argv(template, {p: p for p in tools_mod.PLACEHOLDERS})
+        except tools_mod.ToolError as err:
+            raise ConfigError(f"command_template: {err}") from None
+    elif template:
+        raise ConfigError("command_template: given, but tools does not list command")
+    if "rclone" not in chosen:
+        only = [s for s in strategies if s in RCLONE_ONLY_STRATEGIES]
+        if only:
+            raise ConfigError(
+                f"tools: strategy {only[0]} is rclone's per-file multi-stream copy, which "
+                f"{', '.join(chosen)} cannot do; add rclone to tools or drop {only[0]}"
+            )
+    for tool in chosen:
+        if tool not in tools_mod.S3_TOOLS:
+            continue
+        for r in remotes:
+            if r.url.startswith(":") or not tools_mod.is_remote(r.url):
+                raise ConfigError(
+                    f"tools: {tool} speaks S3 only, and remote {r.name!r} ({r.url.split(',')[0]}"
+                    f"{'...' if ',' in r.url else ''}) is "
+                    f"{'a connection string' if r.url.startswith(':') else 'not an rclone remote'}"
+                    "; define a named S3 remote or use rclone"
+                )
+    return chosen
+
+
 def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     """Build a checked Campaign from a campaign file's mapping; ConfigError on the first problem.
 
@@ -528,10 +581,12 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     if len(uploaders) > 1:
         raise ConfigError(f"sites: more than one upload site: {', '.join(uploaders)}")
 
+    remotes = _remotes(cfg)
+    chosen_tools = _tools(cfg, strategies, remotes)
     campaign = Campaign(
         name=name,
         bucket=bucket.strip("/"),
-        remotes=_remotes(cfg),
+        remotes=remotes,
         dataset_name=dataset_name,
         files=files,
         file_bytes=file_bytes,
@@ -549,6 +604,8 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         site=str(cfg["site"]),
         concurrency=_concurrency(cfg, strategies),
         start_tolerance_s=float(cfg["start_tolerance_s"]),
+        tools=chosen_tools,
+        command_template=cfg.get("command_template"),
     )
     if campaign.site not in RESERVED_SITE_NAMES:
         campaign.site_named(campaign.site)  # raises with the list of known sites

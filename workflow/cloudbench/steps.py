@@ -38,6 +38,7 @@ from cloudbench.transfer import (
     keep_attempt,
     last_attempt,
     measure,
+    measure_tool,
     purge,
 )
 
@@ -248,6 +249,22 @@ def client_copy(
     object list (--files-from), so nothing else that sits in the source is moved or
     counted."""
     objects = _objects_of(files)
+    if spec.setting.tool != "rclone":
+        rec = measure_tool(
+            spec,
+            src,
+            dst,
+            threads=threads,
+            objects=objects,
+            expected_bytes=sum(f["bytes"] for f in files),
+            log_path=log,
+            series_path=series,
+            ready=ready,
+        )
+        rec["files"] = len(files)
+        if client is not None:
+            rec["client"] = client
+        return rec
     with tempfile.TemporaryDirectory() as tmp:
         listing = Path(tmp) / "objects"
         listing.write_text("".join(f"{n}\n" for n in objects))

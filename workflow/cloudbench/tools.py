@@ -139,6 +139,20 @@ def find_tool(tool: str) -> str:
     return found
 
 
+def tool_version(tool: str, binary: str) -> str | None:
+    """The first line a tool prints for its version (``s5cmd version``, ``aws --version``),
+    kept in every record; None when it says nothing usable."""
+    args = {"s5cmd": ["version"], "aws": ["--version"]}.get(tool)
+    if args is None:
+        return None
+    try:
+        res = subprocess.run([binary, *args], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = (res.stdout or res.stderr).strip().splitlines()
+    return lines[0][:200] if res.returncode == 0 and lines else None
+
+
 # --- the S3 side of an rclone remote -------------------------------------------------
 
 

@@ -213,7 +213,12 @@ def download_inputs(wildcards):
         inputs.append(
             record(
                 Measurement(
-                    UPLOAD_SITE, down.remote, "upload", down.layout, down.repeat, setting
+                    UPLOAD_SITE,
+                    down.remote,
+                    "upload",
+                    down.layout,
+                    down.repeat,
+                    setting,
                 )
             )
         )
@@ -331,6 +336,8 @@ def preflight_spec(wildcards):
             "upload_site": UPLOAD_SITE,
             "needs_upload": site.download
             and all(s.name != UPLOAD_SITE for s in CAMPAIGN.active_sites),
+            "tools": list(CAMPAIGN.tools),
+            "command_template": CAMPAIGN.command_template,
         }
     )
 

@@ -1,0 +1,167 @@
+"""Tools beyond rclone in a real campaign: s5cmd, the AWS CLI and a command template move
+the same dataset as rclone against ``rclone serve s3``, each row verified against the
+manifest; their credentials never reach a command line or an output file."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cloudbench.campaign import ConfigError, load_campaign
+from tests.infra.s3 import serve_s3
+from tests.infra.workflow import BIN, snakemake, write_config
+
+SECRET = "h13b-Campaign-Secret-7c1d"
+KEY = "h13bkeyid0042"
+# rclone itself as a site's "native client": reads its remote from RCLONE_CONFIG_S3T_*
+TEMPLATE = "rclone copy --files-from {files_from} --transfers {threads} {src} {dst}"
+
+
+def _config(tools=("rclone",), **over) -> dict:
+    cfg = {
+        "campaign": "tools",
+        "remote": "s3t:",
+        "bucket": "bench",
+        "dataset": {"files": 2, "size": "3MiB", "chunk_sizes": ["1MiB"]},
+        "strategies": ["plain", "chunked"],
+        "concurrency": {"plain": 2, "chunked": 2},
+        "repeats": 1,
+        "tools": list(tools),
+        "sites": {"edi": {"upload": True, "download": True, "scratch": "scratch"}},
+    }
+    return cfg | over
+
+
+# --- the config: one line for every mistake, before any work ----------------------------
+
+
+def test_each_tool_gets_its_settings_and_multithread_stays_rclones():
+    cfg = _config(("rclone", "s5cmd", "aws"), strategies=["plain", "multithread"])
+    cfg["concurrency"] = {"plain": 2}
+    cfg["rclone"] = {"multi_thread_cutoff": "1MiB"}
+    c = load_campaign(cfg)
+    site = c.sites[0]
+    assert [s.label for s in c.settings(site, "plain")] == ["rclone-1x2", "s5cmd-1x2", "aws-1x2"]
+    assert [s.tool for s in c.settings(site, "multithread")] == ["rclone"]
+    assert len(list(c.measurements())) == 2 * (3 + 1)
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (
+            {
+                "tools": ["s5cmd"],
+                "strategies": ["multithread"],
+                "concurrency": {},
+                "rclone": {"multi_thread_cutoff": "1MiB"},
+            },
+            "add rclone to tools",
+        ),
+        ({"tools": ["rclone", "command"]}, "command_template: tools lists command"),
+        ({"command_template": TEMPLATE}, "tools does not list command"),
+        (
+            {"tools": ["command"], "command_template": "cp {src} {threads}"},
+            "lacks {dst}",
+        ),
+        ({"tools": ["rclone", "rclone"]}, "listed twice"),
+        ({"tools": ["s5cmd"], "remote": "/data/remote"}, "s5cmd speaks S3 only"),
+        ({"tools": ["aws"], "remote": ":s3,provider=Ceph:"}, "a connection string"),
+        ({"tools": ["curl"]}, "tools"),
+    ],
+)
+def test_tool_config_mistakes_are_one_line(change, needle):
+    with pytest.raises(ConfigError) as err:
+        load_campaign(_config() | change)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+    assert "Ceph" not in str(err.value)  # a connection string's parameters are not echoed
+
+
+# --- a real campaign --------------------------------------------------------------------
+
+
+class CmdlineWatch:
+    """Reads every process's command line on the machine, every 20 ms, while a campaign
+    runs: what any user could see with ``ps``."""
+
+    def __init__(self, needles: tuple[str, ...]) -> None:
+        self.needles = needles
+        self.hits: list[str] = []
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            for proc in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    text = proc.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                for tool in ("s5cmd", "/aws ", "rclone copy --files-from"):
+                    if tool in text:
+                        self.seen.add(tool)
+                if any(n in text for n in self.needles):
+                    self.hits.append(text)
+
+    def __enter__(self) -> CmdlineWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def _no_secret_in_files(root: Path) -> list[Path]:
+    return [
+        p
+        for p in root.rglob("*")
+        if p.is_file() and SECRET.encode() in p.read_bytes() or (p.is_file() and KEY in p.name)
+    ]
+
+
+@pytest.mark.slow
+def test_every_tool_moves_the_same_dataset_verified(tmp_path):
+    tools = ("rclone", "s5cmd", "aws", "command")
+    cfg = _config(tools, command_template=TEMPLATE)
+    path = write_config(tmp_path, cfg)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET) as s3:
+        t0 = time.monotonic()
+        with CmdlineWatch((SECRET, KEY)) as watch:
+            run = snakemake(tmp_path, path, env=s3.client_env("S3T"))
+        took = time.monotonic() - t0
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert watch.hits == [], watch.hits[:2]
+    assert {"s5cmd", "/aws ", "rclone copy --files-from"} <= watch.seen  # it did look
+    df = pd.read_csv(tmp_path / "results/tools/transfers.tsv", sep="\t")
+    assert len(df) == 4 * 2 * 2  # tools x strategies x directions
+    assert (df["status"] == "ok").all(), df[df["status"] != "ok"][["setting", "error"]]
+    assert set(df["tool"]) == set(tools)
+    total = 2 * 3 * 2**20
+    assert (df["bytes_requested"] == total).all()
+    assert ((df["mb_per_s"] - total / df["seconds"] / 1e6).abs() < 0.01).all()
+    down = df[df["direction"] == "download"]
+    assert (down["bytes_moved"] == total).all()  # found at the destination, every tool
+    others = df[df["tool"] != "rclone"]
+    assert set(others["bytes_moved_from"]) == {"destination", "requested, tool exited 0"}
+    assert others["retries"].isna().all()  # they do not report retries: not 0
+    assert others[others["tool"].isin(["s5cmd", "aws"])]["tool_version"].notna().all()
+    assert (df["files_per_s"] > 0).all() and (df["s_per_object"] > 0).all()
+    # every download was verified against the manifest (a corrupt one would not be ok)
+    verify = list((tmp_path / "results/tools/sites/edi/verify").rglob("r1.json"))
+    assert len(verify) == len(down)
+    # the downloads' per-second series come from sampling the destination
+    series = pd.read_csv(tmp_path / "results/tools/timeseries.tsv", sep="\t")
+    assert {"s5cmd-1x2", "aws-1x2", "command-1x2"} <= set(
+        series[series["direction"] == "download"]["setting"]
+    )
+    # the tool's own output is kept as the measurement's log
+    log = tmp_path / "results/tools/sites/edi/rclone/upload/main/plain/s5cmd-1x2/r1.jsonl"
+    assert "cp " in log.read_text()
+    assert _no_secret_in_files(tmp_path / "results") == []
+    assert took < 300
