@@ -164,4 +164,22 @@ def test_every_tool_moves_the_same_dataset_verified(tmp_path):
     log = tmp_path / "results/tools/sites/edi/rclone/upload/main/plain/s5cmd-1x2/r1.jsonl"
     assert "cp " in log.read_text()
     assert _no_secret_in_files(tmp_path / "results") == []
+    _check_probes(tmp_path / "results/tools", df)
+    # the probes travel with the site's published results
+    assert (tmp_path / "s3root/bench/tools/results/edi/probe/main/after.json").exists()
     assert took < 300
+
+
+def _check_probes(results: Path, transfers: pd.DataFrame) -> None:
+    """Before and after for the site and remote, positive and ordered percentiles, the
+    ``after`` probe started once the last transfer had ended."""
+    probes = pd.read_csv(results / "probes.tsv", sep="\t")
+    assert sorted(probes["when"]) == ["after", "before"]
+    assert (probes["status"] == "ok").all()
+    for op in ("get", "put"):
+        p50, p90, p99 = (probes[f"{op}_ttfb_{q}_ms"] for q in ("p50", "p90", "p99"))
+        assert (p50 > 0).all() and (p50 <= p90).all() and (p90 <= p99).all()
+    assert (probes["connect_p50_ms"] > 0).all()
+    after = pd.Timestamp(probes.set_index("when").loc["after", "started_utc"])
+    ends = pd.to_datetime(transfers["started_utc"]) + pd.to_timedelta(transfers["seconds"], "s")
+    assert after >= ends.max()

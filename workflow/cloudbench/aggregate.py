@@ -169,6 +169,18 @@ def steps_table(results: Path, plan: dict) -> pd.DataFrame:
     return df[STEP_COLUMNS]
 
 
+def probes_table(results: Path, sites: Iterable[str]) -> pd.DataFrame:
+    """Every latency probe record of these sites (measured here or pulled), one row each
+    (``latency.probe_table``: skipped probes keep their row with empty times)."""
+    from cloudbench import latency
+
+    records = []
+    for site in sorted(set(sites)):
+        for path in sorted(Path(paths.sites_dir(results), site, "probe").glob("*/*.json")):
+            records.append(_load(path))
+    return latency.probe_table(records)
+
+
 def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
     """``plan``: the campaign's expected ``measurements`` (site, direction, remote, layout,
     repeat), its dataset ``files``, chunk size labels ``chunks`` and ``upload_site``."""
@@ -180,11 +192,14 @@ def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
         "steps": out_dir / "steps.tsv",
         "missing": out_dir / "missing.tsv",
         "clients": out_dir / "clients.tsv",
+        "probes": out_dir / "probes.tsv",
     }
     transfers.to_csv(paths["transfers"], sep="\t", index=False)
     series_table(results, transfers).to_csv(paths["timeseries"], sep="\t", index=False)
     clients_table(transfers, results).to_csv(paths["clients"], sep="\t", index=False)
     steps_table(results, plan).to_csv(paths["steps"], sep="\t", index=False)
+    sites = {m["site"] for m in plan["measurements"]}
+    probes_table(results, sites).to_csv(paths["probes"], sep="\t", index=False)
     missing_columns = ["site", "direction", "remote", "layout", "setting", "repeat"]
     pd.DataFrame(missing, columns=missing_columns).to_csv(paths["missing"], sep="\t", index=False)
     return paths

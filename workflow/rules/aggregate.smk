@@ -22,6 +22,11 @@ rule aggregate:
             caption="../report/clients_tsv.rst",
             category="Tables",
         ),
+        probes=report(
+            f"{RESULTS}/probes.tsv",
+            caption="../report/probes_tsv.rst",
+            category="Tables",
+        ),
     log:
         f"{RESULTS}/logs/aggregate.log",
     conda:

@@ -298,13 +298,47 @@ def site_records(site):
     return files
 
 
+PROBE_TIMES = ("before", "after")
+
+
+def probe_records(site):
+    """A site's latency probes: every remote, before and after its transfers."""
+    return [
+        paths.probe_record(RESULTS, site.name, r.name, when)
+        for r in CAMPAIGN.remotes
+        for when in PROBE_TIMES
+    ]
+
+
+def probe_inputs(wildcards):
+    """``before`` waits for the site's preflight; ``after`` for every transfer of that
+    site to or from that remote (so it sees the path as the transfers left it)."""
+    if wildcards.when == "before":
+        return [paths.preflight(RESULTS, wildcards.site)]
+    site = CAMPAIGN.site_named(wildcards.site)
+    return [
+        record(m) for m in CAMPAIGN.measurements(site) if m.remote == wildcards.remote
+    ]
+
+
+def probe_url(wildcards):
+    """name:bucket/campaign, the prefix the transfers use: the probe's objects go there."""
+    return CAMPAIGN.remote_prefix(CAMPAIGN.remote_named(wildcards.remote))
+
+
 def publish_inputs(wildcards):
-    return site_records(CAMPAIGN.site_named(wildcards.site))
+    """A site's records and its probes travel together (publish copies the site folder)."""
+    site = CAMPAIGN.site_named(wildcards.site)
+    return site_records(site) + probe_records(site)
 
 
 def aggregate_inputs(wildcards):
     """This run's own records, plus every other site's results pulled from the remote."""
-    files = [f for site in CAMPAIGN.active_sites for f in site_records(site)]
+    files = [
+        f
+        for site in CAMPAIGN.active_sites
+        for f in site_records(site) + probe_records(site)
+    ]
     return files + [paths.pulled(RESULTS, s.name) for s in CAMPAIGN.passive_sites]
 
 
@@ -360,9 +394,11 @@ def cleanup_spec():
 
 
 def bookkeeping_targets():
-    """The campaign manifest (upload site) and the final status line of every run."""
+    """The campaign manifest (upload site), the final status line of every run, and the
+    latency probes of every active site and remote."""
     targets = [f"{RESULTS}/status.txt"]
     targets += [paths.published(RESULTS, s.name) for s in CAMPAIGN.active_sites]
+    targets += [p for s in CAMPAIGN.active_sites for p in probe_records(s)]
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
         targets.append(f"{RESULTS}/manifest.json")
     return targets
