@@ -4,6 +4,7 @@ manifest; their credentials never reach a command line or an output file."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -175,6 +176,7 @@ def _check_probes(results: Path, transfers: pd.DataFrame) -> None:
     ``after`` probe started once the last transfer had ended."""
     probes = pd.read_csv(results / "probes.tsv", sep="\t")
     assert sorted(probes["when"]) == ["after", "before"]
+    assert set(probes["remote"]) == set(transfers["remote"])  # the campaign's names: they join
     assert (probes["status"] == "ok").all()
     for op in ("get", "put"):
         p50, p90, p99 = (probes[f"{op}_ttfb_{q}_ms"] for q in ("p50", "p90", "p99"))
@@ -183,3 +185,49 @@ def _check_probes(results: Path, transfers: pd.DataFrame) -> None:
     after = pd.Timestamp(probes.set_index("when").loc["after", "started_utc"])
     ends = pd.to_datetime(transfers["started_utc"]) + pd.to_timedelta(transfers["seconds"], "s")
     assert after >= ends.max()
+
+
+def test_nested_small_files_refuse_chunked_and_multithread():
+    cfg = _config(dataset={"files": 2000, "size": "16KiB", "layout": "nested"})
+    with pytest.raises(ConfigError, match="chunked is refused for dataset.layout nested"):
+        load_campaign(cfg)
+    c = load_campaign(cfg | {"strategies": ["plain"], "concurrency": {}})
+    names = c.file_names
+    assert names[0] == "d00/d00/tools-0001.bin"
+    assert names[1999] == "d01/d09/tools-2000.bin" and len(set(names)) == 2000
+    assert c.small_files
+
+
+@pytest.mark.slow
+def test_small_files_campaign(tmp_path):
+    """2,000 files of 16 KiB in nested directories, up and down with rclone and s5cmd:
+    one job makes the data, every file verified, files/s and seconds per object reported."""
+    cfg = _config(
+        ("rclone", "s5cmd"),
+        dataset={"files": 2000, "size": "16KiB", "layout": "nested"},
+        strategies=["plain"],
+        concurrency={"plain": 8},
+    )
+    path = write_config(tmp_path, cfg)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET) as s3:
+        t0 = time.monotonic()
+        run = snakemake(tmp_path, path, env=s3.client_env("S3T"))
+        took = time.monotonic() - t0
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = tmp_path / "results/tools"
+    df = pd.read_csv(results / "transfers.tsv", sep="\t")
+    assert len(df) == 4 and (df["status"] == "ok").all(), df[["setting", "error"]]
+    assert (df["files"] == 2000).all() and (df["objects"] == 2000).all()
+    assert ((df["files_per_s"] - 2000 / df["seconds"]).abs() < 0.01).all()
+    assert ((df["s_per_object"] - df["seconds"] / 2000).abs() < 1e-5).all()
+    copy = tmp_path / "s3root/bench/tools/data/plain/s5cmd-1x8/r1/objects"
+    assert (copy / "d01/d09/tools-2000.bin").stat().st_size == 16 * 2**10
+    steps = pd.read_csv(results / "steps.tsv", sep="\t")
+    made = steps[steps["step"] == "generate+checksum"]
+    assert len(made) == 1 and made["bytes"].iloc[0] == 2000 * 16 * 2**10
+    assert not list((results / "sites/edi/steps").glob("generate/*.json"))  # no job per file
+    verify = [json.loads(p.read_text()) for p in (results / "sites/edi/verify").rglob("r1.json")]
+    assert len(verify) == 2 and all(v["status"] == "ok" for v in verify)
+    assert all(v["bytes_checked"] == 2000 * 16 * 2**10 for v in verify)
+    _check_probes(results, df)
+    assert took < 200

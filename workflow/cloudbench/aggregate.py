@@ -144,6 +144,8 @@ def expected_steps(results: Path, plan: dict) -> list[Path]:
     or repeats since removed from the campaign stay on disk but out of the tables."""
     up = plan["upload_site"]
     out = []
+    if plan.get("small_files"):  # one job made the whole dataset (files is then empty)
+        out.append(paths.dataset_step_record(results, up, "generate"))
     for name in plan["files"]:
         out.append(paths.data_step_record(results, up, "generate", name))
         out.append(paths.data_step_record(results, up, "checksum", name))

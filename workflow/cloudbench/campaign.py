@@ -21,6 +21,8 @@ from cloudbench.secrets import credential_flag, credential_in_remote, credential
 from cloudbench.sizes import SizeError, parse_size, size_label
 
 STRATEGIES = ("plain", "chunked", "multithread")
+NESTED = "nested"  # dataset.layout of many small files in nested directories
+FILES_PER_DIR = 100  # nested: files per leaf directory; leaves grouped 10 per top directory
 TOOLS = tools_mod.TOOLS  # clients that move the data; each builds its command lines in one module
 RCLONE_ONLY_STRATEGIES = ("multithread",)  # rclone's per-file streams: no other tool's knob
 AUTO = "auto"  # concurrency: the job's threads (the cores of one node), as without a sweep
@@ -160,6 +162,12 @@ class Campaign:
     start_tolerance_s: float = 1.0
     tools: tuple[str, ...] = ("rclone",)
     command_template: str | None = None
+    dataset_layout: str = "flat"
+
+    @property
+    def small_files(self) -> bool:
+        """Many small files in nested directories: generated and checksummed by one job."""
+        return self.dataset_layout == NESTED
 
     def tools_for(self, strategy: str) -> tuple[str, ...]:
         """The tools that measure a strategy: all of them, but multithread only rclone."""
@@ -196,8 +204,7 @@ class Campaign:
     # --- derived views -------------------------------------------------------------------
     @property
     def file_names(self) -> list[str]:
-        width = max(3, len(str(self.files)))
-        return [f"{self.dataset_name}-{i:0{width}d}.bin" for i in range(1, self.files + 1)]
+        return file_names(self.dataset_name, self.files, self.dataset_layout)
 
     @property
     def dataset_bytes(self) -> int:
@@ -295,6 +302,22 @@ class Campaign:
 
     def remote_prefix(self, remote: Remote, *parts: str) -> str:
         return remote.path(self.bucket, self.name, *parts)
+
+
+def file_names(name: str, files: int, layout: str = "flat") -> list[str]:
+    """The dataset's file names, relative to its directory (and to the copy's prefix on the
+    remote): ``<name>-001.bin``; nested: ``d00/d03/<name>-0342.bin``, FILES_PER_DIR files in
+    each leaf directory, ten leaves per top directory. Every base name is unique (the
+    keystream derives from it)."""
+    width = max(3, len(str(files)))
+    out = []
+    for i in range(1, files + 1):
+        base = f"{name}-{i:0{width}d}.bin"
+        if layout == NESTED:
+            leaf = (i - 1) // FILES_PER_DIR
+            base = f"d{leaf // 10:02d}/d{leaf % 10:02d}/{base}"
+        out.append(base)
+    return out
 
 
 # --- loading and checking ------------------------------------------------------------------
@@ -519,6 +542,19 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     if len(set(strategies)) != len(strategies):
         raise ConfigError(f"strategies: listed twice in {list(strategies)!r}")
 
+    dataset_layout = ds["layout"]
+    if dataset_layout == NESTED:
+        for s in strategies:
+            if s in ("chunked", "multithread"):
+                why = (
+                    "a small file has nothing to split"
+                    if s == "chunked"
+                    else "multi-thread streams only split files above the cutoff"
+                )
+                raise ConfigError(
+                    f"strategies: {s} is refused for dataset.layout nested (many small "
+                    f"files): {why}; use plain"
+                )
     raw_chunks = ds["chunk_sizes"] if "chunked" in strategies else []
     chunk_sizes = tuple(_size(cfg, "dataset.chunk_sizes", c) for c in raw_chunks)
     if "chunked" in strategies and not chunk_sizes:
@@ -606,6 +642,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         start_tolerance_s=float(cfg["start_tolerance_s"]),
         tools=chosen_tools,
         command_template=cfg.get("command_template"),
+        dataset_layout=dataset_layout,
     )
     if campaign.site not in RESERVED_SITE_NAMES:
         campaign.site_named(campaign.site)  # raises with the list of known sites

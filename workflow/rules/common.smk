@@ -181,7 +181,22 @@ def spec_json(direction):
     return fn
 
 
+def dataset_names():
+    """What names the files (campaign.file_names): the small-files job derives them."""
+    return json.dumps(
+        {
+            "name": CAMPAIGN.dataset_name,
+            "files": CAMPAIGN.files,
+            "layout": CAMPAIGN.dataset_layout,
+        },
+        sort_keys=True,
+    )
+
+
 def checksum_jsons():
+    """Every file's checksums: one record per file, or one for a small-files dataset."""
+    if CAMPAIGN.small_files:
+        return [paths.dataset_checksums(RESULTS, UPLOAD_SITE)]
     return [paths.checksum_json(RESULTS, UPLOAD_SITE, n) for n in CAMPAIGN.file_names]
 
 
@@ -194,6 +209,11 @@ def upload_inputs(wildcards):
     XXH128) by whichever job needs it again, so a regenerated file never makes finished
     measurements look out of date.
     """
+    if CAMPAIGN.small_files:  # one job made them all (rules/smallfiles.smk)
+        return {
+            "steps": [paths.dataset_step_record(RESULTS, UPLOAD_SITE, "generate")],
+            "checksums": checksum_jsons(),
+        }
     layout = Layout.from_label(wildcards.layout)
     chunk = layout.chunk_label if layout.strategy == "chunked" else None
     step = "chunk" if chunk else "generate"
@@ -281,7 +301,8 @@ def expected_measurements():
                 }
                 for m in CAMPAIGN.measurements()
             ],
-            "files": CAMPAIGN.file_names,
+            "files": [] if CAMPAIGN.small_files else CAMPAIGN.file_names,
+            "small_files": CAMPAIGN.small_files,
             "chunks": [l.chunk_label for l in CAMPAIGN.layouts if l.chunk_bytes],
             "upload_site": UPLOAD_SITE,
         }

@@ -24,6 +24,6 @@ rule probe:
         requests=config["probe"]["count"],
         size=config["probe"]["object_size"],
     shell:
-        "$CLOUDBENCH_PYTHON -m cloudbench probe --remote-url {params.url:q}"
+        "$CLOUDBENCH_PYTHON -m cloudbench probe --remote-url {params.url:q} --remote {wildcards.remote}"
         " --count {params.requests} --object-size {params.size}"
         " --when {wildcards.when} --site {wildcards.site} --skip-non-s3 --out {output} 2> {log}"
