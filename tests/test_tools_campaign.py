@@ -166,9 +166,24 @@ def test_every_tool_moves_the_same_dataset_verified(tmp_path):
     assert "cp " in log.read_text()
     assert _no_secret_in_files(tmp_path / "results") == []
     _check_probes(tmp_path / "results/tools", df)
+    _check_sections(tmp_path / "results/tools/figures", tools)
     # the probes travel with the site's published results
     assert (tmp_path / "s3root/bench/tools/results/edi/probe/main/after.json").exists()
     assert took < 300
+
+
+def _check_sections(figures: Path, tools) -> None:
+    """The Tools and Latency sections: every tool's rate and failure rate, the probes, the
+    window/RTT ceiling (this Linux node states its TCP buffers)."""
+    for png in ("tools.png", "latency.png"):
+        assert (figures / png).stat().st_size > 10_000
+    text = (figures / "tools.html").read_text()
+    for tool in tools:
+        assert f">{tool}<" in text
+    assert "Failure rate per tool" in text and "Per object" in text
+    lat = (figures / "latency.html").read_text()
+    assert "Round-trip time per site and remote" in lat
+    assert "window unknown" not in lat and "ceiling_mb_s" in lat
 
 
 def _check_probes(results: Path, transfers: pd.DataFrame) -> None:
