@@ -5,6 +5,7 @@ manifest; their credentials never reach a command line or an output file."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -15,6 +16,14 @@ import pytest
 from cloudbench.campaign import ConfigError, load_campaign
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, snakemake, write_config
+from tests.test_report_browser import (
+    check_outputs_in_browser,
+    console_errors,
+    dump_dom,
+    needs_chromium,
+    report_results,
+    with_scripts,
+)
 
 SECRET = "h13b-Campaign-Secret-7c1d"
 KEY = "h13bkeyid0042"
@@ -126,17 +135,30 @@ def _no_secret_in_files(root: Path) -> list[Path]:
     ]
 
 
-@pytest.mark.slow
-def test_every_tool_moves_the_same_dataset_verified(tmp_path):
-    tools = ("rclone", "s5cmd", "aws", "command")
-    cfg = _config(tools, command_template=TEMPLATE)
-    path = write_config(tmp_path, cfg)
+ALL_TOOLS = ("rclone", "s5cmd", "aws", "command")
+
+
+@pytest.fixture(scope="module")
+def tools_campaign(tmp_path_factory):
+    """One campaign with every tool (and its report), shared by the checks below."""
+    tmp_path = tmp_path_factory.mktemp("tools")
+    path = write_config(tmp_path, _config(ALL_TOOLS, command_template=TEMPLATE))
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET) as s3:
         t0 = time.monotonic()
         with CmdlineWatch((SECRET, KEY)) as watch:
             run = snakemake(tmp_path, path, env=s3.client_env("S3T"))
         took = time.monotonic() - t0
-    assert run.returncode == 0, run.stderr[-3000:]
+        assert run.returncode == 0, run.stderr[-3000:]
+        report = tmp_path / "results/tools/report.html"
+        rep = snakemake(tmp_path, path, "--report", str(report), env=s3.client_env("S3T"))
+        assert rep.returncode == 0, rep.stderr[-3000:]
+    return tmp_path, watch, took, report
+
+
+@pytest.mark.slow
+def test_every_tool_moves_the_same_dataset_verified(tools_campaign):
+    tmp_path, watch, took, _ = tools_campaign
+    tools = ALL_TOOLS
     assert watch.hits == [], watch.hits[:2]
     assert {"s5cmd", "/aws ", "rclone copy --files-from"} <= watch.seen  # it did look
     df = pd.read_csv(tmp_path / "results/tools/transfers.tsv", sep="\t")
@@ -246,3 +268,31 @@ def test_small_files_campaign(tmp_path):
     assert all(v["bytes_checked"] == 2000 * 16 * 2**10 for v in verify)
     _check_probes(results, df)
     assert took < 200
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@needs_chromium
+def test_tools_and_latency_sections_in_the_browser(tools_campaign):
+    tmp_path, _, _, report = tools_campaign
+    figures = tmp_path / "results/tools/figures"
+    new = [figures / n for n in ("tools.png", "tools.html", "latency.png", "latency.html")]
+    doms = check_outputs_in_browser(new, tmp_path, "tools")
+    assert "s5cmd" in doms["tools.html"] and "Window / RTT ceiling" in doms["latency.html"]
+    results = report_results(report)
+    names = {r["name"] for r in results.values()}
+    assert {"tools.png", "tools.html", "latency.png", "latency.html", "probes.tsv"} <= names
+    dom, run = dump_dom(with_scripts(report, tmp_path / "hooked.html", None).as_uri(), tmp_path)
+    assert "Tools" in dom and "Latency" in dom  # the menu's categories
+    assert console_errors(run.stderr) == []
+    for key, r in results.items():
+        if r["name"] not in ("tools.png", "latency.html"):
+            continue
+        page = with_scripts(report, tmp_path / f"view-{r['name']}.html", key)
+        dom, run = dump_dom(page.as_uri(), tmp_path)
+        assert f'data-cb-selected="{key}"' in dom and console_errors(run.stderr) == []
+        if r["name"] == "tools.png":
+            width = re.search(r'data-cb-img-width="([^"]*)"', dom).group(1)
+            assert width.isdigit() and int(width) > 300
+        else:
+            assert 'data-cb-iframe="yes"' in dom
