@@ -296,3 +296,31 @@ def test_tools_and_latency_sections_in_the_browser(tools_campaign):
             assert width.isdigit() and int(width) > 300
         else:
             assert 'data-cb-iframe="yes"' in dom
+
+
+# A "native client" that copies like rclone, then damages one byte of what it downloaded.
+CORRUPTING = (
+    'sh -c \'rclone copy --files-from "$1" "$2" "$3" || exit 1; case "$3" in *:*) ;; '
+    '*) f=$(find "$3" -type f | sort | head -1); '
+    'printf X | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null;; esac\' '
+    "_ {files_from} {src} {dst}"
+)
+
+
+@pytest.mark.slow
+def test_a_tool_that_corrupts_data_is_caught(tmp_path):
+    """Verification does not trust the tool: a download it damaged is corrupt, not ok, and
+    counts against the tool's failure rate."""
+    cfg = _config(("command",), command_template=CORRUPTING, strategies=["plain"])
+    cfg["concurrency"] = {"plain": 2}
+    path = write_config(tmp_path, cfg)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET) as s3:
+        run = snakemake(tmp_path, path, env=s3.client_env("S3T"))
+    assert run.returncode != 0  # the run ends non-zero, naming what is not ok
+    df = pd.read_csv(tmp_path / "results/tools/transfers.tsv", sep="\t")
+    status = df.set_index("direction")["status"]
+    assert status["upload"] == "ok" and status["download"] == "corrupt"
+    assert "XXH128" in df.set_index("direction").loc["download", "error"]
+    html = (tmp_path / "results/tools/figures/tools.html").read_text()
+    # the failure table flags the tool's download row: 1 of 1 not ok, corrupt
+    assert re.search(r'<tr class="flag">.*?>command<.*?>download<.*?>1<.*?>1<.*?>0<.*?>1<', html)
