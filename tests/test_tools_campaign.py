@@ -324,3 +324,28 @@ def test_a_tool_that_corrupts_data_is_caught(tmp_path):
     html = (tmp_path / "results/tools/figures/tools.html").read_text()
     # the failure table flags the tool's download row: 1 of 1 not ok, corrupt
     assert re.search(r'<tr class="flag">.*?>command<.*?>download<.*?>1<.*?>1<.*?>0<.*?>1<', html)
+
+
+def test_preflight_refuses_a_named_non_s3_remote_and_a_missing_client(monkeypatch):
+    """What config load cannot know without rclone's config: the remote's type, the
+    tools on this site's PATH. One line each, before any data moves."""
+    from cloudbench.preflight import PreflightSpec, check_tools
+
+    monkeypatch.setenv("RCLONE_CONFIG_DISK_TYPE", "local")
+    spec = PreflightSpec(
+        campaign="c",
+        site="edi",
+        scratch="/tmp",
+        needed_bytes=0,
+        remote_prefixes={"main": "disk:bench/c"},
+        flags=(),
+        min_rclone_version="1.65.0",
+        tools=("rclone", "s5cmd", "command"),
+        command_template="no-such-client-h13b cp {src} {dst}",
+    )
+    problems = check_tools(spec)
+    assert sorted(problems) == [
+        "command_template: no-such-client-h13b not found on this site's PATH",
+        "tools: remote 'disk' is of type local: only S3 remotes can use s5cmd "
+        "(use rclone or command)",
+    ]

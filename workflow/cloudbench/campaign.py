@@ -496,13 +496,16 @@ def _tools(cfg: Mapping[str, Any], strategies: tuple[str, ...], remotes) -> tupl
         if tool not in tools_mod.S3_TOOLS:
             continue
         for r in remotes:
-            if r.url.startswith(":") or not tools_mod.is_remote(r.url):
-                raise ConfigError(
-                    f"tools: {tool} speaks S3 only, and remote {r.name!r} ({r.url.split(',')[0]}"
-                    f"{'...' if ',' in r.url else ''}) is "
-                    f"{'a connection string' if r.url.startswith(':') else 'not an rclone remote'}"
-                    "; define a named S3 remote or use rclone"
-                )
+            if r.url.startswith(":"):  # its parameters are not echoed: they may hold a secret
+                what = "a connection string"
+            elif not tools_mod.is_remote(r.url):
+                what = "a local path"
+            else:
+                continue
+            raise ConfigError(
+                f"tools: {tool} speaks S3 only, and remote {r.name!r} is {what}; "
+                "define a named S3 remote (RCLONE_CONFIG_<NAME>_* or rclone config) or use rclone"
+            )
     return chosen
 
 

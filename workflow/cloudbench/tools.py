@@ -207,7 +207,7 @@ def s3_access_from(name: str, options: Mapping[str, str], tool: str = "s5cmd/aws
     """
     kind = options.get("type")
     if kind != "s3":
-        what = f"an {kind} remote" if kind else "not a remote rclone knows"
+        what = f"of type {kind}" if kind else "not a remote rclone knows"
         raise ToolError(
             f"remote {name!r} is {what}: only S3 remotes can use {tool} (use rclone or command)"
         )
