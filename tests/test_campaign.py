@@ -1,6 +1,6 @@
 import pytest
 
-from cloudbench.campaign import ConfigError, load_campaign
+from cloudbench.campaign import ConfigError, Measurement, Setting, load_campaign
 
 
 def test_demo_implies_every_measurement(demo_config):
@@ -175,3 +175,42 @@ def test_config_readme_is_the_schema():
     from tests.conftest import ROOT
 
     assert (ROOT / "config" / "README.md").read_text() == config_doc()
+
+
+def test_sweeps_multiply_measurements_and_downloads_read_an_uploaded_copy(demo_config):
+    demo_config["clients"] = [1, 2]
+    demo_config["sites"]["tesseract"]["clients"] = [1, 4]
+    demo_config["dataset"]["files"] = 4
+    demo_config["concurrency"] = {"chunked": [2, 8], "plain": "auto"}
+    c = load_campaign(demo_config)
+    tursa, tess = c.site_named("tursa"), c.site_named("tesseract")
+    assert [s.label for s in c.settings(tursa, "chunked")] == [
+        "rclone-1x2", "rclone-1x8", "rclone-2x2", "rclone-2x8",
+    ]  # fmt: skip
+    assert [s.label for s in c.settings(tess, "plain")] == ["rclone-1xauto", "rclone-4xauto"]
+    downloads = [m for m in c.measurements(tess)]
+    assert len(downloads) == 3 * (2 + 4 + 2)  # repeats x (plain 2, chunked 4, multithread 2)
+    four = next(m for m in downloads if m.setting.label == "rclone-4x8")
+    assert c.copy_setting(four).label == "rclone-1x8"  # tursa never ran 4 clients
+    two = Measurement("tesseract", "main", "download", four.layout, 1, Setting("rclone", 2, 8))
+    assert c.copy_setting(two).label == "rclone-2x8"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c.update(clients=0), "clients: must be a whole number >= 1, got 0"),
+        (lambda c: c.update(clients=[1, 4]), "clients: 4 clients need at least as many files"),
+        (lambda c: c.update(concurrency={"chunked": [4, 4]}), "concurrency.chunked: the same"),
+        (
+            lambda c: c.update(strategies=["plain"], concurrency={"multithread": 4}),
+            "concurrency.multithread: strategy 'multithread' is not measured",
+        ),
+        (lambda c: c.update(concurrency={"plain": "fast"}), "concurrency.plain: must be a whole"),
+    ],
+)
+def test_bad_sweeps_are_refused_in_one_line(demo_config, change, message):
+    change(demo_config)
+    with pytest.raises(ConfigError) as err:
+        load_campaign(demo_config)
+    assert message in str(err.value) and "\n" not in str(err.value)

@@ -320,6 +320,11 @@ def test_read_properties_and_names() -> None:
         ({"threads": 1, "resources": {}}, "select=1:ncpus=1"),
         ({"resources": {"runtime": 2880}}, "select=1:ncpus=1,walltime=48:00:00"),
         ({"threads": 0, "resources": {"mem_mb": "<TBD>"}}, "select=1:ncpus=1"),
+        # a measurement with 4 clients: a node (chunk of 24 cores) per client
+        (
+            {"threads": 24, "resources": {"tasks": 4, "mem_mb": 16000}},
+            "select=4:ncpus=24:mem=16000mb",
+        ),
     ],
 )
 def test_resource_list(props: dict, expected: str) -> None:

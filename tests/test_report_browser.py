@@ -38,9 +38,10 @@ CHROMIUM_FLAGS = [
 WINDOW = (1600, 1000)
 REPORT_FIGURES = {
     "rate_vs_time.png", "rate_by_strategy.png", "speedup.png", "rate_vs_distance.png",
-    "steps.png", "transfers.html", "summary.html", "cost.html", "campaign.html",
+    "steps.png", "transfers.html", "summary.html", "cost.html", "campaign.html", "scaling.png",
+    "scaling.html",
 }  # fmt: skip
-CATEGORIES = ["Transfers", "Where the time goes", "Tables", "Cost", "Campaign"]
+CATEGORIES = ["Transfers", "Where the time goes", "Scaling", "Tables", "Cost", "Campaign"]
 
 
 def _find_chromium() -> str | None:
@@ -475,6 +476,12 @@ OUTPUT_NAMES = {
     "cost": "cost.html",
     "campaign": "campaign.html",
     "headline": "headline.html",
+    "scaling": "scaling.png",
+    "scaling_html": "scaling.html",
+    "tools": "tools.png",
+    "tools_html": "tools.html",
+    "latency": "latency.png",
+    "latency_html": "latency.html",
 }
 
 
@@ -520,3 +527,49 @@ def test_report_of_a_campaign_with_nothing_measured_yet(tmp_path):
     plots.build_report(tmp_path, {"sites": {}, "remotes": {}}, names)
     assert all(p.exists() and p.stat().st_size > 0 for p in names.values())
     assert pd.read_csv(names["summary_tsv"], sep="\t").empty
+
+
+def sweep_tables(out: Path, seed: int = 11) -> None:
+    """A campaign that sweeps clients (1-16) and concurrency (4-32) at one site: the rate
+    saturates at 8 clients and collapses at 16; 3 repeats everywhere; per-client rows."""
+    rng = np.random.default_rng(seed)
+    rows, clients = [], []
+    curve = {1: 100, 2: 200, 4: 390, 8: 780, 16: 300}
+    for n, base in curve.items():
+        for conc in (4, 8, 16, 32):
+            for rep in (1, 2, 3):
+                rate = base * min(1.0, conc / 8) * rng.normal(1, 0.02)
+                rows.append({
+                    "campaign": "sweep", "site": "tursa", "remote": "main",
+                    "direction": "upload", "strategy": "chunked", "layout": "chunked-64MiB",
+                    "setting": f"rclone-{n}x{conc}", "tool": "rclone", "clients": n,
+                    "concurrency": conc, "repeat": rep, "status": "ok", "mb_per_s": rate,
+                })  # fmt: skip
+                for k in range(n if n > 1 else 0):
+                    clients.append({
+                        "site": "tursa", "remote": "main", "direction": "upload",
+                        "layout": "chunked-64MiB", "setting": f"rclone-{n}x{conc}",
+                        "repeat": rep, "client": k, "mb_per_s": rate / n * rng.normal(1, 0.1),
+                        "start_offset_s": abs(rng.normal(0, 0.01)),
+                    })  # fmt: skip
+    pd.DataFrame(rows).to_csv(out / "transfers.tsv", sep="\t", index=False)
+    pd.DataFrame(clients).to_csv(out / "clients.tsv", sep="\t", index=False)
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_scaling_section_renders_knee_collapse_and_recommendation(tmp_path):
+    from cloudbench.scaling_report import scaling_html, scaling_png
+
+    sweep_tables(tmp_path)
+    transfers = pd.read_csv(tmp_path / "transfers.tsv", sep="\t")
+    png, page = tmp_path / "scaling.png", tmp_path / "scaling.html"
+    scaling_png(transfers, png)
+    scaling_html(transfers, pd.read_csv(tmp_path / "clients.tsv", sep="\t"), page)
+    doms = check_outputs_in_browser([png, page], tmp_path, "scaling")
+    dom = doms["scaling.html"]
+    # 8 clients reach 90% of the best (8 clients at 8+ transfers); 16 clients collapse
+    assert "from tursa to main (upload): 8 client(s) x 8 transfers" in dom
+    flagged = re.findall(r'<tr class="flag">(.*?)</tr>', dom)
+    assert flagged and all("16 is x0.3" in row for row in flagged)
+    assert "Each client's rate" in dom

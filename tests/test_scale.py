@@ -23,7 +23,7 @@ CAP_MIB_S = 2  # per client
 CAP = CAP_MIB_S * 2**20 / 1e6  # MB/s
 
 
-def _campaign(tmp_path, clients, files=8, size="4MiB", concurrency=1, site="edi"):
+def _campaign(tmp_path, clients, files=8, size="4MiB", concurrency=1, site="edi", download=False):
     return write_config(
         tmp_path,
         {
@@ -36,7 +36,7 @@ def _campaign(tmp_path, clients, files=8, size="4MiB", concurrency=1, site="edi"
             "repeats": 1,
             "clients": clients,
             "rclone": {"flags": ["--bwlimit", f"{CAP_MIB_S}M"]},
-            "sites": {site: {"upload": True, "download": False, "scratch": "scratch"}},
+            "sites": {site: {"upload": True, "download": download, "scratch": "scratch"}},
         },
     )
 
@@ -48,11 +48,21 @@ def _rows(tmp_path):
 
 def test_local_clients_run_together_and_add_up(tmp_path):
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
-        cfg = _campaign(tmp_path, [1, 2, 4])
+        cfg = _campaign(tmp_path, [1, 2, 4], download=True)
         env = s3.client_env("S3T")
         run = snakemake(tmp_path, cfg, env=env)
         assert run.returncode == 0, run.stderr[-3000:]
-        df = _rows(tmp_path)
+        every = pd.read_csv(tmp_path / "results/scale/transfers.tsv", sep="\t")
+        down = every[every["direction"] == "download"].set_index("clients")
+        assert (down["status"] == "ok").all(), down["error"]  # each verified against the manifest
+        for n in (1, 2, 4):
+            assert down.loc[n, "mb_per_s"] == pytest.approx(n * CAP, rel=0.10)
+        steps = pd.read_csv(tmp_path / "results/scale/steps.tsv", sep="\t")
+        verify = steps[steps["step"] == "verify"].set_index("setting")
+        # several clients hash their own files on their node; verify compares the digests
+        assert verify.loc["rclone-4x1", "digest_from"] == "client"
+        assert verify.loc["rclone-1x1", "digest_from"] == "verify"
+        df = every[every["direction"] == "upload"].set_index("clients")
         assert list(df.index) == [1, 2, 4] and (df["status"] == "ok").all(), df["error"]
         one = df.loc[1, "mb_per_s"]
         for n in (1, 2, 4):
@@ -67,7 +77,9 @@ def test_local_clients_run_together_and_add_up(tmp_path):
         assert sorted(clients.groupby("clients")["client"].nunique().items()) == [(2, 2), (4, 4)]
         assert (clients.groupby("clients")["files"].sum() == 8).all()  # every file, once
         # the aggregate row traces to the clients' own rclone logs
-        logs = sorted((tmp_path / "results/scale/sites/edi/rclone").rglob("r1.client-*.jsonl"))
+        logs = sorted(
+            (tmp_path / "results/scale/sites/edi/rclone/upload").rglob("r1.client-*.jsonl")
+        )
         assert len(logs) == 6
         moved = 0
         for log in logs:
@@ -78,17 +90,18 @@ def test_local_clients_run_together_and_add_up(tmp_path):
                 moved += stats[-1]["bytes"]
         assert moved == df.loc[4, "bytes_moved"] == 8 * 4 * 2**20
         series = pd.read_csv(tmp_path / "results/scale/timeseries.tsv", sep="\t")
-        four = series[series["setting"] == "rclone-4x1"]
+        four = series[(series["setting"] == "rclone-4x1") & (series["direction"] == "upload")]
         assert four["bytes"].max() == 8 * 4 * 2**20  # the summed series ends at every byte
         # the report's Scaling section has the sweep and names a knee
         html = (tmp_path / "results/scale/figures/scaling.html").read_text()
         assert "Knee of each sweep" in html and "from edi to main (upload)" in html
         assert (tmp_path / "results/scale/figures/scaling.png").stat().st_size > 10_000
         # finished work is never measured again
-        started = list(df["started_utc"])
+        started = sorted(every["started_utc"])
         again = snakemake(tmp_path, cfg, env=env)
         assert again.returncode == 0 and "Nothing to be done" in again.stderr
-        assert list(_rows(tmp_path)["started_utc"]) == started
+        after = pd.read_csv(tmp_path / "results/scale/transfers.tsv", sep="\t")
+        assert sorted(after["started_utc"]) == started
 
 
 def test_a_client_count_above_the_files_is_refused_before_any_work(tmp_path):

@@ -85,10 +85,16 @@ def _positive_int(value: Any) -> int | None:
 
 
 def resource_list(props: Mapping[str, Any]) -> str:
-    """One ``-l`` value: select chunk (+ walltime) from threads/mem_mb/runtime."""
+    """One ``-l`` value: select chunks (+ walltime) from tasks/threads/mem_mb/runtime.
+
+    A job of several clients (``tasks``) asks for one chunk of ``threads`` cores per client,
+    so each client gets a node of its own; its clients are started inside the job by the
+    launcher in ``$CLOUDBENCH_LAUNCHER`` (e.g. ``mpiexec -n {n} --ppn 1 {command}``).
+    """
     resources = props.get("resources") or {}
     ncpus = _positive_int(props.get("threads")) or 1
-    chunk = f"select=1:ncpus={ncpus}"
+    tasks = _positive_int(resources.get("tasks")) or 1
+    chunk = f"select={tasks}:ncpus={ncpus}"
     mem_mb = _positive_int(resources.get("mem_mb"))
     if mem_mb:
         chunk += f":mem={mem_mb}mb"

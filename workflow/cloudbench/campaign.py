@@ -7,6 +7,7 @@ stops the run before any job starts, with one line naming the key and the value.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -109,6 +110,7 @@ class Setting:
         return f"{self.tool}-{self.clients}x{self.concurrency or AUTO}"
 
     @classmethod
+    @functools.cache
     def from_label(cls, label: str) -> Setting:
         m = _SETTING_RE.match(label)
         if not m:

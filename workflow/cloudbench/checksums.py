@@ -111,8 +111,9 @@ def digest_note_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.xxh128.json")
 
 
-def write_digest_note(path: Path, digest: str, nbytes: int) -> None:
-    """Record the XXH128 of ``path`` computed from the very bytes written to it.
+def write_digest_note(path: Path, digest: str, nbytes: int, source: str = "reassemble") -> None:
+    """Record the XXH128 of ``path``, computed by ``source`` (reassembly, from the very bytes
+    it wrote; or the client that downloaded the file, reading it back).
 
     The note is bound to the file's identity (device, inode, size, mtime and ctime, taken
     after the file got its final name), so any later change to the file voids it.
@@ -124,13 +125,15 @@ def write_digest_note(path: Path, digest: str, nbytes: int) -> None:
             "file": path.name,
             "xxh128": digest,
             "bytes": nbytes,
+            "source": source,
             **{k: getattr(st, k) for k in _NOTE_KEYS},
         },
     )
 
 
-def read_digest_note(path: Path) -> tuple[str, int] | None:
-    """(XXH128, bytes) from the note of an unchanged ``path``; None if absent or stale."""
+def read_digest_note(path: Path) -> tuple[str, int, str] | None:
+    """(XXH128, bytes, who computed it) from the note of an unchanged ``path``; None if
+    absent or stale."""
     try:
         note = json.loads(digest_note_path(path).read_text())
         st = os.stat(path)
@@ -138,7 +141,7 @@ def read_digest_note(path: Path) -> tuple[str, int] | None:
             return None
         if any(note[k] != getattr(st, k) for k in _NOTE_KEYS):
             return None
-        return str(note["xxh128"]), int(note["bytes"])
+        return str(note["xxh128"]), int(note["bytes"]), str(note.get("source", "reassemble"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -93,6 +93,10 @@ def cmd_download(a):
     )
 
 
+def cmd_stage(a):
+    steps.stage([Path(p) for p in a.checksums], Path(a.out))
+
+
 def cmd_client(a):
     steps.run_client(Path(a.plan), a.index)
 
@@ -304,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("--checksums", {"nargs": "+", "required": True}),
     )
     add("download", cmd_download, *tx, ("--manifest", req), ("--upload-record", {}))
+    add("stage", cmd_stage, ("--checksums", {"nargs": "+", **req}), ("--out", req))
     add("client", cmd_client, ("--plan", req), ("--index", {"type": int, "default": None}))
     add(
         "reassemble",

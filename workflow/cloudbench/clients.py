@@ -36,6 +36,22 @@ PLAN = "plan.json"
 GO = "go.json"
 
 
+def die_with_parent() -> None:
+    """In a child, before exec: end it (SIGTERM) when the process that started it dies.
+
+    A job killed hard (SIGKILL, a lost node) would otherwise leave its clients and their
+    rclone moving data, overlapping the rerun's measurement; SIGTERM lets rclone abort its
+    multipart uploads. Linux only; elsewhere a no-op.
+    """
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class ClientError(RuntimeError):
     """A client could not take part (no rank, a barrier that never filled)."""
 
@@ -114,7 +130,10 @@ def run_clients(plan_path: Path, n: int, threads: int, env: Mapping[str, str]) -
     if launch is not None:
         how = shlex.join(launch[: len(launch) - len(base)])
         return subprocess.run(launch, env=dict(env)).returncode, how
-    procs = [subprocess.Popen([*base, "--index", str(k)], env=dict(env)) for k in range(n)]
+    procs = [
+        subprocess.Popen([*base, "--index", str(k)], env=dict(env), preexec_fn=die_with_parent)
+        for k in range(n)
+    ]
     return max(p.wait() for p in procs), f"{n} local processes"
 
 

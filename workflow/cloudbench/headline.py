@@ -149,6 +149,9 @@ def headline_html(
         "green; rows with a failed or corrupt repeat in red.</p>",
     ]
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
+    from cloudbench.scaling import recommendations  # only campaigns that sweep have any
+
+    parts += [f"<p><b>Scaling</b>: {html.escape(s)}</p>" for s in recommendations(metrics)]
     if not table.empty:
         show_remote = table["remote"].nunique() > 1
         head = ["site", *(["remote"] if show_remote else []), "direction", "layout"]

@@ -89,6 +89,12 @@ def dataset_checksums(results, site) -> str:
     return f"{sites_dir(results)}/{site}/checksums/dataset.files.json"
 
 
+def staged(results, site, layout) -> str:
+    """One layout's data is ready at the upload site: its files' hashes in one record (so an
+    upload depends on one file, not on a record per dataset file)."""
+    return f"{sites_dir(results)}/{site}/steps/staged/{layout}.json"
+
+
 def checksum_json(results, site, file) -> str:
     return f"{sites_dir(results)}/{site}/checksums/{file}.chunks.json"
 

@@ -1016,11 +1016,11 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
     """Every output of the ``plots`` rule from the campaign's tables (``tables`` holds
     transfers.tsv, timeseries.tsv, steps.tsv, missing.tsv, clients.tsv and, if written,
     manifest.json)."""
-    transfers = _read(tables / "transfers.tsv")
-    series = _read(tables / "timeseries.tsv")
+    transfers = stats.with_setting(_read(tables / "transfers.tsv"))
+    series = stats.with_setting(_read(tables / "timeseries.tsv"))
     steps = _read(tables / "steps.tsv")
     missing = _read(tables / "missing.tsv")
-    clients = _read(tables / "clients.tsv")
+    clients = _read(tables / "clients.tsv") if (tables / "clients.tsv").exists() else None
     man_path = tables / "manifest.json"
     try:  # optional: the report does not wait for the campaign manifest
         manifest = json.loads(man_path.read_text())
@@ -1050,7 +1050,7 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
     from cloudbench.scaling_report import scaling_html, scaling_png  # it draws with ours
 
     scaling_png(transfers, out["scaling"])
-    scaling_html(transfers, clients, out["scaling_html"])
+    scaling_html(transfers, pd.DataFrame() if clients is None else clients, out["scaling_html"])
     from cloudbench import tools_report
 
     probes = _read(tables / "probes.tsv") if (tables / "probes.tsv").exists() else pd.DataFrame()

@@ -11,10 +11,12 @@ import math
 from pathlib import Path
 
 import pandas as pd
+import seaborn as sns
 
 from cloudbench import scaling
 from cloudbench.plots import RATE_LABEL, _empty, _grid, _legend, _page, _save, _table, palette
 
+SHADES = sns.color_palette("colorblind", 10)
 NO_SWEEP = (
     "This campaign sweeps neither clients nor concurrency: list several values under "
     "clients: (e.g. [1, 2, 4, 8]) or concurrency: (e.g. {chunked: [4, 8, 16, 32]}) to "
@@ -47,7 +49,10 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
                 & (table["direction"] == direction)
                 & (table["axis"] == axis)
             ]
+            one_layout = sel["layout"].nunique() == 1
             for k, row in enumerate(sel.itertuples(index=False)):
+                # one layout: a colour per line; several: the layout's colour, a style per line
+                colour = SHADES[k % len(SHADES)] if one_layout else pal[row.layout]
                 p = pts[
                     (pts["site"] == site)
                     & (pts["remote"] == remote)
@@ -60,13 +65,13 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
                     (p["high"] - p["median"]).fillna(0).clip(lower=0),
                 ]
                 ax.errorbar(
-                    p[axis], p["median"], yerr=err, color=pal[row.layout], marker="o",
+                    p[axis], p["median"], yerr=err, color=colour, marker="o",
                     ls=styles[k % len(styles)], capsize=3,
                     label=f"{row.layout}, {other} {scaling._n(row.held)}",
                 )  # fmt: skip
-                ax.axvline(row.knee, color=pal[row.layout], ls="--", lw=1)
+                ax.axvline(row.knee, color=colour, ls="--", lw=1)
                 if not math.isnan(row.knee_low):
-                    ax.axvspan(row.knee_low, row.knee_high, color=pal[row.layout], alpha=0.08)
+                    ax.axvspan(row.knee_low, row.knee_high, color=colour, alpha=0.08)
                 for c in filter(None, row.collapse.split("; ")):
                     x = float(c.split(" is ")[0])
                     y = p.loc[p[axis] == x, "median"]
@@ -119,6 +124,12 @@ def scaling_html(transfers: pd.DataFrame, clients: pd.DataFrame, path: Path) -> 
                 headers={"held": "other knob held at", "best_median": "best median MB/s"},
             )
         )
+    points = scaling.point_table(transfers)
+    body.append(
+        '<h2>Every clients × concurrency point</h2><p class="note">median MB/s of the ok '
+        "repeats with its 95% bootstrap interval (from 3 repeats), n = ok repeats.</p>"
+    )
+    body.append(_table(points, headers={"low": "95% low", "high": "95% high"}))
     if not clients.empty:
         spread = (
             clients.groupby(

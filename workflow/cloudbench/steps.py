@@ -215,14 +215,24 @@ def release_upload_data(upload_data: Path) -> None:
 
 
 def _file_hashes(checksum_jsons: Sequence[Path]) -> dict[str, dict[str, Any]]:
-    """Each file's checksums, from one file per file (``checksum``) or one file listing a
-    whole dataset (``generate_small_files``)."""
+    """Each file's hashes, from per-file checksum records, a staged index of them, or a
+    small-files dataset's one checksums file (``generate_small_files``): both list
+    ``files``."""
     out = {}
     for p in checksum_jsons:
         d = read_json(p)
         for entry in d["files"] if "files" in d else [d]:
             out[entry["file"]] = entry
     return out
+
+
+STAGED_FORMAT = "cloudbench-staged/1"
+
+
+def stage(checksum_jsons: Sequence[Path], out: Path) -> None:
+    """One record saying a layout's data steps are done, with every file's hashes."""
+    hashes = _file_hashes(checksum_jsons)
+    write_json(out, {"format": STAGED_FORMAT, "files": [hashes[n] for n in sorted(hashes)]})
 
 
 def copy_manifest(spec: TransferSpec, hashes: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -424,6 +434,23 @@ def write_group_series(series: Path, folder: Path, per: Sequence[dict[str, Any] 
             fh.write(f"{elapsed:.3f}\t{nbytes}\t{rate:.3f}\n")
 
 
+def hash_share(local: Path, files: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A download client hashes its own files once its transfer is timed, so a share is
+    checked on the node that fetched it, all clients at once; ``verify`` then compares
+    the digests (noted with the file's identity, void if the file changes) to the manifest.
+    Chunked copies are hashed by reassembly instead."""
+    from cloudbench.checksums import write_digest_note
+
+    with timed_step("hash") as t:
+        for f in files:
+            path = local / f["name"]
+            if path.is_file():
+                digest, _, nbytes = hash_stream([path])
+                write_digest_note(path, digest, nbytes, source="client")
+                t.nbytes += nbytes
+    return {"bytes": t.nbytes, "seconds": round(t.seconds, 6)}
+
+
 def run_client(plan_path: Path, index: int | None) -> None:
     """One client of a group (``cloudbench client``): wait for the others, move its share,
     write its record. A client that cannot take part records why, so the group fails with
@@ -448,6 +475,8 @@ def run_client(plan_path: Path, index: int | None) -> None:
         )
     except clients.ClientError as err:
         rec = {"client": k, "status": "failed", "error": str(err), **host_info()}
+    if rec["status"] == "ok" and spec.direction == "download" and not spec.layout.chunk_bytes:
+        rec["hashed"] = hash_share(Path(plan["dst"]), plan["shares"][k])
     rec["rank_from"] = rank_from
     write_json(out, rec)
 
@@ -731,7 +760,7 @@ def verify(
             chunk_bytes = f.get("chunk_bytes") or 0
             noted = read_digest_note(path)
             if noted is not None:
-                (digest, nbytes), source = noted, "reassemble"
+                digest, nbytes, source = noted
             else:
                 digest, _, nbytes = hash_stream([path])
                 source = "verify"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from cloudbench.clients import die_with_parent
 from cloudbench.secrets import credential_in_value, redact, secret_values
 
 TOOLS = ("rclone", "s5cmd", "aws", "command")
@@ -559,7 +560,12 @@ def run_copy(
         sampler.__enter__()
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        cmd.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd.argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=die_with_parent,  # a killed job leaves no tool moving data
     )
     try:
         if on_start is not None:

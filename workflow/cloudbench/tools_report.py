@@ -30,6 +30,16 @@ QUANTILES = ("p50", "p90", "p99")
 _BOOT = {"seed": 0}  # the report's intervals do not change from one drawing to the next
 
 
+def with_tool(transfers: pd.DataFrame) -> pd.DataFrame:
+    """Tables written before other tools existed measured with rclone (its setting label
+    names the tool where there is one)."""
+    if transfers.empty or "tool" in transfers.columns:
+        return transfers
+    if "setting" in transfers.columns:
+        return transfers.assign(tool=transfers["setting"].astype(str).str.split("-").str[0])
+    return transfers.assign(tool="rclone")
+
+
 def _tool_colors(tools) -> dict[str, tuple]:
     import seaborn as sns
 
@@ -40,7 +50,8 @@ def _tool_colors(tools) -> dict[str, tuple]:
 def tools_png(transfers: pd.DataFrame, path: Path) -> None:
     """One panel per direction: the median rate of each tool per strategy, bars the 95%
     bootstrap interval (none with fewer than 3 repeats); the failure rate under each bar."""
-    if transfers.empty or "tool" not in transfers:
+    transfers = with_tool(transfers)
+    if transfers.empty:
         return _empty(path, NO_ROWS)
     rates = latency.tool_strategy_rates(transfers, **_BOOT)
     fails = latency.failure_rate_by_tool(transfers)
@@ -80,8 +91,10 @@ def tools_png(transfers: pd.DataFrame, path: Path) -> None:
 
 def tools_html(transfers: pd.DataFrame, path: Path) -> None:
     """The tool x strategy medians with intervals, failure rates, and per-object costs."""
-    if transfers.empty or "tool" not in transfers:
-        path.write_text(_page("Tools", f'<p class="note">{NO_ROWS}</p>'))
+    transfers = with_tool(transfers)
+    if transfers.empty:
+        empty = pd.DataFrame(columns=latency.TOOL_COLUMNS)
+        path.write_text(_page("Tools", f'<p class="note">{NO_ROWS}</p>' + _table(empty)))
         return
     rates = latency.tool_strategy_rates(transfers, **_BOOT)
     body = [
@@ -161,8 +174,10 @@ def latency_png(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> No
 
 def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> None:
     """Each probe, each pair's RTT, and the window/RTT ceilings where the window is known."""
-    if probes.empty:
-        path.write_text(_page("Latency", f'<p class="note">{html.escape(NO_PROBES)}</p>'))
+    if probes.empty:  # the (empty) table still shows what a probe would give
+        note = f'<p class="note">{html.escape(NO_PROBES)}</p>'
+        empty = pd.DataFrame(columns=latency.PROBE_COLUMNS)
+        path.write_text(_page("Latency", note + _table(empty)))
         return
     body = [
         "<h2>Probes</h2>"

@@ -18,6 +18,7 @@ from typing import Any
 
 from cloudbench import rclone as rc
 from cloudbench import tools
+from cloudbench.clients import die_with_parent
 from cloudbench.paths import attempts_dir
 from cloudbench.progress import LogTail, label_of, progress_interval, progress_of
 from cloudbench.rclonelog import parse_rclone_log, rate_series
@@ -273,7 +274,13 @@ def _run_with_progress(
     interval = progress_interval()
     tail = LogTail(log_path)
     with tempfile.TemporaryFile("w+") as captured:
-        proc = subprocess.Popen(cmd, stdout=captured, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=captured,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=die_with_parent,
+        )
         while True:
             try:
                 proc.wait(timeout=interval)

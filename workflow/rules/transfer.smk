@@ -2,6 +2,19 @@
 # network=1 keeps measured transfers at one site from overlapping.
 
 
+rule stage:
+    input:
+        unpack(stage_inputs),
+    output:
+        paths.staged(RESULTS, UPLOAD_SITE, W["layout"]),
+    log:
+        paths.job_log(RESULTS, UPLOAD_SITE, "stage", W["layout"]),
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "$CLOUDBENCH_PYTHON -m cloudbench stage --checksums {input.checksums} --out {output} 2> {log}"
+
+
 rule upload:
     input:
         unpack(upload_inputs),
@@ -27,7 +40,7 @@ rule upload:
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench upload --spec {params.spec:q} --threads {threads}"
         " --dataset-dir {params.dataset} --chunks-root {params.chunks}"
-        " --checksums {input.checksums} --record {output.record} --series {output.series}"
+        " --checksums {input.staged} --record {output.record} --series {output.series}"
         " --rclone-log {log.rclone} 2> {log.job}"
 
 
