@@ -548,6 +548,8 @@ def upload(
                 "host": rec["host"],
                 "finished_utc": utc_now(),
                 "rclone_version": rec["rclone_version"],
+                "tool": rec.get("tool"),
+                "tool_version": rec.get("tool_version"),
                 "started_utc": rec["started_utc"],
             }
             man_path = Path(tmp) / COPY_MANIFEST

@@ -3,6 +3,10 @@
 The wall clock starts just before rclone starts and stops when it exits, so the reported
 rate includes everything the user would wait for.  rclone's own stats only feed the
 per-second time series and the retry/error accounting.
+
+Other tools (s5cmd, the AWS CLI, a command template: ``measure_tool``) are timed the same
+way and give a record with the same keys; their downloads' series come from sampling the
+destination every second.
 """
 
 from __future__ import annotations
