@@ -187,6 +187,8 @@ def test_every_tool_moves_the_same_dataset_verified(tools_campaign):
     assert {"s5cmd-1x2", "aws-1x2", "command-1x2"} <= set(
         series[series["direction"] == "download"]["setting"]
     )
+    up = tmp_path / "results/tools/sites/edi/transfers/upload/main/plain/aws-1x2/r1.json"
+    assert json.loads(up.read_text())["series_from"].startswith("none")  # said, not faked
     # the tool's own output is kept as the measurement's log
     log = tmp_path / "results/tools/sites/edi/rclone/upload/main/plain/s5cmd-1x2/r1.jsonl"
     assert "cp " in log.read_text()

@@ -157,6 +157,8 @@ def measure(
 # Where a non-rclone tool's bytes_moved comes from (the tool itself reports none).
 MOVED_FROM_DESTINATION = "destination"  # downloads: bytes found at the listed paths
 MOVED_FROM_EXIT = "requested, tool exited 0"  # uploads: nothing outside the tool sees them
+SERIES_FROM_DESTINATION = "destination sampled every second"
+NO_UPLOAD_SERIES = "none: an upload's bytes are seen only inside the tool"
 
 
 def listed_bytes(root: Path, objects: list[str]) -> int:
@@ -243,7 +245,7 @@ def measure_tool(
         "bytes_requested": expected_bytes,
         "bytes_moved": moved,
         "bytes_moved_from": MOVED_FROM_DESTINATION if download else MOVED_FROM_EXIT,
-        "series_from": "destination sampled every second" if download else None,
+        "series_from": SERIES_FROM_DESTINATION if download else NO_UPLOAD_SERIES,
         "started_utc": started,
         "started_epoch": epoch,
         "seconds": round(seconds, 6),
