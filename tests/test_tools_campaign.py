@@ -198,7 +198,7 @@ def test_every_tool_moves_the_same_dataset_verified(tools_campaign):
     _check_sections(tmp_path / "results/tools/figures", tools)
     # the probes travel with the site's published results
     assert (tmp_path / "s3root/bench/tools/results/edi/probe/main/after.json").exists()
-    assert took < 300
+    assert took < 600  # a hang guard: ~40 s alone, 2-3x that on a busy shared machine
 
 
 def _check_sections(figures: Path, tools) -> None:
@@ -274,7 +274,7 @@ def test_small_files_campaign(tmp_path):
     assert len(verify) == 2 and all(v["status"] == "ok" for v in verify)
     assert all(v["bytes_checked"] == 2000 * 16 * 2**10 for v in verify)
     _check_probes(results, df)
-    assert took < 200
+    assert took < 400  # a hang guard: ~25 s alone
 
 
 @pytest.mark.slow
