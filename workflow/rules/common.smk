@@ -357,13 +357,17 @@ def probe_records(site):
 
 def probe_inputs(wildcards):
     """``before`` waits for the site's preflight; ``after`` for every transfer of that
-    site to or from that remote (so it sees the path as the transfers left it)."""
+    site to or from that remote, and its checks (so it sees the path as the transfers
+    left it, and the site's records are complete once every ``after`` has run)."""
     if wildcards.when == "before":
         return [paths.preflight(RESULTS, wildcards.site)]
-    site = CAMPAIGN.site_named(wildcards.site)
-    return [
-        record(m) for m in CAMPAIGN.measurements(site) if m.remote == wildcards.remote
-    ]
+    files = []
+    for m in CAMPAIGN.measurements(CAMPAIGN.site_named(wildcards.site)):
+        if m.remote == wildcards.remote:
+            files.append(record(m))
+            if m.direction == "download":
+                files.append(verify_record(m))
+    return files
 
 
 def probe_url(wildcards):
@@ -372,9 +376,10 @@ def probe_url(wildcards):
 
 
 def publish_inputs(wildcards):
-    """A site's records and its probes travel together (publish copies the site folder)."""
-    site = CAMPAIGN.site_named(wildcards.site)
-    return site_records(site) + probe_records(site)
+    """A site's probes, and through each ``after`` probe every record of the site: they
+    travel together (publish copies the site folder). Listing the records again would
+    double the edges of a large sweep's DAG and its planning time."""
+    return probe_records(CAMPAIGN.site_named(wildcards.site))
 
 
 def aggregate_inputs(wildcards):
