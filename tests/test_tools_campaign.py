@@ -226,9 +226,10 @@ def _check_probes(results: Path, transfers: pd.DataFrame) -> None:
         p50, p90, p99 = (probes[f"{op}_ttfb_{q}_ms"] for q in ("p50", "p90", "p99"))
         assert (p50 > 0).all() and (p50 <= p90).all() and (p90 <= p99).all()
     assert (probes["connect_p50_ms"] > 0).all()
-    after = pd.Timestamp(probes.set_index("when").loc["after", "started_utc"])
-    ends = pd.to_datetime(transfers["started_utc"]) + pd.to_timedelta(transfers["seconds"], "s")
-    assert after >= ends.max()
+    when = probes.set_index("when")["started_utc"].map(pd.Timestamp)
+    starts = pd.to_datetime(transfers["started_utc"])
+    ends = starts + pd.to_timedelta(transfers["seconds"], "s")
+    assert when["before"] <= starts.min() and when["after"] >= ends.max()
 
 
 def test_nested_small_files_refuse_chunked_and_multithread():
