@@ -26,7 +26,9 @@ NO_PROBES = (
     "no latency probes with times: the probe measures S3 remotes only (other remotes get a "
     "record saying skipped)"
 )
+NO_PROBE_TIMES = "no probe times: the probe measures S3 remotes only"
 QUANTILES = ("p50", "p90", "p99")
+MS_PER_S = 1000.0
 _BOOT = {"seed": 0}  # the report's intervals do not change from one drawing to the next
 
 
@@ -123,53 +125,81 @@ def tools_html(transfers: pd.DataFrame, path: Path) -> None:
 
 
 def latency_png(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> None:
-    """Rate against RTT per direction with the fitted line, and each site-remote pair's
-    time to first byte of the probe's small GETs and PUTs (P50, P90, P99)."""
+    """Rate against RTT per direction with the fitted line (where probes gave an RTT),
+    each site-remote pair's time to first byte of the probe's small GETs and PUTs (P50,
+    P90, P99), and the seconds per object of every tool (the per-object latency a
+    transfer saw, which needs no probe)."""
+    transfers = with_tool(transfers)
     times = probes.dropna(subset=["connect_p50_ms"]) if not probes.empty else probes
-    if times.empty:
-        return _empty(path, NO_PROBES)
+    per = latency.per_object_by_tool(transfers)
     joined, fits = (
-        latency.rate_vs_rtt(transfers, probes) if not transfers.empty else (pd.DataFrame(), {})
+        latency.rate_vs_rtt(transfers, probes)
+        if not (transfers.empty or times.empty)
+        else (pd.DataFrame(), {})
     )
     dirs = [d for d in DIRECTIONS if not joined.empty and (joined["direction"] == d).any()]
-    fig, axes = _grid(len(dirs) + 1, width=6.2, height=4.0)
+    n = len(dirs) + (not times.empty) + (not per.empty)
+    if n == 0:
+        return _empty(path, NO_PROBES)
+    fig, axes = _grid(n, width=6.2, height=4.0)
     for ax, direction in zip(axes, dirs, strict=False):
-        p = joined[joined["direction"] == direction]
-        ax.scatter(p["rtt_ms"], p["mb_per_s"], alpha=0.6, s=28, color="#0072B2", zorder=3)
-        for (site, remote), q in p.groupby(["site", "remote"]):
-            ax.annotate(f"{site}→{remote}", (q["rtt_ms"].iloc[0], q["mb_per_s"].median()),
-                        xytext=(6, 4), textcoords="offset points", fontsize=8)  # fmt: skip
-        fit = fits.get(direction)
-        if fit is not None:
-            xs = np.linspace(0, p["rtt_ms"].max() * 1.05, 50)
-            ax.plot(xs, fit.intercept + fit.slope * xs, color="black", lw=1.5)
-            txt = f"slope {fit.slope:+.3g} MB/s per ms (OLS, n = {fit.n}, R² = {fit.r_squared:.2f})"
-        else:
-            txt = "one RTT only: no trend (probe more sites or remotes)"
-        ax.text(0.02, 0.02, txt, transform=ax.transAxes, ha="left", va="bottom", fontsize=8,
-                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})  # fmt: skip
-        ax.set_xlabel("round-trip time (ms, median P50 TCP connect)")
-        ax.set_ylabel(RATE_LABEL)
-        ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
+        _rate_vs_rtt_panel(ax, joined[joined["direction"] == direction], fits.get(direction))
         ax.set_title(f"{direction}: rate vs RTT", fontsize=10)
-    ax = axes[-1]
-    pairs = times.groupby(["site", "remote"], sort=True)
+    rest = axes[len(dirs) :]
+    if not times.empty:
+        _ttfb_panel(rest.pop(0), times)
+    if not per.empty:
+        _per_object_panel(rest.pop(0), per, "" if not times.empty else NO_PROBE_TIMES)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _rate_vs_rtt_panel(ax, p: pd.DataFrame, fit) -> None:
+    ax.scatter(p["rtt_ms"], p["mb_per_s"], alpha=0.6, s=28, color="#0072B2", zorder=3)
+    for (site, remote), q in p.groupby(["site", "remote"]):
+        ax.annotate(f"{site}→{remote}", (q["rtt_ms"].iloc[0], q["mb_per_s"].median()),
+                    xytext=(6, 4), textcoords="offset points", fontsize=8)  # fmt: skip
+    if fit is not None:
+        xs = np.linspace(0, p["rtt_ms"].max() * 1.05, 50)
+        ax.plot(xs, fit.intercept + fit.slope * xs, color="black", lw=1.5)
+        txt = f"slope {fit.slope:+.3g} MB/s per ms (OLS, n = {fit.n}, R² = {fit.r_squared:.2f})"
+    else:
+        txt = "one RTT only: no trend (probe more sites or remotes)"
+    ax.text(0.02, 0.02, txt, transform=ax.transAxes, ha="left", va="bottom", fontsize=8,
+            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})  # fmt: skip
+    ax.set_xlabel("round-trip time (ms, median P50 TCP connect)")
+    ax.set_ylabel(RATE_LABEL)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+
+
+def _ttfb_panel(ax, times: pd.DataFrame) -> None:
     labels, x = [], 0
-    for (site, remote), g in pairs:
+    colors = ["#009E73", "#E69F00", "#D55E00"]
+    for (site, remote), g in times.groupby(["site", "remote"], sort=True):
         for k, op in enumerate(("get", "put")):
             vals = [g[f"{op}_ttfb_{q}_ms"].median() for q in QUANTILES]
             for m, (q, v) in enumerate(zip(QUANTILES, vals, strict=True)):
-                ax.bar(x + k * 0.4 + (m - 1) * 0.12, v, 0.11, color=["#009E73", "#E69F00",
-                       "#D55E00"][m], label=q.upper() if x == 0 and k == 0 else None)  # fmt: skip
+                ax.bar(x + k * 0.4 + (m - 1) * 0.12, v, 0.11, color=colors[m],
+                       label=q.upper() if x == 0 and k == 0 else None)  # fmt: skip
         labels += [f"{site}→{remote}\nGET", f"{site}→{remote}\nPUT"]
         x += 1
     ax.set_xticks([i // 2 + (i % 2) * 0.4 for i in range(len(labels))], labels, fontsize=8)
     ax.set_ylabel("time to first byte (ms)")
     ax.set_title("probe: small objects, time to first byte", fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    _save(fig, path)
+
+
+def _per_object_panel(ax, per: pd.DataFrame, note: str) -> None:
+    colors = _tool_colors(per["tool"])
+    labels = []
+    for i, r in enumerate(per.itertuples(index=False)):
+        ax.bar(i, r.s_per_object * MS_PER_S, 0.7, color=colors[r.tool])
+        labels.append(f"{r.tool}\n{r.direction}")
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylabel("median time per object (ms)")
+    title = "per object: transfer seconds / objects, per tool"
+    ax.set_title(title + (f"\n({note})" if note else ""), fontsize=10)
 
 
 def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> None:
