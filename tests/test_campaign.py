@@ -214,3 +214,12 @@ def test_bad_sweeps_are_refused_in_one_line(demo_config, change, message):
     with pytest.raises(ConfigError) as err:
         load_campaign(demo_config)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_reports_name_a_named_remote_by_its_rclone_name_and_never_show_an_address(demo_config):
+    demo_config["remote"] = "labstore:"
+    assert load_campaign(demo_config).remotes[0].label == "labstore:"
+    demo_config["remote"] = "/data/remote"
+    assert load_campaign(demo_config).remotes[0].label == "main"
+    demo_config["remote"] = ":s3,provider=Ceph,endpoint=https://x.example:"
+    assert load_campaign(demo_config).remotes[0].label == "main"

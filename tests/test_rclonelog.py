@@ -399,3 +399,29 @@ def test_rate_series_ignores_rclone_speed():
         StatsSample(2, "", 150, 0, 0, 0, 0, False, 1.0),
     ]
     assert rate_series(a) == [(1, 100, 100.0), (2, 150, 50.0)]
+
+
+def test_stamps_of_both_rclone_time_formats_put_samples_on_the_wall_clock():
+    from cloudbench.rclonelog import on_wall_clock, stamp_epoch
+
+    new = stamp_epoch("2026-11-21T03:55:34.368252387Z")  # rclone >= 1.70: UTC, nanoseconds
+    old = stamp_epoch("2026-11-21T04:55:34.368252+01:00")  # before: local time with offset
+    assert new == pytest.approx(old) and stamp_epoch("yesterday") is None
+
+    def at(stamp: str, elapsed: float) -> StatsSample:
+        return StatsSample(elapsed, stamp, 0, 0, 0, 0, 0, False, 0.0)
+
+    # rclone's elapsedTime stood still during a 20 s stall: the stamps say where it was
+    samples = [at("2026-11-21T03:55:35Z", 1.0), at("2026-11-21T03:55:56Z", 2.0)]
+    moved = on_wall_clock(samples, new - 0.368252387)
+    assert [round(s.elapsed, 3) for s in moved] == [1.0, 22.0]
+    assert on_wall_clock([at("?", 1.0)], new) == [at("?", 1.0)]  # unknown format: unchanged
+
+
+def test_final_stats_line_a_few_ms_after_the_last_is_no_spike():
+    def s(elapsed: float, nbytes: int) -> StatsSample:
+        return StatsSample(elapsed, "", nbytes, 0, 0, 0, 0, False, 0.0)
+
+    got = rate_series([s(1.0, 4_000_000), s(2.0, 8_000_000), s(2.005, 8_400_000)])
+    assert [(t, b) for t, b, _ in got] == [(1.0, 4_000_000), (2.005, 8_400_000)]
+    assert max(r for _, _, r in got) < 5e6  # merged into the last interval, not 80 MB/s

@@ -23,7 +23,7 @@ CAP_MIB_S = 2  # per client
 CAP = CAP_MIB_S * 2**20 / 1e6  # MB/s
 
 
-def _campaign(tmp_path, clients, files=8, size="4MiB", concurrency=1, site="edi", download=False):
+def _campaign(tmp_path, clients, files=8, size="6MiB", concurrency=1, site="edi", download=False):
     return write_config(
         tmp_path,
         {
@@ -74,6 +74,7 @@ def test_local_clients_run_together_and_add_up(tmp_path):
             assert 0 <= df.loc[n, "start_skew_s"] < 1.0
             assert df.loc[n, "client_mb_per_s_min"] == pytest.approx(CAP, rel=0.15)
         clients = pd.read_csv(tmp_path / "results/scale/clients.tsv", sep="\t")
+        clients = clients[clients["direction"] == "upload"]
         assert sorted(clients.groupby("clients")["client"].nunique().items()) == [(2, 2), (4, 4)]
         assert (clients.groupby("clients")["files"].sum() == 8).all()  # every file, once
         # the aggregate row traces to the clients' own rclone logs
@@ -88,10 +89,10 @@ def test_local_clients_run_together_and_add_up(tmp_path):
                     json.loads(x)["stats"] for x in log.read_text().splitlines() if '"stats"' in x
                 ]
                 moved += stats[-1]["bytes"]
-        assert moved == df.loc[4, "bytes_moved"] == 8 * 4 * 2**20
+        assert moved == df.loc[4, "bytes_moved"] == 8 * 6 * 2**20
         series = pd.read_csv(tmp_path / "results/scale/timeseries.tsv", sep="\t")
         four = series[(series["setting"] == "rclone-4x1") & (series["direction"] == "upload")]
-        assert four["bytes"].max() == 8 * 4 * 2**20  # the summed series ends at every byte
+        assert four["bytes"].max() == 8 * 6 * 2**20  # the summed series ends at every byte
         # the report's Scaling section has the sweep and names a knee
         html = (tmp_path / "results/scale/figures/scaling.html").read_text()
         assert "Knee of each sweep" in html and "from edi to main (upload)" in html

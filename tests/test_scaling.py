@@ -102,3 +102,18 @@ def test_summed_series_adds_clients_on_one_clock():
     assert [t for t, _, _ in got] == [1.0, 2.0, 3.0, 4.0]
     assert [b for _, b, _ in got] == [10**6, 3 * 10**6, 5 * 10**6, 6 * 10**6]
     assert [round(r, 3) for _, _, r in got] == [1.0, 2.0, 2.0, 1.0]
+
+
+def test_a_sweep_that_still_grows_at_its_end_is_said_to_have_no_knee():
+    rows = [
+        {"site": "lumi", "remote": "labstore", "direction": "download", "layout": "plain",
+         "strategy": "plain", "setting": f"rclone-{n}x4", "clients": n, "concurrency": 4,
+         "repeat": rep, "status": "ok", "mb_per_s": 4.1 * n * (1 + 0.01 * rep)}
+        for n in (1, 2, 4) for rep in (1, 2, 3)
+    ]  # fmt: skip
+    df = pd.DataFrame(rows)
+    (row,) = scaling_table(df).itertuples()
+    assert row.knee == 4 and not row.saturated
+    (line,) = recommendations(df)
+    assert "from labstore to lumi (download): 4 client(s)" in line
+    assert "still grows at the largest clients swept: no knee yet" in line

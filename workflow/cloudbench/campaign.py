@@ -32,6 +32,7 @@ ALL_SITES = "all"
 NO_SITE = "none"  # only pull every site's results from the remote and aggregate them
 RESERVED_SITE_NAMES = (ALL_SITES, NO_SITE)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_NAMED_REMOTE_RE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]+):")
 
 
 class ConfigError(ValueError):
@@ -56,6 +57,13 @@ class Remote:
     name: str
     url: str
     location: tuple[float, float] | None
+
+    @property
+    def label(self) -> str:
+        """How reports name it: the rclone remote (``labstore:``) for a named remote, else
+        the campaign's name for it (a path or connection string is an address, not a name)."""
+        m = _NAMED_REMOTE_RE.match(self.url)
+        return f"{m.group(1)}:" if m else self.name
 
     def path(self, *parts: str) -> str:
         """The rclone path of ``parts`` under this remote (``name:bucket/x``, ``dir/bucket/x``)."""

@@ -11,7 +11,6 @@ so a rate that only looks high because the clients ran one after the other canno
 
 from __future__ import annotations
 
-import math
 import shlex
 import shutil
 import statistics
@@ -134,7 +133,8 @@ def run_clients(plan_path: Path, n: int, threads: int, env: Mapping[str, str]) -
         subprocess.Popen([*base, "--index", str(k)], env=dict(env), preexec_fn=die_with_parent)
         for k in range(n)
     ]
-    return max(p.wait() for p in procs), f"{n} local processes"
+    codes = [p.wait() for p in procs]  # a client killed by a signal has a negative code
+    return next((c for c in codes if c != 0), 0), f"{n} local processes"
 
 
 def write_plan(folder: Path, plan: Mapping[str, Any]) -> Path:
@@ -202,32 +202,34 @@ def aggregate(
 
 
 def sum_series(
-    clients: Sequence[tuple[float, Sequence[tuple[float, int]], int]], step_s: float = 1.0
+    clients: Sequence[tuple[float, Sequence[tuple[float, int]], int]], min_gap_s: float = 0.1
 ) -> list[tuple[float, int, float]]:
-    """The group's per-second series: each client's cumulative bytes, put on one clock.
+    """The group's series: each client's cumulative bytes, put on one clock.
 
     ``clients``: (start offset from the first start in s, [(elapsed s, cumulative bytes)],
     final bytes) per client. A client has moved 0 bytes before it starts and its final
-    count after its last sample; in between, its count is interpolated. Returns (elapsed,
-    total bytes, MB/s over the step before it) every ``step_s`` until the last client's
-    end, so the sum at the end is every byte moved.
+    count after its last sample; in between, its count is interpolated. The sum is taken
+    at every client's sample times (points closer than ``min_gap_s`` merged, so no spike
+    comes from a few milliseconds), and ends at the last client's end with every byte.
+    Returns (elapsed s, total bytes, MB/s over the interval before it).
     """
     if not clients:
         return []
-    end = max(off + (s[-1][0] if s else 0.0) for off, s, _ in clients)
-    steps = max(1, math.ceil(end / step_s - 1e-9))
-    grid = [min(end, step_s * (i + 1)) for i in range(steps)]
-    totals = []
+    times = sorted({round(off + e, 6) for off, s, _ in clients for e, _ in s if off + e > 0})
+    grid: list[float] = []
+    for t in times:
+        if grid and t - grid[-1] < min_gap_s:
+            grid[-1] = t
+        elif not grid or t > grid[-1]:
+            grid.append(t)
+    out, prev_t, prev_b = [], 0.0, 0
     for t in grid:
         total = 0.0
         for off, samples, final in clients:
             pts = [(off, 0)] + [(off + e, b) for e, b in samples]
             total += _interp(t, pts, final)
-        totals.append(int(round(total)))
-    out, prev_t, prev_b = [], 0.0, 0
-    for t, b in zip(grid, totals, strict=True):
-        dt = t - prev_t
-        out.append((round(t, 3), b, (b - prev_b) / dt / 1e6 if dt > 0 else 0.0))
+        b = int(round(total))
+        out.append((round(t, 3), b, (b - prev_b) / (t - prev_t) / 1e6 if t > prev_t else 0.0))
         prev_t, prev_b = t, b
     return out
 

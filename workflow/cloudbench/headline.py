@@ -25,6 +25,9 @@ STYLE = (
     # Snakemake's front page puts the description in a narrow column beside the rule graph:
     # let the headline take the width it needs (the graph moves right).
     ".prose:has(.cb-headline){max-width:none}"
+    # It also centres the page vertically: a headline taller than the window (a sweep has
+    # many rows) would start above the top, out of reach. Start it at the top instead.
+    ".items-center:has(.cb-headline){align-items:flex-start}"
     ".cb-headline table{border-collapse:collapse;margin:.4em 0 .8em 0;font-size:13px}"
     ".cb-headline th,.cb-headline td{border:1px solid #ccc;padding:2px 6px;text-align:right;"
     "white-space:nowrap}"
@@ -151,7 +154,8 @@ def headline_html(
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
     from cloudbench.scaling import recommendations  # only campaigns that sweep have any
 
-    parts += [f"<p><b>Scaling</b>: {html.escape(s)}</p>" for s in recommendations(metrics)]
+    names = {k: (r or {}).get("label") for k, r in (info.get("remotes") or {}).items()}
+    parts += [f"<p><b>Scaling</b>: {html.escape(s)}</p>" for s in recommendations(metrics, names)]
     if not table.empty:
         show_remote = table["remote"].nunique() > 1
         head = ["site", *(["remote"] if show_remote else []), "direction", "layout"]

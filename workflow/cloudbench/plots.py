@@ -1050,7 +1050,8 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
     from cloudbench.scaling_report import scaling_html, scaling_png  # it draws with ours
 
     scaling_png(transfers, out["scaling"])
-    scaling_html(transfers, pd.DataFrame() if clients is None else clients, out["scaling_html"])
+    clients = pd.DataFrame() if clients is None else clients
+    scaling_html(transfers, clients, out["scaling_html"], info)
     from cloudbench import tools_report
 
     probes = _read(tables / "probes.tsv") if (tables / "probes.tsv").exists() else pd.DataFrame()

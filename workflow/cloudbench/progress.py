@@ -115,26 +115,37 @@ class Progress:
         )
 
 
-def progress_of(label: str, samples: Sequence[StatsSample], total: int = 0) -> Progress:
+def progress_of(
+    label: str, samples: Sequence[StatsSample], total: int = 0, elapsed: float | None = None
+) -> Progress:
     """Progress from stats lines: rate over the last ``RATE_WINDOW_S`` of them.
 
     ``total`` is the bytes the transfer must move when the caller knows it; otherwise
-    rclone's own ``totalBytes`` (known once it has listed the source).
+    rclone's own ``totalBytes`` (known once it has listed the source). ``elapsed``: the
+    wall clock since the transfer started, when the caller has it (rclone's own stats
+    clock stands still while nothing is transferring: a stalled store would show 0 s).
     """
     if not samples:
-        return Progress(label, 0, total, 0.0, 0.0)
+        return Progress(label, 0, total, 0.0, elapsed or 0.0)
     last = samples[-1]
     start = next((s for s in samples if s.elapsed >= last.elapsed - RATE_WINDOW_S), samples[0])
     base_t, base_b = (start.elapsed, start.bytes) if start is not last else (0.0, 0)
     dt = last.elapsed - base_t
     rate = (last.bytes - base_b) / dt / 1e6 if dt > 0 else 0.0
-    return Progress(label, last.bytes, total or last.total_bytes, rate, last.elapsed)
+    shown = last.elapsed if elapsed is None else elapsed
+    return Progress(label, last.bytes, total or last.total_bytes, rate, shown)
 
 
-def label_of(direction: str, remote: str, layout: str, repeat: int | str) -> str:
-    """``upload chunked-64MiB r2`` (the remote named only when it is not the only one)."""
+def label_of(
+    direction: str, remote: str, layout: str, repeat: int | str, setting: str | None = None
+) -> str:
+    """``upload chunked-64MiB r2`` (the remote named only when it is not the only one, the
+    setting only when it is not one client at the job's threads: ``... r2 rclone-4x32``)."""
+    from cloudbench.campaign import Setting
+
     where = f" {remote}" if remote != "main" else ""
-    return f"{direction}{where} {layout} r{repeat}"
+    shown = f" {setting}" if setting and setting != Setting().label else ""
+    return f"{direction}{where} {layout} r{repeat}{shown}"
 
 
 def result_line(label: str, record: dict[str, Any]) -> str:
@@ -168,8 +179,8 @@ def running_logs(results: Path) -> Iterator[tuple[str, Path]]:
         )
         if record.exists() and record.stat().st_mtime >= log.stat().st_mtime:
             continue
-        label = label_of(direction, remote, layout, repeat)
-        yield f"{site} {label} {setting}" + (f" {client}" if client else ""), log
+        label = label_of(direction, remote, layout, repeat, setting)
+        yield f"{site} {label}" + (f" {client}" if client else ""), log
 
 
 def snapshot(results: Path, tails: dict[Path, LogTail]) -> list[Progress]:

@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 # Levels that mean "something went wrong".  slog-era rclone (>= 1.70) uses error,
@@ -54,6 +54,7 @@ _ATTEMPT_RE = re.compile(r"^Attempt (\d+)/(\d+) (failed|succeeded)\b")
 # Both the pacer's "low level retry 1/2 (error ...)" and operations' "Received error:
 # ... - low level retry 3/10"; older releases capitalised "Low".
 _LOW_LEVEL_RE = re.compile(r"low level retry \d+/\d+", re.IGNORECASE)
+MIN_GAP_S = 0.1  # stats lines closer than this are one sample (see rate_series)
 _VERSION_RE = re.compile(r'\bVersion "v?([^"]+)" starting\b')
 
 
@@ -219,6 +220,33 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
     )
 
 
+_FRACTION_RE = re.compile(r"(\.\d{6})\d+")
+
+
+def stamp_epoch(stamp: str) -> float | None:
+    """Seconds since the epoch of a log line's ``time`` (UTC ``...Z`` with nanoseconds since
+    rclone 1.70, local time with an offset before); None if it does not parse."""
+    from datetime import datetime
+
+    try:
+        text = _FRACTION_RE.sub(r"\1", stamp.strip()).replace("Z", "+00:00")
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def on_wall_clock(samples: Sequence[StatsSample], start_epoch: float) -> list[StatsSample]:
+    """The samples with ``elapsed`` = their line's time stamp - ``start_epoch``: one clock
+    for every client of a measurement, and a stall where it happened. Unchanged when a
+    stamp does not parse (an unknown log format keeps rclone's own clock)."""
+    epochs = [stamp_epoch(s.time_utc) for s in samples]
+    if any(e is None for e in epochs):
+        return list(samples)
+    return [
+        replace(s, elapsed=max(0.0, e - start_epoch)) for s, e in zip(samples, epochs, strict=True)
+    ]
+
+
 def rate_series(samples: Iterable[StatsSample]) -> list[tuple[float, int, float]]:
     """Per-interval transfer rate: ``(elapsed s, cumulative bytes, bytes/s)`` per sample.
 
@@ -231,9 +259,10 @@ def rate_series(samples: Iterable[StatsSample]) -> list[tuple[float, int, float]
 
     Time deltas that are not positive are handled so that the byte total survives:
 
-    * a sample at the *same* elapsed time as the previous point (e.g. two lines written
-      in the same instant) replaces that point's byte count and its rate is recomputed
-      over that point's own interval: the bytes were moved by then;
+    * a sample less than ``MIN_GAP_S`` after the previous point (two lines written in the
+      same instant; rclone's final stats line milliseconds after the last periodic one)
+      replaces that point's byte count and its rate is recomputed over that point's own
+      interval: the bytes were moved by then, and a few ms would turn them into a spike;
     * a sample at elapsed time 0 before any point (nothing to divide by) is skipped; its
       bytes are attributed to the next interval;
     * a sample whose elapsed time goes *backwards* is skipped (``elapsedTime`` is
@@ -248,11 +277,12 @@ def rate_series(samples: Iterable[StatsSample]) -> list[tuple[float, int, float]
     prev_t, prev_b = 0.0, 0  # the last emitted point (or the origin)
     for s in samples:
         dt = s.elapsed - prev_t
-        if dt > 0:
+        if dt >= MIN_GAP_S or (dt > 0 and not out):
             out.append((s.elapsed, s.bytes, (s.bytes - prev_b) / dt))
             base_t, base_b = prev_t, prev_b
             prev_t, prev_b = s.elapsed, s.bytes
-        elif dt == 0 and out:
+        elif dt >= 0 and out:
+            prev_t = max(prev_t, s.elapsed)
             out[-1] = (prev_t, s.bytes, (s.bytes - base_b) / (prev_t - base_t))
             prev_b = s.bytes
         # else: elapsed 0 before any point, or time went backwards: skip.

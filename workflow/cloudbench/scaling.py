@@ -35,7 +35,7 @@ AXES = {"clients": "clients", "concurrency": "concurrency"}  # knob -> column
 CURVE_KEYS = ["site", "remote", "direction", "layout"]
 SCALING_COLUMNS = [
     "site", "remote", "direction", "layout", "axis", "held", "values", "knee", "knee_low",
-    "knee_high", "best", "best_median", "collapse",
+    "knee_high", "best", "best_median", "saturated", "collapse",
 ]  # fmt: skip
 
 
@@ -133,6 +133,12 @@ def curves(transfers: pd.DataFrame) -> list[tuple[dict, str, float, dict[float, 
     return out
 
 
+def saturated(k: Knee, largest: float) -> bool:
+    """Whether the sweep found where adding more stops paying: the knee lies below the
+    largest value swept. A knee at the largest value means the rate still grew there."""
+    return k.value < largest
+
+
 def scaling_table(transfers: pd.DataFrame, n: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
     """One row per sweep: its knee with interval, its best value, and any collapse."""
     rows = []
@@ -144,6 +150,7 @@ def scaling_table(transfers: pd.DataFrame, n: int = N_BOOT, seed: int = SEED) ->
             "values": ",".join(_n(v) for v in sorted(curve)),
             "knee": k.value, "knee_low": k.low, "knee_high": k.high,
             "best": k.best, "best_median": k.best_median,
+            "saturated": saturated(k, max(curve)),
             "collapse": "; ".join(
                 f"{_n(c.value)} is x{c.ratio:.2f} [{c.low:.2f}, {c.high:.2f}] of {_n(c.than)}"
                 for c in flags
@@ -176,11 +183,17 @@ def knob(strategy: str) -> str:
 
 
 def recommendations(
-    transfers: pd.DataFrame, fraction: float = KNEE_FRACTION, n: int = N_BOOT, seed: int = SEED
+    transfers: pd.DataFrame,
+    names: Mapping[str, str] | None = None,
+    fraction: float = KNEE_FRACTION,
+    n: int = N_BOOT,
+    seed: int = SEED,
 ) -> list[str]:
     """One line per site, remote and direction of a campaign that sweeps: the cheapest
     setting (fewest clients, then least concurrency) whose median reaches ``fraction`` of
-    the best median observed there, over every layout."""
+    the best median observed there, over every layout. ``names``: how to call each remote
+    (its rclone name) instead of the campaign's key for it."""
+    names = names or {}
     pts = point_table(transfers, n, seed)
     if pts.empty:
         return []
@@ -192,7 +205,17 @@ def recommendations(
         best = g.loc[g["median"].idxmax()]
         good = g[g["median"] >= fraction * best["median"]]
         pick = good.sort_values(["clients", "concurrency", "median"], ascending=[1, 1, 0]).iloc[0]
-        route = f"from {site} to {remote}" if direction == "upload" else f"from {remote} to {site}"
+        store = names.get(remote) or remote
+        route = f"from {site} to {store}" if direction == "upload" else f"from {store} to {site}"
+        # the cheapest setting that reaches the target is the largest swept: nothing larger
+        # was tried, so it is no knee
+        edge = [a for a in AXES if pick[a] == g[a].max() and g[a].nunique() > 1]
+        further = (
+            f" The rate still grows at the largest {' and '.join(edge)} swept: no knee yet,"
+            " sweep further."
+            if edge
+            else ""
+        )
         ci = f" [{pick['low']:.3g}, {pick['high']:.3g}]" if not math.isnan(pick["low"]) else ""
         out.append(
             f"{route} ({direction}): {_n(pick['clients'])} client(s) x "
@@ -200,7 +223,7 @@ def recommendations(
             f"({pick['layout']}) reach {fraction:.0%} of the best observed: "
             f"{pick['median']:.3g} MB/s{ci}, n={int(pick['n'])}, against "
             f"{best['median']:.3g} MB/s with {_n(best['clients'])} x {_n(best['concurrency'])} "
-            f"({best['layout']})."
+            f"({best['layout']}).{further}"
         )
     return out
 

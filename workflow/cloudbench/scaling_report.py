@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import seaborn as sns
 
 from cloudbench import scaling
-from cloudbench.plots import RATE_LABEL, _empty, _grid, _legend, _page, _save, _table, palette
+from cloudbench.plots import RATE_LABEL, _grid, _page, _save, _table, plt
 
 SHADES = sns.color_palette("colorblind", 10)
 NO_SWEEP = (
@@ -32,12 +35,15 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
     pts = scaling.point_table(transfers)
     table = scaling.scaling_table(transfers)
     if table.empty:
-        _empty(path, NO_SWEEP)
+        fig, ax = plt.subplots(figsize=(8, 2.4))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "\n".join(textwrap.wrap(NO_SWEEP, 60)), ha="center", va="center",
+                fontsize=15)  # fmt: skip
+        _save(fig, path)
         return
     groups = list(table.groupby(["site", "remote", "direction"], sort=False).groups)
     axes_used = [a for a in scaling.AXES if (table["axis"] == a).any()]
     fig, axes = _grid(len(groups) * len(axes_used), ncols=len(axes_used))
-    pal = palette(pts["layout"])
     styles = ["-", "--", ":", "-."]
     for i, (site, remote, direction) in enumerate(groups):
         for j, axis in enumerate(axes_used):
@@ -49,10 +55,11 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
                 & (table["direction"] == direction)
                 & (table["axis"] == axis)
             ]
-            one_layout = sel["layout"].nunique() == 1
+            layouts = list(dict.fromkeys(sel["layout"]))
             for k, row in enumerate(sel.itertuples(index=False)):
-                # one layout: a colour per line; several: the layout's colour, a style per line
-                colour = SHADES[k % len(SHADES)] if one_layout else pal[row.layout]
+                # a colour per line (its legend names layout and the other knob), a line
+                # style per layout
+                colour = SHADES[k % len(SHADES)]
                 p = pts[
                     (pts["site"] == site)
                     & (pts["remote"] == remote)
@@ -66,7 +73,7 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
                 ]
                 ax.errorbar(
                     p[axis], p["median"], yerr=err, color=colour, marker="o",
-                    ls=styles[k % len(styles)], capsize=3,
+                    ls=styles[layouts.index(row.layout) % len(styles)], capsize=3,
                     label=f"{row.layout}, {other} {scaling._n(row.held)}",
                 )  # fmt: skip
                 ax.axvline(row.knee, color=colour, ls="--", lw=1)
@@ -85,15 +92,22 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
             ax.set_ylim(bottom=0)
             ax.set_title(f"{site} {direction} ({remote}) vs {axis}", fontsize=10)
             ax.legend(fontsize=7, loc="lower right")
-    _legend(fig, pal)
+    fig.tight_layout()
     _save(fig, path)
 
 
-def scaling_html(transfers: pd.DataFrame, clients: pd.DataFrame, path: Path) -> None:
+def scaling_html(
+    transfers: pd.DataFrame,
+    clients: pd.DataFrame,
+    path: Path,
+    info: Mapping[str, Any] | None = None,
+) -> None:
     """Recommendations, the knee of every sweep, collapses, and each client's spread."""
     table = scaling.scaling_table(transfers)
+    remotes = (info or {}).get("remotes") or {}
+    names = {k: (r or {}).get("label") for k, r in remotes.items()}
     body = [f'<p class="note">{html.escape(NO_SWEEP)}</p>'] if table.empty else []
-    lines = scaling.recommendations(transfers)
+    lines = scaling.recommendations(transfers, names)
     if lines:
         body.append("<h2>Recommendation</h2>")
         body += [f"<p>{html.escape(s)}</p>" for s in lines]
@@ -107,6 +121,7 @@ def scaling_html(transfers: pd.DataFrame, clients: pd.DataFrame, path: Path) -> 
             "the ratio entirely below 1.</p>"
         )
         shown = table.assign(
+            saturated=["yes" if v else "no: still growing" for v in table["saturated"]],
             knee_interval=[
                 "" if math.isnan(lo) else f"[{scaling._n(lo)}, {scaling._n(hi)}]"
                 for lo, hi in zip(table["knee_low"], table["knee_high"], strict=True)
@@ -114,7 +129,7 @@ def scaling_html(transfers: pd.DataFrame, clients: pd.DataFrame, path: Path) -> 
         )[
             [
                 "site", "remote", "direction", "layout", "axis", "held", "values", "knee",
-                "knee_interval", "best", "best_median", "collapse",
+                "knee_interval", "best", "best_median", "saturated", "collapse",
             ]
         ]  # fmt: skip
         body.append(

@@ -17,7 +17,6 @@ from typing import Any
 
 from cloudbench import clients, paths
 from cloudbench import rclone as rc
-from cloudbench.campaign import Setting
 from cloudbench.checksums import hash_stream, xxh128sum_line
 from cloudbench.chunking import (
     chunk_count,
@@ -270,9 +269,9 @@ def _objects_of(files: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _label(spec: TransferSpec, client: int | None = None) -> str:
-    label = label_of(spec.direction, spec.remote, spec.layout_label, spec.repeat)
-    if spec.setting_label != Setting().label:
-        label += f" {spec.setting_label}"
+    label = label_of(
+        spec.direction, spec.remote, spec.layout_label, spec.repeat, spec.setting_label
+    )
     return label if client is None else f"{label} client {client}"
 
 
@@ -484,12 +483,13 @@ def run_client(plan_path: Path, index: int | None) -> None:
 def _finish(record: Path, rec: dict[str, Any], log: Path) -> None:
     """Keep the attempt, write the record Snakemake tracks, and end the job log with one
     result line a person can read."""
-    keep_attempt(record, rec, log)
+    n = int(rec.get("clients") or 1)
+    keep_attempt(record, rec, log, [paths.client_log(log, k) for k in range(n)] if n > 1 else ())
     write_json(record, rec)
-    spec_label = label_of(rec["direction"], rec["remote"], rec["layout"], rec["repeat"])
-    if rec.get("setting", Setting().label) != Setting().label:
-        spec_label += f" {rec['setting']}"
-    print(result_line(spec_label, rec), file=sys.stderr, flush=True)
+    label = label_of(
+        rec["direction"], rec["remote"], rec["layout"], rec["repeat"], rec.get("setting")
+    )
+    print(result_line(label, rec), file=sys.stderr, flush=True)
 
 
 def clear_copy(binary: str, spec: TransferSpec, prefix: str) -> str | None:
@@ -722,6 +722,7 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
         **context,
         item=spec.layout_label,
         setting=spec.setting_label,
+        chunk_bytes=spec.layout.chunk_bytes or None,
         repeat=spec.repeat,
         remote=spec.remote,
     )
@@ -785,6 +786,7 @@ def verify(
         **context,
         item=spec.layout_label,
         setting=spec.setting_label,
+        chunk_bytes=spec.layout.chunk_bytes or None,
         repeat=spec.repeat,
         remote=spec.remote,
     )

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from cloudbench import tools
 from cloudbench.clients import die_with_parent
 from cloudbench.paths import attempts_dir
 from cloudbench.progress import LogTail, label_of, progress_interval, progress_of
-from cloudbench.rclonelog import parse_rclone_log, rate_series
+from cloudbench.rclonelog import on_wall_clock, parse_rclone_log, rate_series
 from cloudbench.records import host_info, rate_mb_s, read_json, utc_now, write_json
 from cloudbench.secrets import redact, redact_file, secret_values
 from cloudbench.spec import TransferSpec
@@ -33,9 +33,15 @@ from cloudbench.spec import TransferSpec
 SERIES_HEADER = "elapsed_s\tbytes\tmb_per_s\n"
 
 
-def write_series(path: Path, log_path: Path) -> None:
+def write_series(path: Path, log_path: Path, start_epoch: float | None = None) -> None:
+    """The per-second series from the raw log, on the wall clock since ``start_epoch`` (the
+    moment the transfer was started) when given: each stats line's own time stamp, so a
+    stall or rclone's start-up shows where it happened (rclone's ``elapsedTime`` does not
+    advance while nothing transfers)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     samples = parse_rclone_log(_lines(log_path)).samples if log_path.exists() else ()
+    if start_epoch is not None:
+        samples = on_wall_clock(samples, start_epoch)
     with open(path, "w") as fh:
         fh.write(SERIES_HEADER)
         for elapsed, nbytes, rate in rate_series(samples):
@@ -102,12 +108,12 @@ def measure(
         ready()
     started, epoch = utc_now(), time.time()
     t0 = time.perf_counter()
-    output = _run_with_progress(cmd, log_path, label, expected_bytes)
+    output = _run_with_progress(cmd, log_path, label, expected_bytes, t0)
     seconds = time.perf_counter() - t0
     secrets = secret_values()
     redact_file(log_path, secrets)
     log = parse_rclone_log(_lines(log_path)) if log_path.exists() else None
-    write_series(series_path, log_path)
+    write_series(series_path, log_path, epoch)
 
     final = log.final if log else None
     moved = final.bytes if final else None
@@ -272,7 +278,7 @@ def measure_tool(
 
 
 def _run_with_progress(
-    cmd: list[str], log_path: Path, label: str, total: int
+    cmd: list[str], log_path: Path, label: str, total: int, t0: float
 ) -> subprocess.CompletedProcess[str]:
     """Run rclone; every ``progress_interval()`` seconds print a progress line to stderr
     (the job log) from the JSON log as it grows. Waiting wakes up the moment rclone exits,
@@ -293,12 +299,18 @@ def _run_with_progress(
                 break
             except subprocess.TimeoutExpired:
                 tail.poll()
-                print(progress_of(label, tail.samples, total).line(), file=sys.stderr, flush=True)
+                p = progress_of(label, tail.samples, total, time.perf_counter() - t0)
+                print(p.line(), file=sys.stderr, flush=True)
         captured.seek(0)
         return subprocess.CompletedProcess(cmd, proc.returncode, captured.read())
 
 
-def keep_attempt(record_path: Path, record: dict[str, Any], log_path: Path | None = None) -> None:
+def keep_attempt(
+    record_path: Path,
+    record: dict[str, Any],
+    log_path: Path | None = None,
+    client_logs: Sequence[Path] = (),
+) -> None:
     """Every attempt's record and rclone log, kept beside the current one.
 
     A rerun replaces the record Snakemake tracks; the history of failed attempts (and what
@@ -307,8 +319,11 @@ def keep_attempt(record_path: Path, record: dict[str, Any], log_path: Path | Non
     stamp = record["started_utc"].replace(":", "").replace("-", "")
     folder = attempts_dir(record_path)
     write_json(folder / f"{stamp}.json", record)
-    if log_path is not None and log_path.exists():
+    if log_path is not None and log_path.exists() and log_path.stat().st_size:
         shutil.copyfile(log_path, folder / f"{stamp}.rclone.jsonl")
+    for k, client_log in enumerate(client_logs):  # several clients: each one's own log
+        if client_log.exists():
+            shutil.copyfile(client_log, folder / f"{stamp}.client-{k}.rclone.jsonl")
 
 
 def fresh_dir(path: Path) -> Path:

@@ -466,7 +466,11 @@ def report_info():
         prices = (
             (named.get(r.name) or {}).get("prices") if named else config.get("prices")
         )
-        remotes[r.name] = {"location": r.location, "prices": prices or None}
+        remotes[r.name] = {
+            "location": r.location,
+            "prices": prices or None,
+            "label": r.label,
+        }
     return json.dumps(
         {
             "campaign": CAMPAIGN.name,
