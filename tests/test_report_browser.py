@@ -478,6 +478,10 @@ OUTPUT_NAMES = {
     "headline": "headline.html",
     "scaling": "scaling.png",
     "scaling_html": "scaling.html",
+    "tools": "tools.png",
+    "tools_html": "tools.html",
+    "latency": "latency.png",
+    "latency_html": "latency.html",
 }
 
 

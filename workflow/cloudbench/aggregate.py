@@ -20,7 +20,8 @@ TRANSFER_COLUMNS = [
     "start_skew_s", "client_mb_per_s_min", "client_mb_per_s_median", "client_mb_per_s_max",
     "files", "objects", "bytes_requested", "bytes_moved", "transfers", "objects_in_flight",
     "streams_per_object", "connections", "backend", "backend_concurrency", "retries", "error",
-    "rclone_version", "host", "node_cores",
+    "rclone_version", "host", "node_cores", "files_per_s", "s_per_object", "tool_version",
+    "bytes_moved_from",
 ]  # fmt: skip
 # One row per client of a measurement with several clients (its row in transfers.tsv is the
 # aggregate); start_offset_s is the client's start after the group's first.
@@ -87,9 +88,22 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
                     rec["error"] = "; ".join(ver["problems"])
             elif rec["status"] == "ok":
                 rec["status"] = "unverified"
-        rows.append(rec)
+        rows.append(rec | per_object_rates(rec))
     df = pd.DataFrame(rows, columns=TRANSFER_COLUMNS)
     return df, missing
+
+
+def per_object_rates(rec: dict) -> dict:
+    """files/s (files / wall seconds) and seconds per object (wall seconds / objects) of an
+    ok transfer: what many small files cost, where MB/s alone hides it."""
+    seconds, ok = rec.get("seconds"), rec.get("status") == "ok"
+    if not ok or not seconds:
+        return {"files_per_s": None, "s_per_object": None}
+    files, objects = rec.get("files") or 0, rec.get("objects") or 0
+    return {
+        "files_per_s": round(files / seconds, 3) if files else None,
+        "s_per_object": round(seconds / objects, 6) if objects else None,
+    }
 
 
 def series_table(results: Path, transfers: pd.DataFrame) -> pd.DataFrame:
@@ -130,6 +144,8 @@ def expected_steps(results: Path, plan: dict) -> list[Path]:
     or repeats since removed from the campaign stay on disk but out of the tables."""
     up = plan["upload_site"]
     out = []
+    if plan.get("small_files"):  # one job made the whole dataset (files is then empty)
+        out.append(paths.dataset_step_record(results, up, "generate"))
     for name in plan["files"]:
         out.append(paths.data_step_record(results, up, "generate", name))
         out.append(paths.data_step_record(results, up, "checksum", name))
@@ -155,6 +171,18 @@ def steps_table(results: Path, plan: dict) -> pd.DataFrame:
     return df[STEP_COLUMNS]
 
 
+def probes_table(results: Path, sites: Iterable[str]) -> pd.DataFrame:
+    """Every latency probe record of these sites (measured here or pulled), one row each
+    (``latency.probe_table``: skipped probes keep their row with empty times)."""
+    from cloudbench import latency
+
+    records = []
+    for site in sorted(set(sites)):
+        for path in sorted(Path(paths.sites_dir(results), site, "probe").glob("*/*.json")):
+            records.append(_load(path))
+    return latency.probe_table(records)
+
+
 def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
     """``plan``: the campaign's expected ``measurements`` (site, direction, remote, layout,
     repeat), its dataset ``files``, chunk size labels ``chunks`` and ``upload_site``."""
@@ -166,11 +194,14 @@ def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
         "steps": out_dir / "steps.tsv",
         "missing": out_dir / "missing.tsv",
         "clients": out_dir / "clients.tsv",
+        "probes": out_dir / "probes.tsv",
     }
     transfers.to_csv(paths["transfers"], sep="\t", index=False)
     series_table(results, transfers).to_csv(paths["timeseries"], sep="\t", index=False)
     clients_table(transfers, results).to_csv(paths["clients"], sep="\t", index=False)
     steps_table(results, plan).to_csv(paths["steps"], sep="\t", index=False)
+    sites = {m["site"] for m in plan["measurements"]}
+    probes_table(results, sites).to_csv(paths["probes"], sep="\t", index=False)
     missing_columns = ["site", "direction", "remote", "layout", "setting", "repeat"]
     pd.DataFrame(missing, columns=missing_columns).to_csv(paths["missing"], sep="\t", index=False)
     return paths

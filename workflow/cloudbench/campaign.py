@@ -16,12 +16,16 @@ from typing import Any
 
 from cloudbench import chunking
 from cloudbench import rclone as rc
+from cloudbench import tools as tools_mod
 from cloudbench.schema import SchemaError, validate
 from cloudbench.secrets import credential_flag, credential_in_remote, credential_in_value
 from cloudbench.sizes import SizeError, parse_size, size_label
 
 STRATEGIES = ("plain", "chunked", "multithread")
-TOOLS = ("rclone",)  # clients that move the data; each builds its command lines in one module
+NESTED = "nested"  # dataset.layout of many small files in nested directories
+FILES_PER_DIR = 100  # nested: files per leaf directory; leaves grouped 10 per top directory
+TOOLS = tools_mod.TOOLS  # clients that move the data; each builds its command lines in one module
+RCLONE_ONLY_STRATEGIES = ("multithread",)  # rclone's per-file streams: no other tool's knob
 AUTO = "auto"  # concurrency: the job's threads (the cores of one node), as without a sweep
 DIRECTIONS = ("upload", "download")
 ALL_SITES = "all"
@@ -166,15 +170,32 @@ class Campaign:
     site: str
     concurrency: tuple[tuple[str, tuple[int | None, ...]], ...] = ()  # per strategy
     start_tolerance_s: float = 1.0
+    tools: tuple[str, ...] = ("rclone",)
+    command_template: str | None = None
+    dataset_layout: str = "flat"
+
+    @property
+    def small_files(self) -> bool:
+        """Many small files in nested directories: generated and checksummed by one job."""
+        return self.dataset_layout == NESTED
+
+    def tools_for(self, strategy: str) -> tuple[str, ...]:
+        """The tools that measure a strategy: all of them, but multithread only rclone."""
+        if strategy in RCLONE_ONLY_STRATEGIES:
+            return tuple(t for t in self.tools if t == "rclone")
+        return self.tools
 
     def concurrency_of(self, strategy: str) -> tuple[int | None, ...]:
         """The parallelism values swept for a strategy; (None,) = the job's threads."""
         return dict(self.concurrency).get(strategy, (None,))
 
     def settings(self, site: Site, strategy: str) -> list[Setting]:
-        """Every clients x concurrency combination a site measures for a strategy."""
+        """Every tool x clients x concurrency combination a site measures for a strategy."""
         return [
-            Setting("rclone", n, c) for n in site.clients for c in self.concurrency_of(strategy)
+            Setting(t, n, c)
+            for t in self.tools_for(strategy)
+            for n in site.clients
+            for c in self.concurrency_of(strategy)
         ]
 
     def copy_setting(self, m: Measurement) -> Setting:
@@ -193,8 +214,7 @@ class Campaign:
     # --- derived views -------------------------------------------------------------------
     @property
     def file_names(self) -> list[str]:
-        width = max(3, len(str(self.files)))
-        return [f"{self.dataset_name}-{i:0{width}d}.bin" for i in range(1, self.files + 1)]
+        return file_names(self.dataset_name, self.files, self.dataset_layout)
 
     @property
     def dataset_bytes(self) -> int:
@@ -292,6 +312,22 @@ class Campaign:
 
     def remote_prefix(self, remote: Remote, *parts: str) -> str:
         return remote.path(self.bucket, self.name, *parts)
+
+
+def file_names(name: str, files: int, layout: str = "flat") -> list[str]:
+    """The dataset's file names, relative to its directory (and to the copy's prefix on the
+    remote): ``<name>-001.bin``; nested: ``d00/d03/<name>-0342.bin``, FILES_PER_DIR files in
+    each leaf directory, ten leaves per top directory. Every base name is unique (the
+    keystream derives from it)."""
+    width = max(3, len(str(files)))
+    out = []
+    for i in range(1, files + 1):
+        base = f"{name}-{i:0{width}d}.bin"
+        if layout == NESTED:
+            leaf = (i - 1) // FILES_PER_DIR
+            base = f"d{leaf // 10:02d}/d{leaf % 10:02d}/{base}"
+        out.append(base)
+    return out
 
 
 # --- loading and checking ------------------------------------------------------------------
@@ -440,6 +476,49 @@ def _flags(raw: list[str]) -> tuple[str, ...]:
     return tuple(raw)
 
 
+def _tools(cfg: Mapping[str, Any], strategies: tuple[str, ...], remotes) -> tuple[str, ...]:
+    """tools: known, none twice, command with its template, S3-only tools on remotes that
+    can be S3 (a local path or a connection string never is: refused here; a named remote's
+    type is checked by preflight, which may read rclone's config)."""
+    chosen = tuple(cfg["tools"])
+    if not chosen:
+        raise ConfigError(f"tools: at least one of {', '.join(TOOLS)}")
+    if len(set(chosen)) != len(chosen):
+        raise ConfigError(f"tools: listed twice in {list(chosen)!r}")
+    template = cfg.get("command_template")
+    if "command" in chosen:
+        if not template:
+            raise ConfigError("command_template: tools lists command, so give its template")
+        try:
+            tools_mod.template_argv(template, {p: p for p in tools_mod.PLACEHOLDERS})
+        except tools_mod.ToolError as err:
+            raise ConfigError(f"command_template: {err}") from None
+    elif template:
+        raise ConfigError("command_template: given, but tools does not list command")
+    if "rclone" not in chosen:
+        only = [s for s in strategies if s in RCLONE_ONLY_STRATEGIES]
+        if only:
+            raise ConfigError(
+                f"tools: strategy {only[0]} is rclone's per-file multi-stream copy, which "
+                f"{', '.join(chosen)} cannot do; add rclone to tools or drop {only[0]}"
+            )
+    for tool in chosen:
+        if tool not in tools_mod.S3_TOOLS:
+            continue
+        for r in remotes:
+            if r.url.startswith(":"):  # its parameters are not echoed: they may hold a secret
+                what = "a connection string"
+            elif not tools_mod.is_remote(r.url):
+                what = "a local path"
+            else:
+                continue
+            raise ConfigError(
+                f"tools: {tool} speaks S3 only, and remote {r.name!r} is {what}; "
+                "define a named S3 remote (RCLONE_CONFIG_<NAME>_* or rclone config) or use rclone"
+            )
+    return chosen
+
+
 def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     """Build a checked Campaign from a campaign file's mapping; ConfigError on the first problem.
 
@@ -476,6 +555,19 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     if len(set(strategies)) != len(strategies):
         raise ConfigError(f"strategies: listed twice in {list(strategies)!r}")
 
+    dataset_layout = ds["layout"]
+    if dataset_layout == NESTED:
+        for s in strategies:
+            if s in ("chunked", "multithread"):
+                why = (
+                    "a small file has nothing to split"
+                    if s == "chunked"
+                    else "multi-thread streams only split files above the cutoff"
+                )
+                raise ConfigError(
+                    f"strategies: {s} is refused for dataset.layout nested (many small "
+                    f"files): {why}; use plain"
+                )
     raw_chunks = ds["chunk_sizes"] if "chunked" in strategies else []
     chunk_sizes = tuple(_size(cfg, "dataset.chunk_sizes", c) for c in raw_chunks)
     if "chunked" in strategies and not chunk_sizes:
@@ -538,10 +630,12 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     if len(uploaders) > 1:
         raise ConfigError(f"sites: more than one upload site: {', '.join(uploaders)}")
 
+    remotes = _remotes(cfg)
+    chosen_tools = _tools(cfg, strategies, remotes)
     campaign = Campaign(
         name=name,
         bucket=bucket.strip("/"),
-        remotes=_remotes(cfg),
+        remotes=remotes,
         dataset_name=dataset_name,
         files=files,
         file_bytes=file_bytes,
@@ -559,6 +653,9 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         site=str(cfg["site"]),
         concurrency=_concurrency(cfg, strategies),
         start_tolerance_s=float(cfg["start_tolerance_s"]),
+        tools=chosen_tools,
+        command_template=cfg.get("command_template"),
+        dataset_layout=dataset_layout,
     )
     if campaign.site not in RESERVED_SITE_NAMES:
         campaign.site_named(campaign.site)  # raises with the list of known sites

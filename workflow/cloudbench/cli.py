@@ -31,6 +31,19 @@ def cmd_generate(a):
     steps.generate(_dataset(a), Path(a.dataset_dir), a.file, Path(a.record))
 
 
+def cmd_generate_small_files(a):
+    from cloudbench.campaign import file_names
+
+    names = json.loads(a.names)
+    steps.generate_small_files(
+        _dataset(a),
+        Path(a.dataset_dir),
+        file_names(names["name"], names["files"], names["layout"]),
+        Path(a.checksums),
+        Path(a.record),
+    )
+
+
 def cmd_checksum(a):
     sizes = [int(s) for s in a.chunk_sizes.split(",") if s]
     steps.checksum(
@@ -177,7 +190,9 @@ def cmd_probe(a):
             Path(a.out),
             count=a.count,
             object_bytes=parse_size(a.object_size),
-            extra={k: v for k, v in (("when", a.when), ("site", a.site)) if v},
+            extra={
+                k: v for k, v in (("when", a.when), ("site", a.site), ("remote", a.remote)) if v
+            },
             skip_non_s3=a.skip_non_s3,
         )
     except probe.ProbeError as err:
@@ -260,6 +275,15 @@ def build_parser() -> argparse.ArgumentParser:
     data = [("--dataset", req), ("--dataset-dir", req), ("--file", req), ("--record", req)]
     add("generate", cmd_generate, *data)
     add(
+        "generate-small-files",
+        cmd_generate_small_files,
+        ("--dataset", req),
+        ("--dataset-dir", req),
+        ("--names", {**req, "help": 'JSON {"name", "files", "layout"}: see campaign.file_names'}),
+        ("--checksums", req),
+        ("--record", req),
+    )
+    add(
         "checksum",
         cmd_checksum,
         *data,
@@ -326,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_probe,
         ("--remote-url", {**req, "help": "the rclone remote, name: or name:bucket/prefix"}),
         ("--bucket-path", {"help": "bucket/prefix for the probe's objects (default: the url's)"}),
+        ("--remote", {"help": "the campaign's name for the remote, kept in the record"}),
         ("--count", {"type": int, "default": 16, "help": "small PUTs and GETs, each"}),
         ("--object-size", {"default": "4KiB", "help": "size of each small object"}),
         ("--when", {"default": "", "help": "before or after the site's transfers"}),

@@ -34,7 +34,14 @@ PROBE_COLUMNS = [
     "count", "object_bytes", "status",
     "connect_p50_ms", "tls_p50_ms", "get_ttfb_p50_ms", "get_ttfb_p90_ms", "get_ttfb_p99_ms",
     "put_ttfb_p50_ms", "put_ttfb_p90_ms", "put_ttfb_p99_ms",
+    "tcp_rmem_max_bytes", "tcp_wmem_max_bytes",
 ]  # fmt: skip
+CEILING_COLUMNS = [
+    "site", "remote", "direction", "rtt_ms", "window_bytes", "connections", "ceiling_mb_s",
+    "median_mb_s", "of_ceiling",
+]  # fmt: skip
+# The buffer that bounds a direction's window at the site: it receives downloads, sends uploads.
+WINDOW_OF = {"download": "tcp_rmem_max_bytes", "upload": "tcp_wmem_max_bytes"}
 FAILURE_COLUMNS = ["tool", "direction", "rows", "not_ok", "failed", "corrupt", "failure_rate"]
 TOOL_COLUMNS = ["tool", "strategy", "direction", "n", "median", "ci_low", "ci_high", "not_ok"]
 
@@ -62,6 +69,8 @@ def probe_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
             "tls_p50_ms": _ms(r, "tls_handshake_s", "p50"),
             **{f"{op}_ttfb_{q}_ms": _ms(r, f"{op}_ttfb_s", q)
                for op in ("get", "put") for q in ("p50", "p90", "p99")},
+            "tcp_rmem_max_bytes": r.get("tcp_rmem_max_bytes"),
+            "tcp_wmem_max_bytes": r.get("tcp_wmem_max_bytes"),
         })  # fmt: skip
     return pd.DataFrame(rows, columns=PROBE_COLUMNS)
 
@@ -97,6 +106,53 @@ def window_ceiling_mb_s(window_bytes: float, rtt_s: float, streams: int = 1) -> 
     if not rtt_s or rtt_s <= 0 or window_bytes < 0 or streams < 1:
         return math.nan
     return streams * window_bytes / rtt_s / 1e6
+
+
+def window_ceilings(transfers: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFrame:
+    """Per site, remote and direction where the window is known: the pair's RTT, the site's
+    largest window for that direction (``WINDOW_OF``, as its probes recorded it), the
+    median connections of the ok transfers, the ceiling connections x window / RTT, the
+    median observed rate and its fraction of the ceiling. Pairs without a known window or
+    RTT get no row: the ceiling is stated, never guessed."""
+    rtt = pair_rtt(probes)
+    ok = transfers[(transfers["status"] == "ok") & transfers["mb_per_s"].notna()]
+    if rtt.empty or ok.empty:
+        return pd.DataFrame(columns=CEILING_COLUMNS)
+    rows = []
+    for (site, remote, direction), g in ok.groupby(["site", "remote", "direction"], sort=True):
+        pair = rtt[(rtt["site"] == site) & (rtt["remote"] == remote)]
+        mine = probes[(probes["site"] == site) & (probes["remote"] == remote)]
+        window = pd.to_numeric(mine[WINDOW_OF.get(str(direction), "")], errors="coerce")
+        if pair.empty or window.dropna().empty:
+            continue
+        rtt_ms, win = float(pair["rtt_ms"].iloc[0]), float(window.median())
+        conns = int(max(1, np.median(g["connections"].fillna(1))))
+        ceiling = window_ceiling_mb_s(win, rtt_ms / MS, conns)
+        median = float(g["mb_per_s"].median())
+        rows.append({
+            "site": site, "remote": remote, "direction": direction, "rtt_ms": rtt_ms,
+            "window_bytes": int(win), "connections": conns, "ceiling_mb_s": ceiling,
+            "median_mb_s": median, "of_ceiling": median / ceiling if ceiling else math.nan,
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=CEILING_COLUMNS)
+
+
+def per_object_by_tool(transfers: pd.DataFrame) -> pd.DataFrame:
+    """Per tool and direction: median files/s and seconds per object of the ok rows (what
+    many small files cost each tool), with the number of rows."""
+    cols = ["tool", "direction", "n", "files_per_s", "s_per_object"]
+    need = {"files_per_s", "s_per_object"}
+    if transfers.empty or not need <= set(transfers.columns):
+        return pd.DataFrame(columns=cols)
+    ok = transfers[(transfers["status"] == "ok") & transfers["s_per_object"].notna()]
+    if ok.empty:
+        return pd.DataFrame(columns=cols)
+    g = ok.groupby(["tool", "direction"], sort=True)
+    return g.agg(
+        n=("s_per_object", "size"),
+        files_per_s=("files_per_s", "median"),
+        s_per_object=("s_per_object", "median"),
+    ).reset_index()[cols]
 
 
 def failure_rate_by_tool(transfers: pd.DataFrame) -> pd.DataFrame:

@@ -79,6 +79,16 @@ def data_step_record(results, site, step, file, chunk=None) -> str:
     return f"{sites_dir(results)}/{site}/steps/{middle}/{file}.json"
 
 
+def dataset_step_record(results, site, step) -> str:
+    """A data step done for the whole dataset in one job (many small files)."""
+    return f"{sites_dir(results)}/{site}/steps/dataset/{step}.json"
+
+
+def dataset_checksums(results, site) -> str:
+    """Every file's XXH128 in one file (many small files): ``{"files": [...]}``."""
+    return f"{sites_dir(results)}/{site}/checksums/dataset.files.json"
+
+
 def staged(results, site, layout) -> str:
     """One layout's data is ready at the upload site: its files' hashes in one record (so an
     upload depends on one file, not on a record per dataset file)."""

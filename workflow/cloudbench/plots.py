@@ -1052,3 +1052,10 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
     scaling_png(transfers, out["scaling"])
     clients = pd.DataFrame() if clients is None else clients
     scaling_html(transfers, clients, out["scaling_html"], info)
+    from cloudbench import tools_report
+
+    probes = _read(tables / "probes.tsv") if (tables / "probes.tsv").exists() else pd.DataFrame()
+    tools_report.tools_png(transfers, out["tools"])
+    tools_report.tools_html(transfers, out["tools_html"])
+    tools_report.latency_png(transfers, probes, out["latency"])
+    tools_report.latency_html(transfers, probes, out["latency_html"])

@@ -7,13 +7,14 @@ together, so a user fixes everything in one go instead of one failure per hour-l
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudbench import exchange
+from cloudbench import exchange, tools
 from cloudbench import rclone as rc
 from cloudbench.records import host_info, utc_now, write_json
 from cloudbench.secrets import redact, secret_values
@@ -33,6 +34,37 @@ class PreflightSpec:
     min_rclone_version: str
     upload_site: str = ""
     needs_upload: bool = False
+    tools: tuple[str, ...] = ("rclone",)
+    command_template: str | None = None
+
+
+def check_tools(spec: PreflightSpec) -> list[str]:
+    """Every tool other than rclone is installed, and the S3-only tools can read each
+    remote's S3 side (an S3 remote, named, its options found): one line per problem.
+
+    Reads rclone's config (in-process, nothing printed), never the network: the remote
+    itself is checked by ``check_remote``.
+    """
+    problems = []
+    for tool in spec.tools:
+        if tool == "command":
+            if spec.command_template:
+                exe = shlex.split(spec.command_template)[0]
+                if not (shutil.which(exe) or Path(exe).is_file()):
+                    problems.append(f"command_template: {exe} not found on this site's PATH")
+            continue
+        if tool not in tools.S3_TOOLS:
+            continue
+        try:
+            tools.find_tool(tool)
+        except tools.ToolError as err:
+            problems.append(str(err))
+        for prefix in spec.remote_prefixes.values():
+            try:
+                tools.s3_access(prefix, tool=tool)
+            except tools.ToolError as err:
+                problems.append(f"tools: {err}")
+    return problems
 
 
 def free_bytes(path: Path) -> int:
@@ -116,6 +148,7 @@ def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
     except rc.RcloneError as err:
         problems.append(str(err))
         binary = None
+    problems += check_tools(spec)
     if binary and version:
         for name, prefix in spec.remote_prefixes.items():
             p = check_remote(binary, name, prefix, spec.site, spec.flags)

@@ -331,6 +331,25 @@ def probe(
     }
 
 
+KERNEL_WINDOWS = {  # record key: the Linux setting whose third value caps the window
+    "tcp_rmem_max_bytes": "/proc/sys/net/ipv4/tcp_rmem",
+    "tcp_wmem_max_bytes": "/proc/sys/net/ipv4/tcp_wmem",
+}
+
+
+def kernel_windows(settings: Mapping[str, str] = KERNEL_WINDOWS) -> dict[str, int | None]:
+    """This node's largest TCP receive and send buffers (the third value of tcp_rmem and
+    tcp_wmem): auto-tuning never grows a connection's window beyond them, so they bound
+    one stream's rate at window / RTT. None where the node does not say (not Linux)."""
+    out: dict[str, int | None] = {}
+    for key, path in settings.items():
+        try:
+            out[key] = int(Path(path).read_text().split()[2])
+        except (OSError, ValueError, IndexError):
+            out[key] = None
+    return out
+
+
 def run_probe(
     remote_url: str,
     bucket_path: str | None,
@@ -365,6 +384,6 @@ def run_probe(
         return record
     path = bucket_path or remote_url.split(":", 1)[1]
     record = probe(access, path, count=count, object_bytes=object_bytes)
-    record = {**record, "remote": remote_name(remote_url), **(extra or {})}
+    record = {**record, "remote": remote_name(remote_url), **kernel_windows(), **(extra or {})}
     write_json(out, record)
     return record

@@ -37,6 +37,10 @@ REPORT_OUTPUTS = (
     "headline",
     "scaling",
     "scaling_html",
+    "tools",
+    "tools_html",
+    "latency",
+    "latency_html",
 )
 
 

@@ -38,6 +38,7 @@ class TransferSpec:
     multi_thread_chunk_size: int = 64 * 2**20
     min_rclone_version: str = "1.65.0"
     start_tolerance_s: float = 1.0
+    command_template: str | None = None  # the command tool's template (that tool only)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -130,4 +131,6 @@ def transfer_spec(campaign: Campaign, m: Measurement) -> TransferSpec:
         multi_thread_chunk_size=campaign.multi_thread_chunk_size,
         min_rclone_version=campaign.min_rclone_version,
         start_tolerance_s=campaign.start_tolerance_s,
+        # only the command tool's jobs see it: a changed template re-runs only those
+        command_template=campaign.command_template if m.setting.tool == "command" else None,
     )

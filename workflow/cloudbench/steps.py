@@ -37,6 +37,7 @@ from cloudbench.transfer import (
     keep_attempt,
     last_attempt,
     measure,
+    measure_tool,
     purge,
 )
 
@@ -174,6 +175,35 @@ def chunk(
     write_json(record, t.record(**dataset.context(), item=name, chunk_bytes=chunk_bytes))
 
 
+def generate_small_files(
+    dataset: DatasetSpec,
+    dataset_dir: Path,
+    names: Sequence[str],
+    out_checksums: Path,
+    record: Path,
+) -> None:
+    """Generate and checksum every file of a many-small-files dataset in one job.
+
+    A job per file costs a Python start-up (and, in batch mode, a queue wait) per file,
+    far more than writing 64 KiB; here each file is written, then hashed while it is still
+    in the page cache. One checksums file lists them all (``{"files": [...]}``, each entry
+    as ``checksum`` writes it for one file).
+    """
+    entries = []
+    with timed_step("generate+checksum") as t:
+        for name in names:
+            path = dataset_dir / name
+            generate_file(path, dataset.size, dataset.seed)
+            digest, _, nbytes = hash_stream([path])
+            entries.append({"file": name, "bytes": nbytes, "xxh128": digest, "chunks": {}})
+            t.nbytes += nbytes
+        t.extra["files"] = len(entries)
+    write_json(out_checksums, {"files": entries})
+    rec = t.record(**dataset.context(), item=f"{len(entries)} files")
+    rec["files_per_s"] = round(len(entries) / t.seconds, 3) if t.seconds > 0 else None
+    write_json(record, rec)
+
+
 def release_upload_data(upload_data: Path) -> None:
     """Remove the generated files and chunks: every upload has run (regenerated on demand)."""
     for sub in ("dataset", "chunks"):
@@ -184,11 +214,13 @@ def release_upload_data(upload_data: Path) -> None:
 
 
 def _file_hashes(checksum_jsons: Sequence[Path]) -> dict[str, dict[str, Any]]:
-    """Each file's hashes, from per-file checksum records or a staged index of them."""
+    """Each file's hashes, from per-file checksum records, a staged index of them, or a
+    small-files dataset's one checksums file (``generate_small_files``): both list
+    ``files``."""
     out = {}
     for p in checksum_jsons:
         d = read_json(p)
-        for entry in d["files"] if d.get("format") == STAGED_FORMAT else [d]:
+        for entry in d["files"] if "files" in d else [d]:
             out[entry["file"]] = entry
     return out
 
@@ -258,6 +290,22 @@ def client_copy(
     object list (--files-from), so nothing else that sits in the source is moved or
     counted."""
     objects = _objects_of(files)
+    if spec.setting.tool != "rclone":
+        rec = measure_tool(
+            spec,
+            src,
+            dst,
+            threads=threads,
+            objects=objects,
+            expected_bytes=sum(f["bytes"] for f in files),
+            log_path=log,
+            series_path=series,
+            ready=ready,
+        )
+        rec["files"] = len(files)
+        if client is not None:
+            rec["client"] = client
+        return rec
     with tempfile.TemporaryDirectory() as tmp:
         listing = Path(tmp) / "objects"
         listing.write_text("".join(f"{n}\n" for n in objects))
@@ -500,6 +548,8 @@ def upload(
                 "host": rec["host"],
                 "finished_utc": utc_now(),
                 "rclone_version": rec["rclone_version"],
+                "tool": rec.get("tool"),
+                "tool_version": rec.get("tool_version"),
                 "started_utc": rec["started_utc"],
             }
             man_path = Path(tmp) / COPY_MANIFEST

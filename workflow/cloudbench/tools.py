@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from cloudbench.clients import die_with_parent
 from cloudbench.secrets import credential_in_value, redact, secret_values
 
 TOOLS = ("rclone", "s5cmd", "aws", "command")
@@ -139,6 +140,20 @@ def find_tool(tool: str) -> str:
     return found
 
 
+def tool_version(tool: str, binary: str) -> str | None:
+    """The first line a tool prints for its version (``s5cmd version``, ``aws --version``),
+    kept in every record; None when it says nothing usable."""
+    args = {"s5cmd": ["version"], "aws": ["--version"]}.get(tool)
+    if args is None:
+        return None
+    try:
+        res = subprocess.run([binary, *args], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = (res.stdout or res.stderr).strip().splitlines()
+    return lines[0][:200] if res.returncode == 0 and lines else None
+
+
 # --- the S3 side of an rclone remote -------------------------------------------------
 
 
@@ -193,7 +208,7 @@ def s3_access_from(name: str, options: Mapping[str, str], tool: str = "s5cmd/aws
     """
     kind = options.get("type")
     if kind != "s3":
-        what = f"an {kind} remote" if kind else "not a remote rclone knows"
+        what = f"of type {kind}" if kind else "not a remote rclone knows"
         raise ToolError(
             f"remote {name!r} is {what}: only S3 remotes can use {tool} (use rclone or command)"
         )
@@ -545,7 +560,12 @@ def run_copy(
         sampler.__enter__()
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        cmd.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd.argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=die_with_parent,  # a killed job leaves no tool moving data
     )
     try:
         if on_start is not None:

@@ -3,6 +3,10 @@
 The wall clock starts just before rclone starts and stops when it exits, so the reported
 rate includes everything the user would wait for.  rclone's own stats only feed the
 per-second time series and the retry/error accounting.
+
+Other tools (s5cmd, the AWS CLI, a command template: ``measure_tool``) are timed the same
+way and give a record with the same keys; their downloads' series come from sampling the
+destination every second.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench import rclone as rc
+from cloudbench import tools
 from cloudbench.clients import die_with_parent
 from cloudbench.paths import attempts_dir
 from cloudbench.progress import LogTail, label_of, progress_interval, progress_of
@@ -147,6 +152,125 @@ def measure(
         "backend_concurrency": conc.backend_concurrency,
         "rclone_exit": output.returncode,
         "rclone_version": version,
+        "tool_version": version,
+        "bytes_moved_from": "rclone stats",
+        "source": src,
+        "destination": dst,
+        **host_info(),
+    }
+
+
+# Where a non-rclone tool's bytes_moved comes from (the tool itself reports none).
+MOVED_FROM_DESTINATION = "destination"  # downloads: bytes found at the listed paths
+MOVED_FROM_EXIT = "requested, tool exited 0"  # uploads: nothing outside the tool sees them
+SERIES_FROM_DESTINATION = "destination sampled every second"
+NO_UPLOAD_SERIES = "none: an upload's bytes are seen only inside the tool"
+
+
+def listed_bytes(root: Path, objects: list[str]) -> int:
+    """Bytes at ``root`` under the listed object names (absent ones count 0), so a tool
+    that skipped or truncated an object moves fewer bytes than requested."""
+    total = 0
+    for name in objects:
+        try:
+            total += (root / name).stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def measure_tool(
+    spec: TransferSpec,
+    src: str,
+    dst: str,
+    *,
+    threads: int,
+    objects: list[str],
+    expected_bytes: int,
+    log_path: Path,
+    series_path: Path,
+    ready: Callable[[], object] | None = None,
+) -> dict[str, Any]:
+    """One timed copy by a tool other than rclone, with the same record keys as
+    :func:`measure` (status ok or failed, never an exception).
+
+    The wall clock runs from spawn to exit, as for rclone. A download's destination is
+    sampled every second (the series); an upload has no series (nothing outside the tool
+    sees its bytes leave), which the record says in ``series_from``. The tool's own output
+    is kept, redacted, at the rclone-log path: it is this measurement's tool log.
+    """
+    tool = spec.setting.tool
+    download = spec.direction == "download"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.unlink(missing_ok=True)
+    conc = max(1, threads)
+    started, epoch = utc_now(), time.time()
+    version = None
+    with tempfile.TemporaryDirectory(prefix="cloudbench-tool-") as tmp:
+        try:
+            cmd = tools.copy_command(
+                tool,
+                src,
+                dst,
+                concurrency=conc,
+                files=objects,
+                workdir=Path(tmp),
+                template=spec.command_template,
+            )
+            version = tools.tool_version(tool, cmd.argv[0])
+        except tools.ToolError as err:
+            run, error = None, str(err)
+        else:
+            if ready is not None:
+                ready()
+            started, epoch = utc_now(), time.time()
+            run = tools.run_copy(cmd, sample_dir=Path(dst) if download else None)
+            error = None
+    output = run.output if run else (error or "")
+    log_path.write_text(output)
+    if download and run:
+        tools.write_series(series_path, run.samples)
+    else:
+        series_path.parent.mkdir(parents=True, exist_ok=True)
+        series_path.write_text(SERIES_HEADER)
+    moved: int | None = None
+    if run and download:
+        moved = listed_bytes(Path(dst), objects)
+    elif run and run.returncode == 0:
+        moved = expected_bytes
+    if run and run.returncode != 0:
+        tail = output.strip().splitlines()[-3:]
+        error = f"{tool} exited {run.returncode}: " + (" | ".join(tail)[-500:] or "no output")
+    elif run and download and (moved or 0) < expected_bytes:
+        error = f"{tool} left {moved} bytes at the destination, expected {expected_bytes}"
+    seconds = run.seconds if run else 0.0
+    return {
+        **spec.row_keys(),
+        "files": len(spec.files),
+        "objects": len(objects),
+        "bytes_requested": expected_bytes,
+        "bytes_moved": moved,
+        "bytes_moved_from": MOVED_FROM_DESTINATION if download else MOVED_FROM_EXIT,
+        "series_from": SERIES_FROM_DESTINATION if download else NO_UPLOAD_SERIES,
+        "started_utc": started,
+        "started_epoch": epoch,
+        "seconds": round(seconds, 6),
+        "mb_per_s": round(rate_mb_s(expected_bytes, seconds), 3) if not error else None,
+        "status": "failed" if error else "ok",
+        "error": redact(error, secret_values()) if error else None,
+        "retries": None,  # the tools do not report them
+        "rclone_errors": None,
+        "concurrency": conc,
+        "transfers": conc,
+        "objects_in_flight": min(conc, len(objects)) or 1,
+        "streams_per_object": 1,
+        "connections": min(conc, len(objects)) or 1,
+        "backend": "s3" if tool in tools.S3_TOOLS else None,
+        "backend_concurrency": None,
+        "rclone_exit": None,
+        "rclone_version": None,
+        "tool_exit": run.returncode if run else None,
+        "tool_version": version,
         "source": src,
         "destination": dst,
         **host_info(),

@@ -22,6 +22,11 @@ rule aggregate:
             caption="../report/clients_tsv.rst",
             category="Tables",
         ),
+        probes=report(
+            f"{RESULTS}/probes.tsv",
+            caption="../report/probes_tsv.rst",
+            category="Tables",
+        ),
     log:
         f"{RESULTS}/logs/aggregate.log",
     conda:
@@ -98,6 +103,26 @@ rule plots:
             caption="../report/scaling_table.rst",
             category="Scaling",
         ),
+        tools=report(
+            f"{RESULTS}/figures/tools.png",
+            caption="../report/tools.rst",
+            category="Tools",
+        ),
+        tools_html=report(
+            f"{RESULTS}/figures/tools.html",
+            caption="../report/tools_table.rst",
+            category="Tools",
+        ),
+        latency=report(
+            f"{RESULTS}/figures/latency.png",
+            caption="../report/latency.rst",
+            category="Latency",
+        ),
+        latency_html=report(
+            f"{RESULTS}/figures/latency.html",
+            caption="../report/latency_table.rst",
+            category="Latency",
+        ),
         headline=f"{RESULTS}/figures/headline.html",  # the report's front page shows it
     log:
         f"{RESULTS}/logs/plots.log",
@@ -113,4 +138,6 @@ rule plots:
         " --steps {output.steps} --table {output.table} --summary-tsv {output.summary_tsv}"
         " --summary-html {output.summary_html} --cost {output.cost}"
         " --campaign {output.campaign} --headline {output.headline}"
-        " --scaling {output.scaling} --scaling-html {output.scaling_html} 2> {log}"
+        " --scaling {output.scaling} --scaling-html {output.scaling_html}"
+        " --tools {output.tools} --tools-html {output.tools_html}"
+        " --latency {output.latency} --latency-html {output.latency_html} 2> {log}"

@@ -199,7 +199,22 @@ def spec_json(direction):
     return fn
 
 
+def dataset_names():
+    """What names the files (campaign.file_names): the small-files job derives them."""
+    return json.dumps(
+        {
+            "name": CAMPAIGN.dataset_name,
+            "files": CAMPAIGN.files,
+            "layout": CAMPAIGN.dataset_layout,
+        },
+        sort_keys=True,
+    )
+
+
 def checksum_jsons():
+    """Every file's checksums: one record per file, or one for a small-files dataset."""
+    if CAMPAIGN.small_files:
+        return [paths.dataset_checksums(RESULTS, UPLOAD_SITE)]
     return [paths.checksum_json(RESULTS, UPLOAD_SITE, n) for n in CAMPAIGN.file_names]
 
 
@@ -212,6 +227,11 @@ def stage_inputs(wildcards):
     XXH128) by whichever job needs it again, so a regenerated file never makes finished
     measurements look out of date.
     """
+    if CAMPAIGN.small_files:  # one job made them all (rules/smallfiles.smk)
+        return {
+            "steps": [paths.dataset_step_record(RESULTS, UPLOAD_SITE, "generate")],
+            "checksums": checksum_jsons(),
+        }
     layout = Layout.from_label(wildcards.layout)
     chunk = layout.chunk_label if layout.strategy == "chunked" else None
     step = "chunk" if chunk else "generate"
@@ -305,7 +325,8 @@ def expected_measurements():
                 }
                 for m in CAMPAIGN.measurements()
             ],
-            "files": CAMPAIGN.file_names,
+            "files": [] if CAMPAIGN.small_files else CAMPAIGN.file_names,
+            "small_files": CAMPAIGN.small_files,
             "chunks": [l.chunk_label for l in CAMPAIGN.layouts if l.chunk_bytes],
             "upload_site": UPLOAD_SITE,
         }
@@ -322,13 +343,52 @@ def site_records(site):
     return files
 
 
+PROBE_TIMES = ("before", "after")
+
+
+def probe_records(site):
+    """A site's latency probes: every remote, before and after its transfers."""
+    return [
+        paths.probe_record(RESULTS, site.name, r.name, when)
+        for r in CAMPAIGN.remotes
+        for when in PROBE_TIMES
+    ]
+
+
+def probe_inputs(wildcards):
+    """``before`` waits for the site's preflight; ``after`` for every transfer of that
+    site to or from that remote, and its checks (so it sees the path as the transfers
+    left it, and the site's records are complete once every ``after`` has run)."""
+    if wildcards.when == "before":
+        return [paths.preflight(RESULTS, wildcards.site)]
+    files = []
+    for m in CAMPAIGN.measurements(CAMPAIGN.site_named(wildcards.site)):
+        if m.remote == wildcards.remote:
+            files.append(record(m))
+            if m.direction == "download":
+                files.append(verify_record(m))
+    return files
+
+
+def probe_url(wildcards):
+    """name:bucket/campaign, the prefix the transfers use: the probe's objects go there."""
+    return CAMPAIGN.remote_prefix(CAMPAIGN.remote_named(wildcards.remote))
+
+
 def publish_inputs(wildcards):
-    return site_records(CAMPAIGN.site_named(wildcards.site))
+    """A site's probes, and through each ``after`` probe every record of the site: they
+    travel together (publish copies the site folder). Listing the records again would
+    double the edges of a large sweep's DAG and its planning time."""
+    return probe_records(CAMPAIGN.site_named(wildcards.site))
 
 
 def aggregate_inputs(wildcards):
     """This run's own records, plus every other site's results pulled from the remote."""
-    files = [f for site in CAMPAIGN.active_sites for f in site_records(site)]
+    files = [
+        f
+        for site in CAMPAIGN.active_sites
+        for f in site_records(site) + probe_records(site)
+    ]
     return files + [paths.pulled(RESULTS, s.name) for s in CAMPAIGN.passive_sites]
 
 
@@ -360,6 +420,8 @@ def preflight_spec(wildcards):
             "upload_site": UPLOAD_SITE,
             "needs_upload": site.download
             and all(s.name != UPLOAD_SITE for s in CAMPAIGN.active_sites),
+            "tools": list(CAMPAIGN.tools),
+            "command_template": CAMPAIGN.command_template,
         }
     )
 
@@ -382,9 +444,11 @@ def cleanup_spec():
 
 
 def bookkeeping_targets():
-    """The campaign manifest (upload site) and the final status line of every run."""
+    """The campaign manifest (upload site), the final status line of every run, and the
+    latency probes of every active site and remote."""
     targets = [f"{RESULTS}/status.txt"]
     targets += [paths.published(RESULTS, s.name) for s in CAMPAIGN.active_sites]
+    targets += [p for s in CAMPAIGN.active_sites for p in probe_records(s)]
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
         targets.append(f"{RESULTS}/manifest.json")
     return targets

@@ -1,0 +1,359 @@
+"""Tools beyond rclone in a real campaign: s5cmd, the AWS CLI and a command template move
+the same dataset as rclone against ``rclone serve s3``, each row verified against the
+manifest; their credentials never reach a command line or an output file."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cloudbench.campaign import ConfigError, load_campaign
+from tests.infra.s3 import serve_s3
+from tests.infra.workflow import BIN, snakemake, write_config
+from tests.test_report_browser import (
+    check_outputs_in_browser,
+    console_errors,
+    dump_dom,
+    needs_chromium,
+    report_results,
+    with_scripts,
+)
+
+SECRET = "h13b-Campaign-Secret-7c1d"
+KEY = "h13bkeyid0042"
+# rclone itself as a site's "native client": reads its remote from RCLONE_CONFIG_S3T_*
+TEMPLATE = "rclone copy --files-from {files_from} --transfers {threads} {src} {dst}"
+
+
+def _config(tools=("rclone",), **over) -> dict:
+    cfg = {
+        "campaign": "tools",
+        "remote": "s3t:",
+        "bucket": "bench",
+        "dataset": {"files": 2, "size": "3MiB", "chunk_sizes": ["1MiB"]},
+        "strategies": ["plain", "chunked"],
+        "concurrency": {"plain": 2, "chunked": 2},
+        "repeats": 1,
+        "tools": list(tools),
+        "sites": {"edi": {"upload": True, "download": True, "scratch": "scratch"}},
+    }
+    return cfg | over
+
+
+# --- the config: one line for every mistake, before any work ----------------------------
+
+
+def test_each_tool_gets_its_settings_and_multithread_stays_rclones():
+    cfg = _config(("rclone", "s5cmd", "aws"), strategies=["plain", "multithread"])
+    cfg["concurrency"] = {"plain": 2}
+    cfg["rclone"] = {"multi_thread_cutoff": "1MiB"}
+    c = load_campaign(cfg)
+    site = c.sites[0]
+    assert [s.label for s in c.settings(site, "plain")] == ["rclone-1x2", "s5cmd-1x2", "aws-1x2"]
+    assert [s.tool for s in c.settings(site, "multithread")] == ["rclone"]
+    assert len(list(c.measurements())) == 2 * (3 + 1)
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (
+            {
+                "tools": ["s5cmd"],
+                "strategies": ["multithread"],
+                "concurrency": {},
+                "rclone": {"multi_thread_cutoff": "1MiB"},
+            },
+            "add rclone to tools",
+        ),
+        ({"tools": ["rclone", "command"]}, "command_template: tools lists command"),
+        ({"command_template": TEMPLATE}, "tools does not list command"),
+        (
+            {"tools": ["command"], "command_template": "cp {src} {threads}"},
+            "lacks {dst}",
+        ),
+        ({"tools": ["rclone", "rclone"]}, "listed twice"),
+        ({"tools": ["s5cmd"], "remote": "/data/remote"}, "s5cmd speaks S3 only"),
+        ({"tools": ["aws"], "remote": ":s3,provider=Ceph:"}, "a connection string"),
+        ({"tools": ["curl"]}, "tools"),
+    ],
+)
+def test_tool_config_mistakes_are_one_line(change, needle):
+    with pytest.raises(ConfigError) as err:
+        load_campaign(_config() | change)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+    assert "Ceph" not in str(err.value)  # a connection string's parameters are not echoed
+
+
+# --- a real campaign --------------------------------------------------------------------
+
+
+class CmdlineWatch:
+    """Reads every process's command line on the machine, every 20 ms, while a campaign
+    runs: what any user could see with ``ps``."""
+
+    def __init__(self, needles: tuple[str, ...]) -> None:
+        self.needles = needles
+        self.hits: list[str] = []
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            for proc in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    text = proc.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                for tool in ("s5cmd", "/aws ", "rclone copy --files-from"):
+                    if tool in text:
+                        self.seen.add(tool)
+                if any(n in text for n in self.needles):
+                    self.hits.append(text)
+
+    def __enter__(self) -> CmdlineWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def _no_secret_in_files(root: Path, skip: Path) -> list[Path]:
+    """Files under ``root`` (but not ``skip``, the server's own files) holding the secret
+    key or the key id, in content or name."""
+    found = []
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_relative_to(skip):
+            data = p.read_bytes()
+            if SECRET.encode() in data or KEY.encode() in data or KEY in p.name:
+                found.append(p)
+    return found
+
+
+ALL_TOOLS = ("rclone", "s5cmd", "aws", "command")
+
+
+@pytest.fixture(scope="module")
+def tools_campaign(tmp_path_factory):
+    """One campaign with every tool (and its report), shared by the checks below."""
+    tmp_path = tmp_path_factory.mktemp("tools")
+    path = write_config(tmp_path, _config(ALL_TOOLS, command_template=TEMPLATE))
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET) as s3:
+        t0 = time.monotonic()
+        with CmdlineWatch((SECRET, KEY)) as watch:
+            run = snakemake(tmp_path, path, env=s3.client_env("S3T"))
+        took = time.monotonic() - t0
+        assert run.returncode == 0, run.stderr[-3000:]
+        report = tmp_path / "results/tools/report.html"
+        rep = snakemake(tmp_path, path, "--report", str(report), env=s3.client_env("S3T"))
+        assert rep.returncode == 0, rep.stderr[-3000:]
+    return tmp_path, watch, took, report
+
+
+@pytest.mark.slow
+def test_every_tool_moves_the_same_dataset_verified(tools_campaign):
+    tmp_path, watch, took, _ = tools_campaign
+    tools = ALL_TOOLS
+    assert watch.hits == [], watch.hits[:2]
+    assert {"s5cmd", "/aws ", "rclone copy --files-from"} <= watch.seen  # it did look
+    df = pd.read_csv(tmp_path / "results/tools/transfers.tsv", sep="\t")
+    assert len(df) == 4 * 2 * 2  # tools x strategies x directions
+    assert (df["status"] == "ok").all(), df[df["status"] != "ok"][["setting", "error"]]
+    assert set(df["tool"]) == set(tools)
+    total = 2 * 3 * 2**20
+    assert (df["bytes_requested"] == total).all()
+    assert ((df["mb_per_s"] - total / df["seconds"] / 1e6).abs() < 0.01).all()
+    down = df[df["direction"] == "download"]
+    assert (down["bytes_moved"] == total).all()  # found at the destination, every tool
+    others = df[df["tool"] != "rclone"]
+    assert set(others["bytes_moved_from"]) == {"destination", "requested, tool exited 0"}
+    assert others["retries"].isna().all()  # they do not report retries: not 0
+    assert others[others["tool"].isin(["s5cmd", "aws"])]["tool_version"].notna().all()
+    assert (df["files_per_s"] > 0).all() and (df["s_per_object"] > 0).all()
+    # every download was verified against the manifest (a corrupt one would not be ok)
+    verify = list((tmp_path / "results/tools/sites/edi/verify").rglob("r1.json"))
+    assert len(verify) == len(down)
+    # the downloads' per-second series come from sampling the destination
+    series = pd.read_csv(tmp_path / "results/tools/timeseries.tsv", sep="\t")
+    assert {"s5cmd-1x2", "aws-1x2", "command-1x2"} <= set(
+        series[series["direction"] == "download"]["setting"]
+    )
+    up = tmp_path / "results/tools/sites/edi/transfers/upload/main/plain/aws-1x2/r1.json"
+    assert json.loads(up.read_text())["series_from"].startswith("none")  # said, not faked
+    # the tool's own output is kept as the measurement's log
+    log = tmp_path / "results/tools/sites/edi/rclone/upload/main/plain/s5cmd-1x2/r1.jsonl"
+    assert "cp " in log.read_text()
+    # results, job logs, Snakemake's own logs and metadata: the whole working directory
+    assert _no_secret_in_files(tmp_path, skip=tmp_path / "s3root") == []
+    _check_probes(tmp_path / "results/tools", df)
+    _check_sections(tmp_path / "results/tools/figures", tools)
+    # the probes travel with the site's published results
+    assert (tmp_path / "s3root/bench/tools/results/edi/probe/main/after.json").exists()
+    assert took < 600  # a hang guard: ~40 s alone, 2-3x that on a busy shared machine
+
+
+def _check_sections(figures: Path, tools) -> None:
+    """The Tools and Latency sections: every tool's rate and failure rate, the probes, the
+    window/RTT ceiling (this Linux node states its TCP buffers)."""
+    for png in ("tools.png", "latency.png"):
+        assert (figures / png).stat().st_size > 10_000
+    text = (figures / "tools.html").read_text()
+    for tool in tools:
+        assert f">{tool}<" in text
+    assert "Failure rate per tool" in text and "Per object" in text
+    lat = (figures / "latency.html").read_text()
+    assert "Round-trip time per site and remote" in lat
+    assert "window unknown" not in lat and "ceiling_mb_s" in lat
+
+
+def _check_probes(results: Path, transfers: pd.DataFrame) -> None:
+    """Before and after for the site and remote, positive and ordered percentiles, the
+    ``after`` probe started once the last transfer had ended."""
+    probes = pd.read_csv(results / "probes.tsv", sep="\t")
+    assert sorted(probes["when"]) == ["after", "before"]
+    assert set(probes["remote"]) == set(transfers["remote"])  # the campaign's names: they join
+    assert (probes["status"] == "ok").all()
+    for op in ("get", "put"):
+        p50, p90, p99 = (probes[f"{op}_ttfb_{q}_ms"] for q in ("p50", "p90", "p99"))
+        assert (p50 > 0).all() and (p50 <= p90).all() and (p90 <= p99).all()
+    assert (probes["connect_p50_ms"] > 0).all()
+    when = probes.set_index("when")["started_utc"].map(pd.Timestamp)
+    starts = pd.to_datetime(transfers["started_utc"])
+    ends = starts + pd.to_timedelta(transfers["seconds"], "s")
+    assert when["before"] <= starts.min() and when["after"] >= ends.max()
+
+
+def test_nested_small_files_refuse_chunked_and_multithread():
+    cfg = _config(dataset={"files": 2000, "size": "16KiB", "layout": "nested"})
+    with pytest.raises(ConfigError, match="chunked is refused for dataset.layout nested"):
+        load_campaign(cfg)
+    c = load_campaign(cfg | {"strategies": ["plain"], "concurrency": {}})
+    names = c.file_names
+    assert names[0] == "d00/d00/tools-0001.bin"
+    assert names[1999] == "d01/d09/tools-2000.bin" and len(set(names)) == 2000
+    assert c.small_files
+
+
+@pytest.mark.slow
+def test_small_files_campaign(tmp_path):
+    """2,000 files of 16 KiB in nested directories, up and down with rclone and s5cmd:
+    one job makes the data, every file verified, files/s and seconds per object reported."""
+    cfg = _config(
+        ("rclone", "s5cmd"),
+        dataset={"files": 2000, "size": "16KiB", "layout": "nested"},
+        strategies=["plain"],
+        concurrency={"plain": 8},
+    )
+    path = write_config(tmp_path, cfg)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET) as s3:
+        t0 = time.monotonic()
+        run = snakemake(tmp_path, path, env=s3.client_env("S3T"))
+        took = time.monotonic() - t0
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = tmp_path / "results/tools"
+    df = pd.read_csv(results / "transfers.tsv", sep="\t")
+    assert len(df) == 4 and (df["status"] == "ok").all(), df[["setting", "error"]]
+    assert (df["files"] == 2000).all() and (df["objects"] == 2000).all()
+    assert ((df["files_per_s"] - 2000 / df["seconds"]).abs() < 0.01).all()
+    assert ((df["s_per_object"] - df["seconds"] / 2000).abs() < 1e-5).all()
+    copy = tmp_path / "s3root/bench/tools/data/plain/s5cmd-1x8/r1/objects"
+    assert (copy / "d01/d09/tools-2000.bin").stat().st_size == 16 * 2**10
+    steps = pd.read_csv(results / "steps.tsv", sep="\t")
+    made = steps[steps["step"] == "generate+checksum"]
+    assert len(made) == 1 and made["bytes"].iloc[0] == 2000 * 16 * 2**10
+    assert not list((results / "sites/edi/steps").glob("generate/*.json"))  # no job per file
+    verify = [json.loads(p.read_text()) for p in (results / "sites/edi/verify").rglob("r1.json")]
+    assert len(verify) == 2 and all(v["status"] == "ok" for v in verify)
+    assert all(v["bytes_checked"] == 2000 * 16 * 2**10 for v in verify)
+    _check_probes(results, df)
+    assert took < 400  # a hang guard: ~25 s alone
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@needs_chromium
+def test_tools_and_latency_sections_in_the_browser(tools_campaign):
+    tmp_path, _, _, report = tools_campaign
+    figures = tmp_path / "results/tools/figures"
+    new = [figures / n for n in ("tools.png", "tools.html", "latency.png", "latency.html")]
+    doms = check_outputs_in_browser(new, tmp_path, "tools")
+    assert "s5cmd" in doms["tools.html"] and "Window / RTT ceiling" in doms["latency.html"]
+    results = report_results(report)
+    names = {r["name"] for r in results.values()}
+    assert {"tools.png", "tools.html", "latency.png", "latency.html", "probes.tsv"} <= names
+    dom, run = dump_dom(with_scripts(report, tmp_path / "hooked.html", None).as_uri(), tmp_path)
+    assert "Tools" in dom and "Latency" in dom  # the menu's categories
+    assert console_errors(run.stderr) == []
+    for key, r in results.items():
+        if r["name"] not in ("tools.png", "latency.html"):
+            continue
+        page = with_scripts(report, tmp_path / f"view-{r['name']}.html", key)
+        dom, run = dump_dom(page.as_uri(), tmp_path)
+        assert f'data-cb-selected="{key}"' in dom and console_errors(run.stderr) == []
+        if r["name"] == "tools.png":
+            width = re.search(r'data-cb-img-width="([^"]*)"', dom).group(1)
+            assert width.isdigit() and int(width) > 300
+        else:
+            assert 'data-cb-iframe="yes"' in dom
+
+
+# A "native client" that copies like rclone, then damages one byte of what it downloaded.
+CORRUPTING = (
+    'sh -c \'rclone copy --files-from "$1" "$2" "$3" || exit 1; case "$3" in *:*) ;; '
+    '*) f=$(find "$3" -type f | sort | head -1); '
+    'printf X | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null;; esac\' '
+    "_ {files_from} {src} {dst}"
+)
+
+
+@pytest.mark.slow
+def test_a_tool_that_corrupts_data_is_caught(tmp_path):
+    """Verification does not trust the tool: a download it damaged is corrupt, not ok, and
+    counts against the tool's failure rate."""
+    cfg = _config(("command",), command_template=CORRUPTING, strategies=["plain"])
+    cfg["concurrency"] = {"plain": 2}
+    path = write_config(tmp_path, cfg)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET) as s3:
+        run = snakemake(tmp_path, path, env=s3.client_env("S3T"))
+    assert run.returncode != 0  # the run ends non-zero, naming what is not ok
+    df = pd.read_csv(tmp_path / "results/tools/transfers.tsv", sep="\t")
+    status = df.set_index("direction")["status"]
+    assert status["upload"] == "ok" and status["download"] == "corrupt"
+    assert "XXH128" in df.set_index("direction").loc["download", "error"]
+    html = (tmp_path / "results/tools/figures/tools.html").read_text()
+    # the failure table flags the tool's download row: 1 of 1 not ok, corrupt
+    assert re.search(r'<tr class="flag">.*?>command<.*?>download<.*?>1<.*?>1<.*?>0<.*?>1<', html)
+
+
+def test_preflight_refuses_a_named_non_s3_remote_and_a_missing_client(monkeypatch):
+    """What config load cannot know without rclone's config: the remote's type, the
+    tools on this site's PATH. One line each, before any data moves."""
+    from cloudbench.preflight import PreflightSpec, check_tools
+
+    monkeypatch.setenv("RCLONE_CONFIG_DISK_TYPE", "local")
+    spec = PreflightSpec(
+        campaign="c",
+        site="edi",
+        scratch="/tmp",
+        needed_bytes=0,
+        remote_prefixes={"main": "disk:bench/c"},
+        flags=(),
+        min_rclone_version="1.65.0",
+        tools=("rclone", "s5cmd", "command"),
+        command_template="no-such-client-h13b cp {src} {dst}",
+    )
+    problems = check_tools(spec)
+    assert sorted(problems) == [
+        "command_template: no-such-client-h13b not found on this site's PATH",
+        "tools: remote 'disk' is of type local: only S3 remotes can use s5cmd "
+        "(use rclone or command)",
+    ]

@@ -1,0 +1,253 @@
+"""The report's Tools and Latency sections.
+
+Tools: the rate of every tool per strategy and direction with its interval, each tool's
+failure rate, and what an object costs each tool (files/s, seconds per object): the
+comparison SaladCloud published. Latency: rate against the round-trip time the probes
+measured, with a fitted line, beside the existing rate against distance; the probes' time to
+first byte per remote; and the window/RTT ceiling where the site's window is known.
+
+Every number comes from :mod:`cloudbench.latency`; this module only draws and tabulates.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cloudbench import latency
+from cloudbench.plots import DIRECTIONS, RATE_LABEL, _empty, _grid, _page, _save, _table
+
+NO_ROWS = "no successful transfers yet"
+NO_PROBES = (
+    "no latency probes with times: the probe measures S3 remotes only (other remotes get a "
+    "record saying skipped)"
+)
+NO_PROBE_TIMES = "no probe times: the probe measures S3 remotes only"
+QUANTILES = ("p50", "p90", "p99")
+MS_PER_S = 1000.0
+_BOOT = {"seed": 0}  # the report's intervals do not change from one drawing to the next
+
+
+def with_tool(transfers: pd.DataFrame) -> pd.DataFrame:
+    """Tables written before other tools existed measured with rclone (its setting label
+    names the tool where there is one)."""
+    if transfers.empty or "tool" in transfers.columns:
+        return transfers
+    if "setting" in transfers.columns:
+        return transfers.assign(tool=transfers["setting"].astype(str).str.split("-").str[0])
+    return transfers.assign(tool="rclone")
+
+
+def _tool_colors(tools) -> dict[str, tuple]:
+    import seaborn as sns
+
+    names = sorted(set(tools))
+    return dict(zip(names, sns.color_palette("colorblind", len(names) or 1), strict=False))
+
+
+def tools_png(transfers: pd.DataFrame, path: Path) -> None:
+    """One panel per direction: the median rate of each tool per strategy, bars the 95%
+    bootstrap interval (none with fewer than 3 repeats); the failure rate under each bar."""
+    transfers = with_tool(transfers)
+    if transfers.empty:
+        return _empty(path, NO_ROWS)
+    rates = latency.tool_strategy_rates(transfers, **_BOOT)
+    fails = latency.failure_rate_by_tool(transfers)
+    rates = rates[rates["n"] > 0]
+    if rates.empty:
+        return _empty(path, NO_ROWS)
+    dirs = [d for d in DIRECTIONS if (rates["direction"] == d).any()]
+    fig, axes = _grid(len(dirs), width=6.2, height=4.0)
+    colors = _tool_colors(transfers["tool"])
+    for ax, direction in zip(axes, dirs, strict=True):
+        sel = rates[rates["direction"] == direction]
+        strategies = list(dict.fromkeys(sel["strategy"]))
+        tools = sorted(set(sel["tool"]))
+        width = 0.8 / max(1, len(tools))
+        for k, tool in enumerate(tools):
+            for j, strategy in enumerate(strategies):
+                row = sel[(sel["tool"] == tool) & (sel["strategy"] == strategy)]
+                if row.empty:
+                    continue
+                r = row.iloc[0]
+                x = j + (k - (len(tools) - 1) / 2) * width
+                lo, hi = r["ci_low"], r["ci_high"]
+                err = None
+                if not (math.isnan(lo) or math.isnan(hi)):
+                    err = [[max(0, r["median"] - lo)], [max(0, hi - r["median"])]]
+                ax.bar(x, r["median"], width * 0.9, color=colors[tool], yerr=err, capsize=3,
+                       label=tool if j == 0 else None)  # fmt: skip
+        ax.set_xticks(range(len(strategies)), strategies)
+        ax.set_ylabel(RATE_LABEL)
+        f = fails[fails["direction"] == direction]
+        note = ", ".join(f"{t.tool} {t.failure_rate:.0%}" for t in f.itertuples(index=False))
+        ax.set_title(f"{direction}: median rate per tool\nfailure rate: {note}", fontsize=10)
+        ax.legend(fontsize=8, loc="best", framealpha=0.9)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def tools_html(transfers: pd.DataFrame, path: Path) -> None:
+    """The tool x strategy medians with intervals, failure rates, and per-object costs."""
+    transfers = with_tool(transfers)
+    if transfers.empty:
+        empty = pd.DataFrame(columns=latency.TOOL_COLUMNS)
+        path.write_text(_page("Tools", f'<p class="note">{NO_ROWS}</p>' + _table(empty)))
+        return
+    rates = latency.tool_strategy_rates(transfers, **_BOOT)
+    body = [
+        "<h2>Rate per tool and strategy</h2>"
+        '<p class="note">median MB/s of the ok transfers (n), with the 95% bootstrap '
+        "interval of the median (from 3 repeats); not_ok: rows without a rate (failed, "
+        "corrupt, unverified). Every download of every tool was verified against the "
+        "manifest.</p>",
+        _table(rates, headers={"median": "median MB/s", "ci_low": "low", "ci_high": "high"}),
+        "<h2>Failure rate per tool</h2>"
+        '<p class="note">rows not ok over all rows of the tool and direction (as SaladCloud '
+        "tabulated it): failed (the tool exited non-zero or moved too few bytes) and "
+        "corrupt (the data did not match the manifest).</p>",
+    ]
+    fails = latency.failure_rate_by_tool(transfers)
+    body.append(_table(fails, flag=fails["failure_rate"] > 0))
+    per = latency.per_object_by_tool(transfers)
+    body.append(
+        "<h2>Per object</h2>"
+        '<p class="note">median files/s (files / wall seconds) and seconds per object '
+        "(wall seconds / objects) of the ok transfers: with many small files the cost per "
+        "object, not per byte, decides the rate.</p>"
+    )
+    body.append(_table(per, digits={"s_per_object": 3}))
+    path.write_text(_page("Tools", "\n".join(body)))
+
+
+def latency_png(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> None:
+    """Rate against RTT per direction with the fitted line (where probes gave an RTT),
+    each site-remote pair's time to first byte of the probe's small GETs and PUTs (P50,
+    P90, P99), and the seconds per object of every tool (the per-object latency a
+    transfer saw, which needs no probe)."""
+    transfers = with_tool(transfers)
+    times = probes.dropna(subset=["connect_p50_ms"]) if not probes.empty else probes
+    per = latency.per_object_by_tool(transfers)
+    joined, fits = (
+        latency.rate_vs_rtt(transfers, probes)
+        if not (transfers.empty or times.empty)
+        else (pd.DataFrame(), {})
+    )
+    dirs = [d for d in DIRECTIONS if not joined.empty and (joined["direction"] == d).any()]
+    n = len(dirs) + (not times.empty) + (not per.empty)
+    if n == 0:
+        return _empty(path, NO_PROBES)
+    fig, axes = _grid(n, width=6.2, height=4.0)
+    for ax, direction in zip(axes, dirs, strict=False):
+        _rate_vs_rtt_panel(ax, joined[joined["direction"] == direction], fits.get(direction))
+        ax.set_title(f"{direction}: rate vs RTT", fontsize=10)
+    rest = axes[len(dirs) :]
+    if not times.empty:
+        _ttfb_panel(rest.pop(0), times)
+    if not per.empty:
+        _per_object_panel(rest.pop(0), per, "" if not times.empty else NO_PROBE_TIMES)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _rate_vs_rtt_panel(ax, p: pd.DataFrame, fit) -> None:
+    ax.scatter(p["rtt_ms"], p["mb_per_s"], alpha=0.6, s=28, color="#0072B2", zorder=3)
+    for (site, remote), q in p.groupby(["site", "remote"]):
+        ax.annotate(f"{site}→{remote}", (q["rtt_ms"].iloc[0], q["mb_per_s"].median()),
+                    xytext=(6, 4), textcoords="offset points", fontsize=8)  # fmt: skip
+    if fit is not None:
+        xs = np.linspace(0, p["rtt_ms"].max() * 1.05, 50)
+        ax.plot(xs, fit.intercept + fit.slope * xs, color="black", lw=1.5)
+        txt = f"slope {fit.slope:+.3g} MB/s per ms (OLS, n = {fit.n}, R² = {fit.r_squared:.2f})"
+    else:
+        txt = "one RTT only: no trend (probe more sites or remotes)"
+    ax.text(0.02, 0.02, txt, transform=ax.transAxes, ha="left", va="bottom", fontsize=8,
+            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})  # fmt: skip
+    ax.set_xlabel("round-trip time (ms, median P50 TCP connect)")
+    ax.set_ylabel(RATE_LABEL)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+
+
+def _ttfb_panel(ax, times: pd.DataFrame) -> None:
+    labels, x = [], 0
+    colors = ["#009E73", "#E69F00", "#D55E00"]
+    for (site, remote), g in times.groupby(["site", "remote"], sort=True):
+        for k, op in enumerate(("get", "put")):
+            vals = [g[f"{op}_ttfb_{q}_ms"].median() for q in QUANTILES]
+            for m, (q, v) in enumerate(zip(QUANTILES, vals, strict=True)):
+                ax.bar(x + k * 0.4 + (m - 1) * 0.12, v, 0.11, color=colors[m],
+                       label=q.upper() if x == 0 and k == 0 else None)  # fmt: skip
+        labels += [f"{site}→{remote}\nGET", f"{site}→{remote}\nPUT"]
+        x += 1
+    ax.set_xticks([i // 2 + (i % 2) * 0.4 for i in range(len(labels))], labels, fontsize=8)
+    ax.set_ylabel("time to first byte (ms)")
+    ax.set_title("probe: small objects, time to first byte", fontsize=10)
+    ax.legend(fontsize=8)
+
+
+def _per_object_panel(ax, per: pd.DataFrame, note: str) -> None:
+    colors = _tool_colors(per["tool"])
+    labels = []
+    for i, r in enumerate(per.itertuples(index=False)):
+        ax.bar(i, r.s_per_object * MS_PER_S, 0.7, color=colors[r.tool])
+        labels.append(f"{r.tool}\n{r.direction}")
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylabel("median time per object (ms)")
+    title = "per object: transfer seconds / objects, per tool"
+    ax.set_title(title + (f"\n({note})" if note else ""), fontsize=10)
+
+
+def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> None:
+    """Each probe, each pair's RTT, and the window/RTT ceilings where the window is known."""
+    if probes.empty:  # the (empty) table still shows what a probe would give
+        note = f'<p class="note">{html.escape(NO_PROBES)}</p>'
+        empty = pd.DataFrame(columns=latency.PROBE_COLUMNS)
+        path.write_text(_page("Latency", note + _table(empty)))
+        return
+    body = [
+        "<h2>Probes</h2>"
+        '<p class="note">before and after each site\'s transfers, per remote: P50 TCP '
+        "connect (one round trip), TLS handshake (https only), and P50/P90/P99 time to first "
+        "byte of small signed GETs and PUTs, in ms, with the time of day (UTC).</p>",
+        _table(
+            probes.drop(
+                columns=["started_utc", "tcp_rmem_max_bytes", "tcp_wmem_max_bytes"], errors="ignore"
+            ),
+            flag=probes["status"] != "ok",
+        ),
+        "<h2>Round-trip time per site and remote</h2>"
+        '<p class="note">RTT: the median over the pair\'s probes of their P50 TCP connect '
+        "time.</p>",
+        _table(latency.pair_rtt(probes)),
+    ]
+    if not transfers.empty:
+        _, fits = latency.rate_vs_rtt(transfers, probes)
+        lines = []
+        for direction, fit in sorted(fits.items()):
+            if fit is None:
+                lines.append(f"{direction}: one RTT only, no trend")
+            else:
+                lines.append(
+                    f"{direction}: {fit.slope:+.3g} ± {fit.slope_se:.2g} MB/s per ms of RTT "
+                    f"(OLS on n = {fit.n} transfers, R² = {fit.r_squared:.2f})"
+                )
+        body.append("<h2>Rate vs RTT</h2>" + "".join(f"<p>{html.escape(x)}</p>" for x in lines))
+    ceilings = latency.window_ceilings(transfers, probes) if not transfers.empty else pd.DataFrame()
+    body.append(
+        "<h2>Window / RTT ceiling</h2>"
+        '<p class="note">connections x window / RTT: the most the transfers could move if '
+        "every connection's window reached the site's largest TCP buffer (tcp_rmem for "
+        "downloads, tcp_wmem for uploads, as the probe read them). A rate near the ceiling "
+        "is bounded by the path's latency; far below, by something else. Stated only where "
+        "the window is known.</p>"
+    )
+    if ceilings.empty:
+        body.append('<p class="note">window unknown: no ceiling stated</p>')
+    else:
+        body.append(_table(ceilings, flag=ceilings["of_ceiling"] > 0.8))
+    path.write_text(_page("Latency", "\n".join(body)))
