@@ -1,9 +1,10 @@
-"""`make bench` end to end on a tiny file, and the data-path details the bench relies on."""
+"""`make bench` (bench/ at the repo root) on tiny files, and the data-path details it relies on."""
 
 import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,17 +23,19 @@ needs_tools = pytest.mark.skipif(
 ROWS = [
     "generate", "generate-openssl", "checksum", "chunk", "reassemble+verify", "transfer",
     "transfer-rate-honest", "memory-generate", "memory-checksum", "memory-chunk",
-    "memory-reassemble", "memory-verify", "schedule",
+    "memory-reassemble", "memory-verify", "schedule", "end-to-end",
 ]  # fmt: skip
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @needs_tools
 def test_bench_quick_run_writes_every_row(tmp_path):
     out = tmp_path / "out"
     run = subprocess.run(
-        [sys.executable, "-m", "cloudbench.bench", "--size", "8MiB", "--pairs", "1",
+        [sys.executable, "-m", "bench", "--size", "8MiB", "--pairs", "1", "--e2e-size", "8MiB",
          "--out", str(out), "--dir", str(tmp_path / "scratch")],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     lines = (out / "bench.tsv").read_text().splitlines()
@@ -49,6 +52,9 @@ def test_bench_quick_run_writes_every_row(tmp_path):
         assert rows[name]["pass"] == "PASS", rows[name]
     jobs = rows["schedule"]["detail"].split(" jobs")[0].rsplit(" ", 1)[-1]
     assert int(jobs) > 100  # the study's whole DAG was planned
+    e2e = rows["end-to-end"]
+    assert e2e["target"] == "<= 1.20x" and float(e2e["ours"]) > 0 and float(e2e["baseline"]) > 0
+    assert "4 x 8 MiB, 2 MiB chunks" in e2e["detail"] and "1 pairs" in e2e["detail"]
     md = (out / "bench.md").read_text()
     assert "Page cache: warm" in md and "filesystem:" in md and "cpu:" in md
     assert (out / "pairs.tsv").read_text().count("\n") > 10
