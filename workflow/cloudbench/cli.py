@@ -14,7 +14,8 @@ from pathlib import Path
 from cloudbench import exchange, preflight, steps
 from cloudbench.campaign import ConfigError
 from cloudbench.rclone import RcloneError
-from cloudbench.records import REPORT_OUTPUTS, read_json, write_json
+from cloudbench.records import read_json, write_json
+from cloudbench.report_outputs import REPORT_OUTPUTS
 from cloudbench.sizes import SizeError
 from cloudbench.spec import TransferSpec
 

@@ -442,8 +442,7 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
 
     Each file's XXH128 is computed in the same pass, from the bytes as they are written, and
     noted beside the file (bound to its inode, size and times), so ``verify`` need not read
-    the file a second time.  The consumed chunks leave the page cache as they are copied
-    (nothing reads them again) and are set aside (``.<file>.chunks``), not deleted:
+    the file a second time.  The consumed chunks are set aside (``.<file>.chunks``), not deleted:
     ``verify`` removes them with the rest of the download, and until then a rerun of this step
     finds them again.  (Freeing blocks can take as long as writing them: ~1 s per 2 GiB on an
     ext4 mounted with ``discard``.)
@@ -465,7 +464,7 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
             parts = chunks_of(chunk_dir, name)
             tmp = local / f".{name}.reassembled"
             digest = xxh128()
-            nbytes = concatenate(parts, tmp, on_data=digest.update, evict_parts=True)
+            nbytes = concatenate(parts, tmp, on_data=digest.update)
             t.nbytes += nbytes
             if chunk_dir != consumed:
                 shutil.rmtree(consumed, ignore_errors=True)

@@ -1,4 +1,5 @@
 # Every record of the campaign into tables and figures for the report.
+from cloudbench.report_outputs import REPORT_OUTPUTS, cli_options
 
 
 rule aggregate:
@@ -29,61 +30,21 @@ rule aggregate:
         " --out {params.results} 2> {log}"
 
 
+def report_files():
+    """The plots rule's outputs, from the one table of the report's files."""
+    files = {}
+    for name, o in REPORT_OUTPUTS.items():
+        path = f"{RESULTS}/{o.path}"
+        caption = f"../report/{o.caption}.rst"
+        files[name] = path if o.caption is None else report(path, caption, o.category)
+    return files
+
+
 rule plots:
     input:
         rules.aggregate.output,
     output:
-        rate_vs_time=report(
-            f"{RESULTS}/figures/rate_vs_time.png",
-            caption="../report/rate_vs_time.rst",
-            category="Transfers",
-        ),
-        rate_by_strategy=report(
-            f"{RESULTS}/figures/rate_by_strategy.png",
-            caption="../report/rate_by_strategy.rst",
-            category="Transfers",
-        ),
-        speedup=report(
-            f"{RESULTS}/figures/speedup.png",
-            caption="../report/speedup.rst",
-            category="Transfers",
-        ),
-        rate_vs_distance=report(
-            f"{RESULTS}/figures/rate_vs_distance.png",
-            caption="../report/rate_vs_distance.rst",
-            category="Transfers",
-        ),
-        steps=report(
-            f"{RESULTS}/figures/steps.png",
-            caption="../report/steps.rst",
-            category="Where the time goes",
-        ),
-        summary_html=report(
-            f"{RESULTS}/figures/summary.html",
-            caption="../report/summary_table.rst",
-            category="Tables",
-        ),
-        summary_tsv=report(
-            f"{RESULTS}/summary.tsv",
-            caption="../report/summary_tsv.rst",
-            category="Tables",
-        ),
-        table=report(
-            f"{RESULTS}/figures/transfers.html",
-            caption="../report/transfers_table.rst",
-            category="Tables",
-        ),
-        cost=report(
-            f"{RESULTS}/figures/cost.html",
-            caption="../report/cost.rst",
-            category="Cost",
-        ),
-        campaign=report(
-            f"{RESULTS}/figures/campaign.html",
-            caption="../report/campaign.rst",
-            category="Campaign",
-        ),
-        headline=f"{RESULTS}/figures/headline.html",  # the report's front page shows it
+        **report_files(),
     log:
         f"{RESULTS}/logs/plots.log",
     conda:
@@ -91,10 +52,9 @@ rule plots:
     params:
         tables=lambda w, input: Path(input[0]).parent,
         info=report_info(),
+        outputs=lambda w, output: cli_options(
+            {name: getattr(output, name) for name in REPORT_OUTPUTS}
+        ),
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench plots --tables {params.tables} --info {params.info:q}"
-        " --rate-vs-time {output.rate_vs_time} --rate-by-strategy {output.rate_by_strategy}"
-        " --speedup {output.speedup} --rate-vs-distance {output.rate_vs_distance}"
-        " --steps {output.steps} --table {output.table} --summary-tsv {output.summary_tsv}"
-        " --summary-html {output.summary_html} --cost {output.cost}"
-        " --campaign {output.campaign} --headline {output.headline} 2> {log}"
+        " {params.outputs} 2> {log}"
