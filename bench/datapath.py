@@ -1,7 +1,7 @@
 """The data path against the tools it stands in for: generate, checksum, chunk, reassemble +
 verify, one transfer, memory of every step in a fresh process, and the DAG build time.
 
-Our side is always the package's real step function (``cloudbench.steps.generate`` etc.),
+Our side is always the package's real step function (``cloudbench.datasteps.generate`` etc.),
 called in this process and timed around the call; the baseline is the command line tool, run
 as a child process and timed the same way.
 """
@@ -30,7 +30,7 @@ CTX = {"campaign": "bench", "site": "bench"}
 
 
 def _dataset(size: int):
-    from cloudbench.steps import DatasetSpec
+    from cloudbench.datasteps import DatasetSpec
 
     return DatasetSpec(CTX["campaign"], CTX["site"], size, SEED)
 
@@ -67,7 +67,7 @@ class DataPath(Harness):
     # --- generate -------------------------------------------------------------------------------
 
     def bench_generate(self) -> None:
-        from cloudbench import steps
+        from cloudbench import datasteps
 
         d = self.work / "generate"
         d.mkdir(parents=True, exist_ok=True)
@@ -80,7 +80,7 @@ class DataPath(Harness):
             self.settle()
 
         def ours():
-            steps.generate(_dataset(self.size), d, ours_out.name, d / "record.json")
+            datasteps.generate(_dataset(self.size), d, ours_out.name, d / "record.json")
 
         def dd():
             subprocess.run(
@@ -117,7 +117,7 @@ class DataPath(Harness):
     # --- checksum -------------------------------------------------------------------------------
 
     def bench_checksum(self) -> None:
-        from cloudbench import steps
+        from cloudbench import datasteps
         from cloudbench.checksums import parse_xxh128sum
 
         self.ensure_data()
@@ -126,7 +126,7 @@ class DataPath(Harness):
         seen: dict[str, set[str]] = {"ours": set(), "xxh128sum": set()}
 
         def ours():
-            steps.checksum(
+            datasteps.checksum(
                 _dataset(self.size),
                 self.data.parent,
                 self.data.name,
@@ -162,7 +162,7 @@ class DataPath(Harness):
     # --- chunk ----------------------------------------------------------------------------------
 
     def bench_chunk(self) -> None:
-        from cloudbench import steps
+        from cloudbench import datasteps
 
         self.ensure_data()
         d = self.work / "chunk"
@@ -181,7 +181,7 @@ class DataPath(Harness):
             self.settle(self.data)
 
         def ours():
-            steps.chunk(
+            datasteps.chunk(
                 _dataset(self.size),
                 self.data.parent,
                 self.data.name,
@@ -578,17 +578,17 @@ class DataPath(Harness):
 def child_main(step: str, kw: dict[str, Any]) -> None:
     """Run one step as the workflow's command would, in this fresh process (for max RSS)."""
     import cloudbench.cli  # noqa: F401  - the modules every rule's `python -m cloudbench` loads
-    from cloudbench import steps
-    from cloudbench.spec import TransferSpec
+    from cloudbench import datasteps
 
     if step == "import":
         return
     if step == "generate":
         out = Path(kw["out"])
-        steps.generate(_dataset(kw["size"]), out.parent, out.name, out.with_name("generate.json"))
+        rec = out.with_name("generate.json")
+        datasteps.generate(_dataset(kw["size"]), out.parent, out.name, rec)
     elif step == "checksum":
         out, data = Path(kw["out"]), Path(kw["data"])
-        steps.checksum(
+        datasteps.checksum(
             _dataset(data.stat().st_size),
             data.parent,
             data.name,
@@ -599,7 +599,7 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
         )
     elif step == "chunk":
         out, data = Path(kw["outdir"]), Path(kw["data"])
-        steps.chunk(
+        datasteps.chunk(
             _dataset(data.stat().st_size),
             data.parent,
             data.name,
@@ -608,6 +608,9 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
             out.with_name("chunk.json"),
         )
     elif step in ("reassemble", "verify"):
+        from cloudbench import steps
+        from cloudbench.spec import TransferSpec
+
         spec = TransferSpec.from_json(kw["spec"])
         fn = getattr(steps, step)
         args = (spec, Path(kw["manifest"]), Path(kw["out"]) / f"{step}.json", CTX)

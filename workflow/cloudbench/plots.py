@@ -8,7 +8,10 @@ The figures live in :mod:`cloudbench.figures` (matplotlib), the HTML tables in
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import multiprocessing
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +35,33 @@ def write_summary_tsv(summary: pd.DataFrame, path: Path) -> None:
     out.to_csv(path, sep="\t", index=False, na_rep="")
 
 
-def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path]) -> None:
+class _InProcess(Executor):
+    """``jobs=1``: every figure drawn here, in order, as submitted."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+@contextmanager
+def _drawers(jobs: int) -> Iterator[Executor]:
+    """Where the figures are drawn: ``jobs`` forked processes (matplotlib already imported,
+    so they start at once), or this process alone. Rendering is most of the report's time,
+    and the figures do not depend on each other."""
+    if jobs <= 1:
+        yield _InProcess()
+        return
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        yield pool
+
+
+def build_report(
+    tables: Path, info: Mapping[str, Any], out: Mapping[str, Path], jobs: int = 1
+) -> None:
     """Every output of the ``plots`` rule from the campaign's tables (``tables`` holds
-    transfers.tsv, timeseries.tsv, steps.tsv, missing.tsv and, if written, manifest.json)."""
+    transfers.tsv, timeseries.tsv, steps.tsv, missing.tsv and, if written, manifest.json);
+    the figures are drawn by ``jobs`` processes while this one writes the HTML tables."""
     transfers = _read(tables / "transfers.tsv")
     series = _read(tables / "timeseries.tsv")
     steps = _read(tables / "steps.tsv")
@@ -54,14 +81,20 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
             sustained_mb_per_s=[], sustained_method=[], group_median=[], outlier=[]
         )
     )
-    figures.rate_vs_time(series, transfers, info, out["rate_vs_time"])
-    figures.sustained(metrics, summary, info, out["rate_by_strategy"])
-    figures.speedups(metrics, summary, info, out["speedup"])
-    figures.rate_vs_distance(transfers, info, out["rate_vs_distance"])
-    figures.step_breakdown(steps, transfers, out["steps"], info)
-    html_tables.transfers_html(transfers, missing, out["table"])
-    write_summary_tsv(summary, out["summary_tsv"])
-    html_tables.summary_html(summary, metrics, out["summary_html"])
-    html_tables.cost_html(transfers, summary, info, out["cost"])
-    html_tables.campaign_html(info, manifest, transfers, out["campaign"])
+    with _drawers(jobs) as drawers:
+        drawn = [  # slowest first, so the last one to start is a short one
+            drawers.submit(figures.rate_vs_time, series, transfers, info, out["rate_vs_time"]),
+            drawers.submit(figures.step_breakdown, steps, transfers, out["steps"], info),
+            drawers.submit(figures.sustained, metrics, summary, info, out["rate_by_strategy"]),
+            drawers.submit(figures.speedups, metrics, summary, info, out["speedup"]),
+            drawers.submit(figures.rate_vs_distance, transfers, info, out["rate_vs_distance"]),
+        ]
+        html_tables.transfers_html(transfers, missing, out["table"])
+        write_summary_tsv(summary, out["summary_tsv"])
+        html_tables.summary_html(summary, metrics, out["summary_html"])
+        html_tables.cost_html(transfers, summary, info, out["cost"])
+        html_tables.campaign_html(info, manifest, transfers, out["campaign"])
+        for figure in drawn:
+            figure.result()  # a figure that failed fails the report, with its traceback
+    # the headline embeds the rate-by-strategy figure: written once that is drawn
     out["headline"].write_text(headline_html(metrics, summary, info, out["rate_by_strategy"]))

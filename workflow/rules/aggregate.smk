@@ -49,6 +49,7 @@ rule plots:
         f"{RESULTS}/logs/plots.log",
     conda:
         "../../envs/cloudbench.yaml"
+    threads: 4  # processes drawing the figures (at most the cores Snakemake may use)
     params:
         tables=lambda w, input: Path(input[0]).parent,
         info=report_info(),
@@ -57,4 +58,4 @@ rule plots:
         ),
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench plots --tables {params.tables} --info {params.info:q}"
-        " {params.outputs} 2> {log}"
+        " --jobs {threads} {params.outputs} 2> {log}"
