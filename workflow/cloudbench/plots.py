@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from cloudbench import figures, html_tables, stats
+from cloudbench import figures, html_tables, paths, stats
 from cloudbench.headline import headline_html
 
 
@@ -62,11 +62,11 @@ def build_report(
     """Every output of the ``plots`` rule from the campaign's tables (``tables`` holds
     transfers.tsv, timeseries.tsv, steps.tsv, missing.tsv and, if written, manifest.json);
     the figures are drawn by ``jobs`` processes while this one writes the HTML tables."""
-    transfers = _read(tables / "transfers.tsv")
-    series = _read(tables / "timeseries.tsv")
-    steps = _read(tables / "steps.tsv")
-    missing = _read(tables / "missing.tsv")
-    man_path = tables / "manifest.json"
+    transfers, series, steps, missing = (
+        _read(Path(paths.table(tables, name)))
+        for name in ("transfers", "timeseries", "steps", "missing")
+    )
+    man_path = Path(paths.campaign_manifest(tables))
     try:  # optional: the report does not wait for the campaign manifest
         manifest = json.loads(man_path.read_text())
     except (OSError, ValueError):

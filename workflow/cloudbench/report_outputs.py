@@ -6,7 +6,8 @@ importing matplotlib and pandas.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 
 class ReportOutput(NamedTuple):
@@ -41,3 +42,14 @@ REPORT_OUTPUTS: dict[str, ReportOutput] = {
 def cli_options(outputs: dict[str, str]) -> str:
     """The plots command's output options for ``outputs`` (name -> path)."""
     return " ".join(f"--{name.replace('_', '-')} {outputs[name]}" for name in REPORT_OUTPUTS)
+
+
+def rule_outputs(results: str, report: Callable[..., Any]) -> dict[str, Any]:
+    """The ``plots`` rule's outputs under ``results``; ``report`` is Snakemake's ``report()``,
+    applied to every file with a caption (captions are relative to workflow/rules/)."""
+    outputs: dict[str, Any] = {}
+    for name, o in REPORT_OUTPUTS.items():
+        path = f"{results}/{o.path}"
+        caption = f"../report/{o.caption}.rst"
+        outputs[name] = path if o.caption is None else report(path, caption, o.category)
+    return outputs

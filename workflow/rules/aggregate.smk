@@ -1,5 +1,5 @@
 # Every record of the campaign into tables and figures for the report.
-from cloudbench.report_outputs import REPORT_OUTPUTS, cli_options
+from cloudbench.report_outputs import REPORT_OUTPUTS, cli_options, rule_outputs
 
 
 rule aggregate:
@@ -7,19 +7,19 @@ rule aggregate:
         aggregate_inputs,
     output:
         transfers=report(
-            f"{RESULTS}/transfers.tsv",
+            paths.table(RESULTS, "transfers"),
             caption="../report/transfers_tsv.rst",
             category="Tables",
         ),
-        timeseries=f"{RESULTS}/timeseries.tsv",
+        timeseries=paths.table(RESULTS, "timeseries"),
         steps=report(
-            f"{RESULTS}/steps.tsv",
+            paths.table(RESULTS, "steps"),
             caption="../report/steps_tsv.rst",
             category="Tables",
         ),
-        missing=f"{RESULTS}/missing.tsv",
+        missing=paths.table(RESULTS, "missing"),
     log:
-        f"{RESULTS}/logs/aggregate.log",
+        paths.campaign_log(RESULTS, "aggregate"),
     conda:
         "../../envs/cloudbench.yaml"
     params:
@@ -30,23 +30,13 @@ rule aggregate:
         " --out {params.results} 2> {log}"
 
 
-def report_files():
-    """The plots rule's outputs, from the one table of the report's files."""
-    files = {}
-    for name, o in REPORT_OUTPUTS.items():
-        path = f"{RESULTS}/{o.path}"
-        caption = f"../report/{o.caption}.rst"
-        files[name] = path if o.caption is None else report(path, caption, o.category)
-    return files
-
-
 rule plots:
     input:
         rules.aggregate.output,
     output:
-        **report_files(),
+        **rule_outputs(RESULTS, report),
     log:
-        f"{RESULTS}/logs/plots.log",
+        paths.campaign_log(RESULTS, "plots"),
     conda:
         "../../envs/cloudbench.yaml"
     threads: 4  # processes drawing the figures (at most the cores Snakemake may use)
