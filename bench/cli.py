@@ -174,6 +174,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"bytes per file of the end-to-end job, whole MiB (default "
         f"{endtoend.FILE_SIZE // 2**20}MiB; its chunks are --chunk, at most a quarter of it)",
     )
+    p.add_argument(
+        "--e2e-compare",
+        metavar="CHECKOUT",
+        help="also run the end-to-end campaign from this other checkout, in the same rotation "
+        "(a before/after comparison under the same machine load)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the scratch data")
     p.add_argument("--child", nargs=2, metavar=("STEP", "JSON"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -229,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             if step in only:
                 print(f"[{step}]", file=sys.stderr, flush=True)
                 if step == "end-to-end":
-                    endtoend.bench_end_to_end(bench, a.e2e_files, parse_size(a.e2e_size))
+                    compare = Path(a.e2e_compare) if a.e2e_compare else None
+                    endtoend.bench_end_to_end(bench, a.e2e_files, parse_size(a.e2e_size), compare)
                 else:
                     getattr(bench, f"bench_{step}")()
     finally:

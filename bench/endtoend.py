@@ -79,15 +79,15 @@ def campaign_config(work: Path, files: int, size: int, chunk: int) -> dict:
     }
 
 
-def snakemake_command(workdir: Path, configfile: Path) -> list[str]:
+def snakemake_command(workdir: Path, configfile: Path, repo: Path = REPO) -> list[str]:
     """As a user runs a campaign from outside the checkout (see tests/infra/workflow.py)."""
     bindir = Path(sys.executable).parent
     return [
         str(bindir / "snakemake"),
-        "--snakefile", str(REPO / "workflow" / "Snakefile"),
+        "--snakefile", str(repo / "workflow" / "Snakefile"),
         "--directory", str(workdir),
-        "--profile", str(REPO / "profiles" / "local"),
-        "--workflow-profile", str(REPO / "profiles" / "default"),
+        "--profile", str(repo / "profiles" / "local"),
+        "--workflow-profile", str(repo / "profiles" / "default"),
         "--cores", str(TRANSFERS),
         "--configfile", str(configfile),
     ]  # fmt: skip
@@ -112,19 +112,22 @@ def _check_campaign(workdir: Path, files: int) -> dict:
     return {"jobs": jobs, "transfer_s": sum(float(r["seconds"]) for r in rows)}
 
 
-def bench_end_to_end(h: Harness, files: int = FILES, size: int = FILE_SIZE) -> None:
-    """Alternating pairs of the whole job: a cloudbench campaign, then the bash procedure."""
+def bench_end_to_end(
+    h: Harness, files: int = FILES, size: int = FILE_SIZE, compare: Path | None = None
+) -> None:
+    """Alternating rounds of the whole job: a cloudbench campaign, the bash procedure and,
+    with ``compare``, the campaign of another checkout (e.g. an older commit, so that a
+    before/after comparison sees the same machine load)."""
     if size % MIB:
         raise SystemExit("end-to-end: the file size must be whole MiB (dd bs=1M count=...)")
     chunk = max(1, min(h.chunk, size // 4))
     d = h.work / "end-to-end"
-    ours_dir, bash_dir = d / "cloudbench", d / "bash"
+    bash_dir = d / "bash"
     script = d / "study.sh"
     d.mkdir(parents=True, exist_ok=True)
     script.write_text(STUDY_SCRIPT)
-    config = d / "campaign.yaml"
-    config.write_text(yaml.safe_dump(campaign_config(ours_dir, files, size, chunk)))
     env = _env()
+    checkouts = {"cloudbench": REPO} | ({"compare": compare.resolve()} if compare else {})
 
     def fresh(path: Path):
         def prepare():
@@ -134,14 +137,21 @@ def bench_end_to_end(h: Harness, files: int = FILES, size: int = FILE_SIZE) -> N
 
         return prepare
 
-    def ours():
-        proc = subprocess.run(
-            snakemake_command(ours_dir, config), cwd=ours_dir, env=env, capture_output=True,
-            text=True,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            raise SystemExit(f"end-to-end: the campaign failed:\n{proc.stderr[-3000:]}")
-        return _check_campaign(ours_dir, files)
+    def campaign(side: str, repo: Path):
+        workdir = d / side
+        config = d / f"{side}.yaml"
+        config.write_text(yaml.safe_dump(campaign_config(workdir, files, size, chunk)))
+
+        def run():
+            proc = subprocess.run(
+                snakemake_command(workdir, config, repo), cwd=workdir, env=env,
+                capture_output=True, text=True,
+            )  # fmt: skip
+            if proc.returncode != 0:
+                raise SystemExit(f"end-to-end: the {side} campaign failed:\n{proc.stderr[-3000:]}")
+            return _check_campaign(workdir, files)
+
+        return (side, fresh(workdir), run)
 
     def bash():
         argv = ["bash", str(script), str(bash_dir), str(files), str(size // MIB), str(chunk)]
@@ -153,29 +163,30 @@ def bench_end_to_end(h: Harness, files: int = FILES, size: int = FILE_SIZE) -> N
             raise SystemExit(f"end-to-end: the bash procedure failed:\n{proc.stderr[-3000:]}")
         return {}
 
-    runs = h.pairs_of(
-        "end-to-end", [("cloudbench", fresh(ours_dir), ours), ("bash", fresh(bash_dir), bash)]
-    )
+    sides = [campaign(side, repo) for side, repo in checkouts.items()]
+    runs = h.pairs_of("end-to-end", [sides[0], ("bash", fresh(bash_dir), bash), *sides[1:]])
     shutil.rmtree(d, ignore_errors=True)
-    mine, theirs = runs["cloudbench"], runs["bash"]
-    ratios = [o.seconds / b.seconds for o, b in zip(mine, theirs, strict=True)]
-    ratio = statistics.median(ratios)
-    jobs = mine[-1].extra["jobs"]
-    rclone_s = statistics.median(o.extra["transfer_s"] for o in mine)
-    h.rows.append(
-        Row(
-            "end-to-end",
-            statistics.median(o.seconds for o in mine),
-            statistics.median(b.seconds for b in theirs),
-            "s",
-            ratio,
-            f"<= {TARGET:.2f}x",
-            ratio <= TARGET,
-            f"cloudbench campaign ({jobs} jobs) / the study's bash procedure (openssl | dd, "
-            f"xxh128sum, split, rclone copy, cat, xxh128sum -c), wall time; {files} x "
-            f"{size // MIB} MiB, {chunk // MIB} MiB chunks, plain + chunked, up + down, local "
-            f"remote, --transfers {TRANSFERS}, 1 repeat; {len(ratios)} pairs after a warm-up "
-            f"pair, ratios {' '.join(f'{r:.2f}' for r in ratios)}; the campaign's rclone "
-            f"copies took {rclone_s:.1f} s of it",
+    theirs = runs["bash"]
+    for side, repo in checkouts.items():
+        mine = runs[side]
+        ratios = [o.seconds / b.seconds for o, b in zip(mine, theirs, strict=True)]
+        ratio = statistics.median(ratios)
+        jobs = mine[-1].extra["jobs"]
+        rclone_s = statistics.median(o.extra["transfer_s"] for o in mine)
+        h.rows.append(
+            Row(
+                "end-to-end" if side == "cloudbench" else f"end-to-end ({repo})",
+                statistics.median(o.seconds for o in mine),
+                statistics.median(b.seconds for b in theirs),
+                "s",
+                ratio,
+                f"<= {TARGET:.2f}x",
+                ratio <= TARGET,
+                f"cloudbench campaign ({jobs} jobs) / the study's bash procedure (openssl | dd, "
+                f"xxh128sum, split, rclone copy, cat, xxh128sum -c), wall time; {files} x "
+                f"{size // MIB} MiB, {chunk // MIB} MiB chunks, plain + chunked, up + down, "
+                f"local remote, --transfers {TRANSFERS}, 1 repeat; {len(ratios)} round(s) after "
+                f"a warm-up round (order rotating), ratios {' '.join(f'{r:.2f}' for r in ratios)}; "
+                f"the campaign's rclone copies took {rclone_s:.1f} s of it",
+            )
         )
-    )
