@@ -94,6 +94,11 @@ def write_results(
         "against the identical rclone command line (recorded by a wrapper) run bare; the "
         "wrapper's own clock (bash `$EPOCHREALTIME` around rclone) checks the reported rate, "
         "and its ~2 ms of bash start-up count against ours.",
+        "- End-to-end: a whole campaign (`snakemake --profile profiles/local` in a fresh "
+        "working directory, every rule down to the report) against the study's bash procedure "
+        "(`bench/endtoend.py`: openssl | dd, xxh128sum, split, rclone copy up and down, cat, "
+        "xxh128sum -c), wall time of each from outside; ratio = campaign / bash, rounds "
+        "rotating as above (with `--e2e-compare`, a second checkout's campaign joins them).",
         "- Reassemble + verify: `steps.reassemble` then `steps.verify(keep_data=True)`; "
         "neither side deletes anything (the workflow's verify deletes the download after).",
         "- Ours: the package's step function (`cloudbench.steps.<step>`), called in the bench's "
