@@ -212,3 +212,42 @@ def test_a_forced_check_after_the_data_is_gone_repeats_its_result_or_refuses(tmp
     assert "repeated" in again and "--forcerun download" in again["repeated"]
     with pytest.raises(steps.StepError, match="never ran on it"):
         steps.verify(spec, man, tmp_path / "other.json", {})
+
+
+# --- what a job imports ------------------------------------------------------------------------
+
+
+def _imported(tmp_path, code: str) -> set[str]:
+    """Modules a fresh interpreter imports running ``code`` (this checkout's package)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    return {
+        line.split("|")[-1].strip()
+        for line in run.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+
+
+def test_a_data_job_imports_neither_pandas_nor_plotting_nor_rclone(tmp_path):
+    """One Python start-up per job is most of a job's cost on small files."""
+    dataset = '{"campaign": "c", "site": "s", "size": 4096, "seed": "x"}'
+    mods = _imported(
+        tmp_path,
+        "from cloudbench.cli import main; "
+        f"main(['generate', '--dataset', '{dataset}', '--dataset-dir', 'd', '--file', 'f.bin', "
+        "'--record', 'r.json'])",
+    )
+    assert "cloudbench.datagen" in mods  # it did run the step
+    assert (tmp_path / "d" / "f.bin").stat().st_size == 4096
+    for heavy in ("pandas", "matplotlib", "yaml", "cloudbench.rclone", "cloudbench.steps"):
+        assert heavy not in mods, heavy
+
+
+def test_html_tables_need_no_plotting_library(tmp_path):
+    mods = _imported(tmp_path, "import cloudbench.html_tables, cloudbench.report_outputs")
+    assert "cloudbench.html_tables" in mods
+    assert not {m for m in mods if m.split(".")[0] in ("matplotlib", "seaborn")}
