@@ -67,7 +67,12 @@ def machine_info(work: Path) -> dict[str, str]:
         "bench dir": str(work),
         "filesystem": f"{mnt.get('fstype', '?')} on {mnt.get('device', '?')} mounted at "
         f"{mnt.get('mount', '?')} ({mnt.get('options', '?')})",
-        "python": platform.python_version(),
+        "python": platform.python_version()
+        + (
+            " (PYTHONDONTWRITEBYTECODE set: every job compiles the package anew)"
+            if os.environ.get("PYTHONDONTWRITEBYTECODE")
+            else ""
+        ),
         "cryptography / xxhash (libxxhash)": f"{cryptography.__version__} / {xxhash.VERSION} "
         f"({xxhash.XXHASH_VERSION})",
         "rclone": _cmd_out([rc.find_rclone(), "version"]),
