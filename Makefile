@@ -42,18 +42,20 @@ test-quick: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not scheduler and not browser"
 
 lint: $(STAMP)
-	$(BIN)/ruff check workflow tests
-	$(BIN)/ruff format --check workflow tests
+	$(BIN)/ruff check workflow tests bench
+	$(BIN)/ruff format --check workflow tests bench
 	$(BIN)/snakefmt --check workflow
 	$(SNAKEMAKE) --lint --profile profiles/local
 
 format: $(STAMP)
-	$(BIN)/ruff format workflow tests
-	$(BIN)/ruff check --fix workflow tests
+	$(BIN)/ruff format workflow tests bench
+	$(BIN)/ruff check --fix workflow tests bench
 	$(BIN)/snakefmt workflow
 
+## bench: the data steps against the tools they stand in for, and the whole job against the
+## study's bash procedure (results/bench/bench.md); one comparison: make bench ONLY=end-to-end
 bench: $(STAMP)
-	$(BIN)/python -m cloudbench.bench --out results/bench
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m bench --out results/bench $(if $(ONLY),--only $(ONLY))
 
 clean:
 	rm -rf results/demo scratch .snakemake

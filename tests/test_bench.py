@@ -1,9 +1,10 @@
-"""`make bench` end to end on a tiny file, and the data-path details the bench relies on."""
+"""`make bench` (bench/ at the repo root) on tiny files, and the data-path details it relies on."""
 
 import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,17 +23,19 @@ needs_tools = pytest.mark.skipif(
 ROWS = [
     "generate", "generate-openssl", "checksum", "chunk", "reassemble+verify", "transfer",
     "transfer-rate-honest", "memory-generate", "memory-checksum", "memory-chunk",
-    "memory-reassemble", "memory-verify", "schedule",
+    "memory-reassemble", "memory-verify", "schedule", "end-to-end",
 ]  # fmt: skip
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @needs_tools
 def test_bench_quick_run_writes_every_row(tmp_path):
     out = tmp_path / "out"
     run = subprocess.run(
-        [sys.executable, "-m", "cloudbench.bench", "--size", "8MiB", "--pairs", "1",
+        [sys.executable, "-m", "bench", "--size", "8MiB", "--pairs", "1", "--e2e-size", "8MiB",
          "--out", str(out), "--dir", str(tmp_path / "scratch")],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     lines = (out / "bench.tsv").read_text().splitlines()
@@ -49,6 +52,9 @@ def test_bench_quick_run_writes_every_row(tmp_path):
         assert rows[name]["pass"] == "PASS", rows[name]
     jobs = rows["schedule"]["detail"].split(" jobs")[0].rsplit(" ", 1)[-1]
     assert int(jobs) > 100  # the study's whole DAG was planned
+    e2e = rows["end-to-end"]
+    assert e2e["target"] == "<= 1.20x" and float(e2e["ours"]) > 0 and float(e2e["baseline"]) > 0
+    assert "4 x 8 MiB, 2 MiB chunks" in e2e["detail"] and "1 round(s) after" in e2e["detail"]
     md = (out / "bench.md").read_text()
     assert "Page cache: warm" in md and "filesystem:" in md and "cpu:" in md
     assert (out / "pairs.tsv").read_text().count("\n") > 10
@@ -206,3 +212,42 @@ def test_a_forced_check_after_the_data_is_gone_repeats_its_result_or_refuses(tmp
     assert "repeated" in again and "--forcerun download" in again["repeated"]
     with pytest.raises(steps.StepError, match="never ran on it"):
         steps.verify(spec, man, tmp_path / "other.json", {})
+
+
+# --- what a job imports ------------------------------------------------------------------------
+
+
+def _imported(tmp_path, code: str) -> set[str]:
+    """Modules a fresh interpreter imports running ``code`` (this checkout's package)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    return {
+        line.split("|")[-1].strip()
+        for line in run.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+
+
+def test_a_data_job_imports_neither_pandas_nor_plotting_nor_rclone(tmp_path):
+    """One Python start-up per job is most of a job's cost on small files."""
+    dataset = '{"campaign": "c", "site": "s", "size": 4096, "seed": "x"}'
+    mods = _imported(
+        tmp_path,
+        "from cloudbench.cli import main; "
+        f"main(['generate', '--dataset', '{dataset}', '--dataset-dir', 'd', '--file', 'f.bin', "
+        "'--record', 'r.json'])",
+    )
+    assert "cloudbench.datagen" in mods  # it did run the step
+    assert (tmp_path / "d" / "f.bin").stat().st_size == 4096
+    for heavy in ("pandas", "matplotlib", "yaml", "cloudbench.rclone", "cloudbench.steps"):
+        assert heavy not in mods, heavy
+
+
+def test_html_tables_need_no_plotting_library(tmp_path):
+    mods = _imported(tmp_path, "import cloudbench.html_tables, cloudbench.report_outputs")
+    assert "cloudbench.html_tables" in mods
+    assert not {m for m in mods if m.split(".")[0] in ("matplotlib", "seaborn")}

@@ -245,7 +245,6 @@ def concatenate(
     parts: list[Path],
     dest: Path,
     on_data: Callable[[memoryview], object] | None = None,
-    evict_parts: bool = False,
 ) -> int:
     """Write the concatenation of ``parts`` to ``dest``; returns the bytes written.
 
@@ -253,11 +252,10 @@ def concatenate(
     ``WRITE_PIECE`` bytes (e.g. a hash's ``update``): the write has just pulled the slice into
     the CPU cache, so looking at it again costs little more than the write alone.  One pass.
 
-    ``evict_parts`` drops each part from the page cache once it is copied (for parts nobody
-    reads again): the file's pages take their place, so reassembling a file does not need
-    twice its size of cache, and the memory written next is memory just in use.  On a VM
-    that hands free memory back to its host (virtio-balloon free page reporting), writing
-    into recycled pages instead of fresh ones saves ~0.2 s per GiB.
+    The parts are left in the page cache: in the workflow they were just downloaded and are
+    still dirty, and dropping them (``POSIX_FADV_DONTNEED``) would first write them to disk
+    (measured: 1 GiB of fresh 64 MiB chunks, 1.5 s instead of 0.36 s, and deleting them
+    afterwards 0.5-0.8 s instead of 0.08 s, since they then own blocks on disk).
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.part")
@@ -281,8 +279,6 @@ def concatenate(
                         total += len(win.view)
                     finally:
                         win.close()
-                if evict_parts:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
         os.ftruncate(out, total)  # the parts may have changed size since preallocate

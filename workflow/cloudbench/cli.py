@@ -2,6 +2,9 @@
 
 Errors a user can act on (a missing upload, a too-old rclone) end as one line on stderr and
 exit status 2; anything else is a bug and keeps its traceback.
+
+Every command imports only the modules it uses (a data job needs no rclone, YAML or pandas):
+a Python start-up per job is most of what a job costs on small files.
 """
 
 from __future__ import annotations
@@ -11,31 +14,53 @@ import json
 import sys
 from pathlib import Path
 
-from cloudbench import exchange, preflight, steps
-from cloudbench.campaign import ConfigError
-from cloudbench.rclone import RcloneError
-from cloudbench.records import REPORT_OUTPUTS, read_json, write_json
-from cloudbench.sizes import SizeError
-from cloudbench.spec import TransferSpec
+from cloudbench.report_outputs import REPORT_OUTPUTS
+
+# The errors a user can act on, by the module that defines them: a module that was never
+# imported cannot have raised its error, so only the imported ones are caught.
+USER_ERRORS = {
+    "cloudbench.datasteps": "StepError",
+    "cloudbench.rclone": "RcloneError",
+    "cloudbench.campaign": "ConfigError",
+    "cloudbench.sizes": "SizeError",
+    "cloudbench.exchange": "ExchangeError",
+}
 
 
-def _spec(a: argparse.Namespace) -> TransferSpec:
+def user_errors() -> tuple[type[BaseException], ...]:
+    return tuple(getattr(sys.modules[m], n) for m, n in USER_ERRORS.items() if m in sys.modules)
+
+
+def _step_error(message: str) -> Exception:
+    from cloudbench.datasteps import StepError
+
+    return StepError(message)
+
+
+def _spec(a: argparse.Namespace):
+    from cloudbench.spec import TransferSpec
+
     return TransferSpec.from_json(a.spec)
 
 
-def _dataset(a: argparse.Namespace) -> steps.DatasetSpec:
-    return steps.DatasetSpec.from_json(a.dataset)
+def _dataset(a: argparse.Namespace):
+    from cloudbench.datasteps import DatasetSpec
+
+    return DatasetSpec.from_json(a.dataset)
 
 
 def cmd_generate(a):
-    steps.generate(_dataset(a), Path(a.dataset_dir), a.file, Path(a.record))
+    from cloudbench import datasteps
+
+    datasteps.generate(_dataset(a), Path(a.dataset_dir), a.file, Path(a.record))
 
 
 def cmd_generate_small_files(a):
+    from cloudbench import datasteps
     from cloudbench.campaign import file_names
 
     names = json.loads(a.names)
-    steps.generate_small_files(
+    datasteps.generate_small_files(
         _dataset(a),
         Path(a.dataset_dir),
         file_names(names["name"], names["files"], names["layout"]),
@@ -45,8 +70,10 @@ def cmd_generate_small_files(a):
 
 
 def cmd_checksum(a):
+    from cloudbench import datasteps
+
     sizes = [int(s) for s in a.chunk_sizes.split(",") if s]
-    steps.checksum(
+    datasteps.checksum(
         _dataset(a),
         Path(a.dataset_dir),
         a.file,
@@ -58,7 +85,9 @@ def cmd_checksum(a):
 
 
 def cmd_chunk(a):
-    steps.chunk(
+    from cloudbench import datasteps
+
+    datasteps.chunk(
         _dataset(a),
         Path(a.dataset_dir),
         a.file,
@@ -69,6 +98,8 @@ def cmd_chunk(a):
 
 
 def cmd_upload(a):
+    from cloudbench import steps
+
     steps.upload(
         _spec(a),
         a.threads,
@@ -82,6 +113,8 @@ def cmd_upload(a):
 
 
 def cmd_download(a):
+    from cloudbench import steps
+
     steps.download(
         _spec(a),
         a.threads,
@@ -94,15 +127,21 @@ def cmd_download(a):
 
 
 def cmd_stage(a):
+    from cloudbench import steps
+
     steps.stage([Path(p) for p in a.checksums], Path(a.out))
 
 
 def cmd_client(a):
+    from cloudbench import steps
+
     steps.run_client(Path(a.plan), a.index)
 
 
 def _skipped(a, step: str) -> bool:
     """A failed download has nothing to reassemble or verify: record that, don't crash."""
+    from cloudbench.records import read_json, write_json
+
     rec = read_json(Path(a.download_record))
     if rec["status"] == "ok":
         return False
@@ -124,6 +163,8 @@ def _skipped(a, step: str) -> bool:
 
 
 def cmd_reassemble(a):
+    from cloudbench import steps
+
     if _skipped(a, "reassemble"):
         return
     spec = _spec(a)
@@ -133,6 +174,8 @@ def cmd_reassemble(a):
 
 
 def cmd_verify(a):
+    from cloudbench import steps
+
     if _skipped(a, "verify"):
         return
     spec = _spec(a)
@@ -146,6 +189,8 @@ def cmd_verify(a):
 
 
 def cmd_manifest(a):
+    from cloudbench import datasteps, steps
+
     steps.campaign_manifest(
         json.loads(a.info),
         [Path(p) for p in a.checksums],
@@ -153,7 +198,7 @@ def cmd_manifest(a):
         Path(a.out),
     )
     if a.release:
-        steps.release_upload_data(Path(a.release))
+        datasteps.release_upload_data(Path(a.release))
 
 
 def cmd_aggregate(a):
@@ -166,17 +211,17 @@ def cmd_plots(a):
     from cloudbench import plots  # matplotlib and seaborn: only here
 
     outputs = {name: Path(getattr(a, name)) for name in REPORT_OUTPUTS}
-    plots.build_report(Path(a.tables), json.loads(a.info), outputs)
+    plots.build_report(Path(a.tables), json.loads(a.info), outputs, jobs=a.jobs)
 
 
 def cmd_preflight(a):
+    from cloudbench import preflight
+
     data = json.loads(a.spec)
     data["flags"] = tuple(data["flags"])
     problems = preflight.run_preflight(preflight.PreflightSpec(**data), Path(a.out))
     if problems:
-        raise steps.StepError(
-            f"preflight failed at site {data['site']}:\n  " + "\n  ".join(problems)
-        )
+        raise _step_error(f"preflight failed at site {data['site']}:\n  " + "\n  ".join(problems))
 
 
 def cmd_probe(a):
@@ -196,26 +241,28 @@ def cmd_probe(a):
             skip_non_s3=a.skip_non_s3,
         )
     except probe.ProbeError as err:
-        raise steps.StepError(str(err)) from None
+        raise _step_error(str(err)) from None
 
 
 def cmd_status(a):
-    import pandas as pd
-
     from cloudbench import status
 
-    failures = status.failures(pd.read_csv(a.transfers, sep="\t"))
+    failures = status.failures(Path(a.transfers))
     if failures:
-        raise steps.StepError(status.describe(failures))
+        raise _step_error(status.describe(failures))
     Path(a.out).write_text("all measurements ok\n")
 
 
 def cmd_publish(a):
+    from cloudbench import exchange
+
     spec = json.loads(a.spec)
     exchange.publish(a.site, Path(a.local), spec["prefixes"], tuple(spec["flags"]), Path(a.out))
 
 
 def cmd_pull(a):
+    from cloudbench import exchange
+
     spec = json.loads(a.spec)
     exchange.pull(a.site, spec["prefixes"], Path(a.local), tuple(spec["flags"]), Path(a.out))
 
@@ -230,7 +277,7 @@ def cmd_watch(argv: list[str]) -> int:
     """``cloudbench watch``: live progress of this site's running transfers."""
     import yaml
 
-    from cloudbench.campaign import load_campaign
+    from cloudbench.campaign import ConfigError, load_campaign
     from cloudbench.progress import watch
 
     p = argparse.ArgumentParser(prog="cloudbench watch", description=cmd_watch.__doc__)
@@ -342,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_plots,
         ("--tables", req),
         ("--info", req),
+        ("--jobs", {"type": int, "default": 1, "help": "processes drawing the figures"}),
         *[(f"--{name.replace('_', '-')}", req) for name in REPORT_OUTPUTS],
     )
     add("preflight", cmd_preflight, ("--spec", req), ("--out", req))
@@ -382,7 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (steps.StepError, RcloneError, ConfigError, SizeError, exchange.ExchangeError) as err:
+    except Exception as err:
+        if not isinstance(err, user_errors()):
+            raise
         print(f"cloudbench {args.command}: {err}", file=sys.stderr)
         return 2
     return 0

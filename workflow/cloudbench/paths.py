@@ -129,3 +129,25 @@ def dataset_dir(upload_data: str | Path) -> str:
 
 def chunks_root(upload_data: str | Path) -> str:
     return f"{upload_data}/chunks"
+
+
+# --- the campaign's own files, beside sites/ (tables, manifest, status, campaign-wide logs) ----
+
+
+def table(results, name: str) -> str:
+    """A table of the campaign (transfers, timeseries, steps, missing), written by aggregate."""
+    return f"{results}/{name}.tsv"
+
+
+def campaign_manifest(results) -> str:
+    return f"{results}/manifest.json"
+
+
+def status_file(results) -> str:
+    """The last word of a run: 'all measurements ok', written only when it is true."""
+    return f"{results}/status.txt"
+
+
+def campaign_log(results, step, *parts) -> str:
+    """The log of a campaign-wide job (aggregate, plots, status, publish/<site>, ...)."""
+    return "/".join([f"{results}/logs/{step}", *map(str, parts)]) + ".log"

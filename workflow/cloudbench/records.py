@@ -21,27 +21,6 @@ from typing import Any
 from cloudbench.parallel import usable_cores
 
 MB = 1_000_000  # rates are reported in MB/s = 10**6 bytes per second
-# The report's files, by CLI option name: here, not in plots, so the CLI can name them
-# without importing matplotlib and pandas into every job.
-REPORT_OUTPUTS = (
-    "rate_vs_time",
-    "rate_by_strategy",
-    "speedup",
-    "rate_vs_distance",
-    "steps",
-    "table",
-    "summary_tsv",
-    "summary_html",
-    "cost",
-    "campaign",
-    "headline",
-    "scaling",
-    "scaling_html",
-    "tools",
-    "tools_html",
-    "latency",
-    "latency_html",
-)
 
 
 def utc_now() -> str:

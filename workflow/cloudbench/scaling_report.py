@@ -17,7 +17,8 @@ import pandas as pd
 import seaborn as sns
 
 from cloudbench import scaling
-from cloudbench.plots import RATE_LABEL, _grid, _page, _save, _table, plt
+from cloudbench.figures import RATE_LABEL, _grid, _save, plt
+from cloudbench.html_tables import _page, _table
 
 SHADES = sns.color_palette("colorblind", 10)
 NO_SWEEP = (

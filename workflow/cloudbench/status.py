@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from cloudbench import rclone as rc
-from cloudbench.secrets import redact, secret_values
-
 BAD = ("failed", "corrupt", "unverified")
 
 
-def failures(transfers: pd.DataFrame) -> list[dict[str, Any]]:
-    bad = transfers[transfers["status"].isin(BAD)]
-    return bad.to_dict("records")
+def failures(transfers_tsv: Path) -> list[dict[str, Any]]:
+    """The rows of transfers.tsv that are not ok (read with csv: the last job of every run
+    should not pay for importing pandas)."""
+    with open(transfers_tsv, newline="") as fh:
+        return [r for r in csv.DictReader(fh, delimiter="\t") if r["status"] in BAD]
 
 
 def describe(rows: list[dict[str, Any]]) -> str:
@@ -35,6 +33,9 @@ def cleanup(spec: dict[str, Any]) -> None:
     Unfinished multipart uploads of the campaign (left by a transfer killed hard) are
     aborted too: no listing shows them, but providers bill them.
     """
+    from cloudbench import rclone as rc
+    from cloudbench.secrets import redact, secret_values
+
     binary = rc.find_rclone()
     flags = tuple(spec["flags"])
     for remote in spec["remotes"]:

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from cloudbench import latency
-from cloudbench.plots import DIRECTIONS, RATE_LABEL, _empty, _grid, _page, _save, _table
+from cloudbench.figures import DIRECTIONS, RATE_LABEL, _empty, _grid, _save
+from cloudbench.html_tables import _page, _table
 
 NO_ROWS = "no successful transfers yet"
 NO_PROBES = (

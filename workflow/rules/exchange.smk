@@ -8,7 +8,7 @@ rule publish:
     output:
         paths.published(RESULTS, W["site"]),
     log:
-        f"{RESULTS}/logs/publish/{{site}}.log",
+        paths.campaign_log(RESULTS, "publish", W["site"]),
     conda:
         "../../envs/cloudbench.yaml"
     params:
@@ -23,7 +23,7 @@ rule pull:
     output:
         paths.pulled(RESULTS, W["site"]),
     log:
-        f"{RESULTS}/logs/pull/{{site}}.log",
+        paths.campaign_log(RESULTS, "pull", W["site"]),
     conda:
         "../../envs/cloudbench.yaml"
     params:

@@ -17,11 +17,11 @@ rule preflight:
 
 rule status:
     input:
-        f"{RESULTS}/transfers.tsv",
+        paths.table(RESULTS, "transfers"),
     output:
-        f"{RESULTS}/status.txt",
+        paths.status_file(RESULTS),
     log:
-        f"{RESULTS}/logs/status.log",
+        paths.campaign_log(RESULTS, "status"),
     conda:
         "../../envs/cloudbench.yaml"
     shell:
@@ -30,7 +30,7 @@ rule status:
 
 rule cleanup:
     log:
-        f"{RESULTS}/logs/cleanup.log",
+        paths.campaign_log(RESULTS, "cleanup"),
     conda:
         "../../envs/cloudbench.yaml"
     params:

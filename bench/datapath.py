@@ -1,49 +1,27 @@
-"""``make bench``: the data path against the tools it stands in for, side by side, on this machine.
+"""The data path against the tools it stands in for: generate, checksum, chunk, reassemble +
+verify, one transfer, memory of every step in a fresh process, and the DAG build time.
 
-Every comparison runs both sides alternately on the same file (one untimed warm-up pair,
-then ``--pairs`` timed pairs, the order within a pair rotating: ``ours, baseline``,
-``baseline, ours``, ...) and reports the median of the per-pair ratios, so slow drifts of
-the machine (other jobs, write-back, thermal) hit both sides alike.  Our side is always the
-package's real step function (``cloudbench.steps.generate`` etc.), called in this process
-and timed around the call; the baseline is the command line tool, run as a child process
-and timed the same way.
-
-Before every timed run, of either side: outputs of the previous run are deleted, ``sync``
-flushes dirty pages (so no write-back is pending), and then either every input is read once
-(warm page cache, the default) or the page cache is dropped (``--cold``, needs root).
-Outputs are written to the page cache and not fsynced, as the workflow's own steps do.
-
-Results: a table on stdout, ``<out>/bench.tsv`` (one row per target), ``<out>/pairs.tsv``
-(every timed run, with CPU seconds) and ``<out>/bench.md`` (the table plus the machine).
-
-``--child`` is internal: the fresh process in which the memory check runs one step.
+Our side is always the package's real step function (``cloudbench.datasteps.generate`` etc.),
+called in this process and timed around the call; the baseline is the command line tool, run
+as a child process and timed the same way.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
-import resource
 import shlex
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-MIB = 2**20
-DROP_CACHES = Path("/proc/sys/vm/drop_caches")
-STEPS = ("generate", "checksum", "chunk", "reassemble", "transfer", "memory", "schedule")
+from bench import REPO
+from bench.harness import MIB, Harness, Row
+
 MEMORY_LIMIT = 256 * MIB
 SCHEDULE_LIMIT = 15.0
 TRANSFER_PAIRS = 2  # x --pairs: an rclone copy varies by +-20% from run to run on a busy machine
@@ -52,13 +30,13 @@ CTX = {"campaign": "bench", "site": "bench"}
 
 
 def _dataset(size: int):
-    from cloudbench.steps import DatasetSpec
+    from cloudbench.datasteps import DatasetSpec
 
     return DatasetSpec(CTX["campaign"], CTX["site"], size, SEED)
 
 
 WRAPPER = r"""#!/bin/bash
-# Written by cloudbench.bench: times `rclone copy` from outside rclone, with bash's own clock.
+# Written by make bench: times `rclone copy` from outside rclone, with bash's own clock.
 if [ "$1" = copy ]; then
     printf '%s\0' "$@" > "$CB_BENCH_ARGV"
     t0=$EPOCHREALTIME
@@ -72,160 +50,13 @@ exec "$CB_BENCH_RCLONE" "$@"
 """
 
 
-# --- results ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Row:
-    step: str
-    ours: float
-    baseline: float
-    unit: str
-    ratio: float
-    target: str
-    passed: bool
-    detail: str = ""
-
-    def cells(self) -> list[str]:
-        return [
-            self.step,
-            _fmt(self.ours),
-            _fmt(self.baseline),
-            self.unit,
-            f"{self.ratio:.3f}",
-            self.target,
-            "PASS" if self.passed else "FAIL",
-            self.detail,
-        ]
-
-
-HEADER = ["step", "ours", "baseline", "unit", "ratio", "target", "pass", "detail"]
-
-
-def _fmt(x: float) -> str:
-    if x != x:  # nan
-        return "-"
-    return f"{x:.4g}" if abs(x) < 1000 else f"{x:.0f}"
-
-
-@dataclass
-class Run:
-    """One timed run of one side: wall seconds, CPU seconds, and anything else it measured."""
-
-    step: str
-    side: str
-    pair: int
-    seconds: float
-    cpu: float
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class Bench:
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.size: int = args.size
-        self.pairs: int = args.pairs
-        self.cold: bool = args.cold
-        self.quiesce: float = args.quiesce
-        self.work: Path = args.work
-        self.chunk: int = args.chunk
+class DataPath(Harness):
+    def __init__(self, args) -> None:
+        super().__init__(args)
         self.mem_size: int = args.mem_size
-        self.rows: list[Row] = []
-        self.runs: list[Run] = []
         self.name = "bench-001.bin"
         self.data = self.work / "data" / self.name
         self.width = max(4, len(str(max(1, -(-self.size // self.chunk)) - 1)))
-
-    # --- page cache and timing --------------------------------------------------------------
-
-    def settle(self, *inputs: Path) -> None:
-        """Before a timed run: flush dirty pages, warm the inputs or drop the cache, then wait
-        ``--quiesce`` seconds (0 by default; see the option's help)."""
-        os.sync()
-        if self.cold:
-            DROP_CACHES.write_text("3\n")
-        else:
-            for path in inputs:
-                for p in sorted(path.rglob("*")) if path.is_dir() else [path]:
-                    if p.is_file():
-                        _read_through(p)
-        time.sleep(self.quiesce)
-
-    def timed(self, step: str, side: str, pair: int, fn: Callable[[], Any]) -> Run:
-        r0 = resource.getrusage(resource.RUSAGE_SELF)
-        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        extra = fn() or {}
-        seconds = time.perf_counter() - t0
-        r1 = resource.getrusage(resource.RUSAGE_SELF)
-        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = sum(
-            getattr(b, k) - getattr(a, k)
-            for a, b in ((r0, r1), (c0, c1))
-            for k in ("ru_utime", "ru_stime")
-        )
-        run = Run(step, side, pair, seconds, cpu, extra)
-        if pair > 0:
-            self.runs.append(run)
-        return run
-
-    def pairs_of(
-        self,
-        step: str,
-        sides: list[tuple[str, Callable[[], None], Callable[[], Any]]],
-        pairs: int | None = None,
-    ) -> dict[str, list[Run]]:
-        """A warm-up round (pair 0, not kept) and then ``pairs`` rounds of every side.
-
-        The order within a round rotates (ours first, then the baseline first, ...), so an
-        advantage of running first or second in a round cancels out.
-        """
-        out: dict[str, list[Run]] = {name: [] for name, _, _ in sides}
-        for pair in range((pairs or self.pairs) + 1):
-            shift = (pair - 1) % len(sides) if pair else 0
-            for name, prepare, fn in sides[shift:] + sides[:shift]:
-                prepare()
-                run = self.timed(step, name, pair, fn)
-                if pair > 0:
-                    out[name].append(run)
-            label = " ".join(f"{n}={out[n][-1].seconds:.3f}s" for n, _, _ in sides) if pair else ""
-            print(
-                f"  {step} pair {pair}{' (warm-up)' if not pair else ''} {label}",
-                file=sys.stderr,
-                flush=True,
-            )
-        return out
-
-    def speed_row(
-        self,
-        step: str,
-        ours: list[Run],
-        base: list[Run],
-        baseline: str,
-        target: float,
-        detail: str = "",
-    ) -> None:
-        ratios = [b.seconds / o.seconds for o, b in zip(ours, base, strict=True)]
-        cpus = [b.cpu / o.cpu for o, b in zip(ours, base, strict=True) if o.cpu > 0]
-        cpu = statistics.median(cpus) if cpus else float("nan")
-        ratio = statistics.median(ratios)
-        o_s = statistics.median(r.seconds for r in ours)
-        b_s = statistics.median(r.seconds for r in base)
-        self.rows.append(
-            Row(
-                step,
-                o_s,
-                b_s,
-                "s",
-                ratio,
-                f">= {target:.2f}x",
-                ratio >= target,
-                f"vs {baseline}; {self.size / o_s / 1e6:.0f} vs {self.size / b_s / 1e6:.0f} MB/s; "
-                f"ratios {' '.join(f'{r:.2f}' for r in ratios)}; CPU-time ratio {cpu:.2f}"
-                + (f"; {detail}" if detail else ""),
-            )
-        )
-
-    # --- the data file ------------------------------------------------------------------------
 
     def ensure_data(self) -> None:
         if not (self.data.is_file() and self.data.stat().st_size == self.size):
@@ -236,7 +67,7 @@ class Bench:
     # --- generate -------------------------------------------------------------------------------
 
     def bench_generate(self) -> None:
-        from cloudbench import steps
+        from cloudbench import datasteps
 
         d = self.work / "generate"
         d.mkdir(parents=True, exist_ok=True)
@@ -249,7 +80,7 @@ class Bench:
             self.settle()
 
         def ours():
-            steps.generate(_dataset(self.size), d, ours_out.name, d / "record.json")
+            datasteps.generate(_dataset(self.size), d, ours_out.name, d / "record.json")
 
         def dd():
             subprocess.run(
@@ -286,7 +117,7 @@ class Bench:
     # --- checksum -------------------------------------------------------------------------------
 
     def bench_checksum(self) -> None:
-        from cloudbench import steps
+        from cloudbench import datasteps
         from cloudbench.checksums import parse_xxh128sum
 
         self.ensure_data()
@@ -295,7 +126,7 @@ class Bench:
         seen: dict[str, set[str]] = {"ours": set(), "xxh128sum": set()}
 
         def ours():
-            steps.checksum(
+            datasteps.checksum(
                 _dataset(self.size),
                 self.data.parent,
                 self.data.name,
@@ -331,7 +162,7 @@ class Bench:
     # --- chunk ----------------------------------------------------------------------------------
 
     def bench_chunk(self) -> None:
-        from cloudbench import steps
+        from cloudbench import datasteps
 
         self.ensure_data()
         d = self.work / "chunk"
@@ -350,7 +181,7 @@ class Bench:
             self.settle(self.data)
 
         def ours():
-            steps.chunk(
+            datasteps.chunk(
                 _dataset(self.size),
                 self.data.parent,
                 self.data.name,
@@ -625,18 +456,10 @@ class Bench:
         results: list[tuple[str, int, float]] = []
 
         def child(step: str, **kw: Any) -> None:
-            cmd = [sys.executable, "-m", "cloudbench.bench", "--child", step, json.dumps(kw)]
-            env = {
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(
-                    p
-                    for p in (
-                        str(Path(__file__).resolve().parents[1]),
-                        os.environ.get("PYTHONPATH"),
-                    )
-                    if p
-                ),
-            }
+            cmd = [sys.executable, "-m", "bench", "--child", step, json.dumps(kw)]
+            # the child imports this checkout's bench and cloudbench, as this process does
+            path = [str(REPO), str(REPO / "workflow"), os.environ.get("PYTHONPATH", "")]
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
             t0 = time.perf_counter()
             proc = subprocess.Popen(cmd, env=env)
             _, status, usage = os.wait4(proc.pid, 0)
@@ -755,17 +578,17 @@ class Bench:
 def child_main(step: str, kw: dict[str, Any]) -> None:
     """Run one step as the workflow's command would, in this fresh process (for max RSS)."""
     import cloudbench.cli  # noqa: F401  - the modules every rule's `python -m cloudbench` loads
-    from cloudbench import steps
-    from cloudbench.spec import TransferSpec
+    from cloudbench import datasteps
 
     if step == "import":
         return
     if step == "generate":
         out = Path(kw["out"])
-        steps.generate(_dataset(kw["size"]), out.parent, out.name, out.with_name("generate.json"))
+        rec = out.with_name("generate.json")
+        datasteps.generate(_dataset(kw["size"]), out.parent, out.name, rec)
     elif step == "checksum":
         out, data = Path(kw["out"]), Path(kw["data"])
-        steps.checksum(
+        datasteps.checksum(
             _dataset(data.stat().st_size),
             data.parent,
             data.name,
@@ -776,7 +599,7 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
         )
     elif step == "chunk":
         out, data = Path(kw["outdir"]), Path(kw["data"])
-        steps.chunk(
+        datasteps.chunk(
             _dataset(data.stat().st_size),
             data.parent,
             data.name,
@@ -785,6 +608,9 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
             out.with_name("chunk.json"),
         )
     elif step in ("reassemble", "verify"):
+        from cloudbench import steps
+        from cloudbench.spec import TransferSpec
+
         spec = TransferSpec.from_json(kw["spec"])
         fn = getattr(steps, step)
         args = (spec, Path(kw["manifest"]), Path(kw["out"]) / f"{step}.json", CTX)
@@ -796,289 +622,7 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
 # --- helpers ------------------------------------------------------------------------------------
 
 
-def _read_through(path: Path) -> None:
-    buf = bytearray(MIB)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        while os.readv(fd, [buf]):
-            pass
-    finally:
-        os.close(fd)
-
-
-def _page_reporting() -> str:
-    order = Path("/sys/module/page_reporting/parameters/page_reporting_order")
-    try:
-        return f"on, blocks of 2^{order.read_text().strip()} pages"
-    except OSError:
-        return "not found"
-
-
 def _dd_count(size: int) -> list[str]:
     if size % MIB == 0:
         return [f"count={size // MIB}"]
     return ["iflag=count_bytes", f"count={size}"]
-
-
-def _scratch_default() -> Path:
-    return REPO / "scratch" / "bench"
-
-
-def _mount_of(path: Path) -> dict[str, str]:
-    best: dict[str, str] = {}
-    path = path.resolve()
-    with open("/proc/self/mounts") as fh:
-        for line in fh:
-            dev, mnt, fstype, opts = line.split()[:4]
-            mnt = mnt.replace("\\040", " ")
-            if (path == Path(mnt) or Path(mnt) in path.parents) and len(mnt) >= len(
-                best.get("mount", "")
-            ):
-                best = {"device": dev, "mount": mnt, "fstype": fstype, "options": opts}
-    return best
-
-
-def _cmd_out(cmd: list[str]) -> str:
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-        return (p.stdout or p.stderr).strip().splitlines()[0]
-    except (OSError, IndexError, subprocess.SubprocessError):
-        return "?"
-
-
-def machine_info(work: Path) -> dict[str, str]:
-    cpu = "?"
-    with open("/proc/cpuinfo") as fh:
-        for line in fh:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem = "?"
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
-    mnt = _mount_of(work)
-    import cryptography
-    import xxhash
-
-    from cloudbench import rclone as rc
-
-    return {
-        "host": socket.gethostname(),
-        "cpu": cpu,
-        "cores": f"{os.cpu_count()} ({len(os.sched_getaffinity(0))} usable)",
-        "ram": mem,
-        "kernel": platform.release(),
-        "free page reporting (virtio-balloon)": _page_reporting(),
-        "bench dir": str(work),
-        "filesystem": f"{mnt.get('fstype', '?')} on {mnt.get('device', '?')} mounted at "
-        f"{mnt.get('mount', '?')} ({mnt.get('options', '?')})",
-        "python": platform.python_version(),
-        "cryptography / xxhash (libxxhash)": f"{cryptography.__version__} / {xxhash.VERSION} "
-        f"({xxhash.XXHASH_VERSION})",
-        "rclone": _cmd_out([rc.find_rclone(), "version"]),
-        "xxh128sum": _cmd_out(["xxh128sum", "--version"]),
-        "openssl": _cmd_out(["openssl", "version"]),
-        "coreutils": _cmd_out(["split", "--version"]),
-    }
-
-
-def write_results(
-    bench: Bench,
-    out: Path,
-    info: dict[str, str],
-    cache: str,
-    started: str,
-    finished: str,
-    loads: tuple[str, str],
-    argv: list[str],
-) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "bench.tsv", "w") as fh:
-        fh.write("\t".join(HEADER) + "\n")
-        for row in bench.rows:
-            fh.write("\t".join(c.replace("\t", " ") for c in row.cells()) + "\n")
-    with open(out / "pairs.tsv", "w") as fh:
-        fh.write("step\tside\tpair\tseconds\tcpu_s\textra\n")
-        for r in bench.runs:
-            fh.write(
-                f"{r.step}\t{r.side}\t{r.pair}\t{r.seconds:.6f}\t{r.cpu:.6f}\t"
-                f"{json.dumps(r.extra, sort_keys=True)}\n"
-            )
-    lines = [
-        "# cloudbench: the data path against the tools it stands in for",
-        "",
-        f"`{' '.join(argv)}`, {started} to {finished} (UTC).",
-        "",
-        "| " + " | ".join(HEADER) + " |",
-        "|" + "---|" * len(HEADER),
-    ]
-    lines += [
-        "| " + " | ".join(c.replace("|", "\\|") for c in row.cells()) + " |" for row in bench.rows
-    ]
-    lines += [
-        "",
-        "## Method",
-        "",
-        f"- Size: {bench.size} bytes ({bench.size / 2**30:g} GiB) per file, chunks of "
-        f"{bench.chunk} bytes; memory check on {bench.mem_size / 2**30:g} GiB.",
-        f"- {bench.pairs} timed pairs after one untimed warm-up pair, run alternately, the "
-        "order within a pair rotating (ours then baseline, baseline then ours, ...: on this "
-        "machine the first run of a pair was measurably slower); a row's ratio is the median "
-        "of the per-pair ratios "
-        "(baseline time / our time; for transfers our rate / the bare rate). Transfers get "
-        f"{TRANSFER_PAIRS * bench.pairs} pairs: one rclone copy varies by far more than the "
-        "3% being tested. Generate runs as triples (ours, dd, openssl).",
-        "- Transfers: local to local, `steps.upload` (strategy plain, threads = usable cores) "
-        "against the identical rclone command line (recorded by a wrapper) run bare; the "
-        "wrapper's own clock (bash `$EPOCHREALTIME` around rclone) checks the reported rate, "
-        "and its ~2 ms of bash start-up count against ours.",
-        "- Reassemble + verify: `steps.reassemble` then `steps.verify(keep_data=True)`; "
-        "neither side deletes anything (the workflow's verify deletes the download after).",
-        "- Ours: the package's step function (`cloudbench.steps.<step>`), called in the bench's "
-        "process and timed around the call (record writing included). Baselines: the tool as "
-        "a child process, timed around it.",
-        f"- Page cache: {cache}",
-        "- `ratio` for memory and scheduling is measured / limit (pass if < 1).",
-        "- On a VM with free page reporting, writing into memory the guest freed more than "
-        "~2 s earlier is slow (the host took it back), so write-heavy runs vary with what the "
-        "previous run freed; both sides see the same sequence, and CPU-time ratios are given "
-        "beside the wall-time ones.",
-        "- `pairs.tsv` holds every timed run with its wall and CPU seconds.",
-        "",
-        "## Machine",
-        "",
-    ]
-    lines += [f"- {k}: {v}" for k, v in info.items()]
-    lines += [f"- load average (1, 5, 15 min) at start: {loads[0]}; at end: {loads[1]}", ""]
-    (out / "bench.md").write_text("\n".join(lines))
-
-
-def print_table(rows: list[Row]) -> None:
-    cells = [HEADER[:-1]] + [r.cells()[:-1] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER) - 1)]
-    for i, c in enumerate(cells):
-        print("  ".join(x.ljust(w) for x, w in zip(c, widths, strict=True)))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
-
-
-def main(argv: list[str] | None = None) -> int:
-    from cloudbench.sizes import parse_size
-
-    p = argparse.ArgumentParser(
-        prog="python -m cloudbench.bench",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--out", default="results/bench", help="where the tables go")
-    p.add_argument("--size", default="2GiB", help="bytes per file (default 2GiB)")
-    p.add_argument("--pairs", type=int, default=5, help="timed pairs per comparison (default 5)")
-    p.add_argument(
-        "--dir",
-        help="scratch directory for the data (default: <repo>/scratch/bench, "
-        "on the repository's file system)",
-    )
-    p.add_argument(
-        "--only", action="append", choices=STEPS, help="run only this comparison (repeatable)"
-    )
-    p.add_argument(
-        "--cold",
-        action="store_true",
-        help=f"drop the page cache before every timed run (needs a writable {DROP_CACHES})",
-    )
-    p.add_argument(
-        "--quiesce",
-        type=float,
-        default=0.0,
-        help="seconds to wait after preparing each timed run (default 0). On a VM whose "
-        "balloon reports free memory to the host (~2 s after it is freed), a wait of 3 s makes "
-        "every write land in memory the host took back: up to 4x slower page-cache writes",
-    )
-    p.add_argument("--chunk", default="64MiB", help="chunk size (default 64MiB, at most size/4)")
-    p.add_argument(
-        "--mem-size",
-        help="file size for the memory check (default 4GiB; the "
-        "--size when that is under 1GiB, for quick runs)",
-    )
-    p.add_argument("--keep", action="store_true", help="keep the scratch data")
-    p.add_argument("--child", nargs=2, metavar=("STEP", "JSON"), help=argparse.SUPPRESS)
-    a = p.parse_args(argv)
-    if a.child:
-        child_main(a.child[0], json.loads(a.child[1]))
-        return 0
-    a.size = parse_size(a.size)
-    if a.size < 4 or a.pairs < 1:
-        p.error("--size must be at least 4 bytes and --pairs at least 1")
-    a.chunk = max(1, min(parse_size(a.chunk), a.size // 4))
-    a.mem_size = (
-        parse_size(a.mem_size) if a.mem_size else (4 * 2**30 if a.size >= 2**30 else a.size)
-    )
-    if a.cold:
-        try:
-            os.sync()
-            DROP_CACHES.write_text("3\n")
-        except OSError as err:
-            p.error(f"--cold needs to write {DROP_CACHES}: {err}")
-    base = Path(a.dir) if a.dir else _scratch_default()
-    base.mkdir(parents=True, exist_ok=True)
-    a.work = Path(tempfile.mkdtemp(prefix="run-", dir=base))
-    only = a.only or list(STEPS)
-    cache = (
-        "cold: `sync; echo 3 > /proc/sys/vm/drop_caches` before every timed run of either side"
-        if a.cold
-        else "warm: `sync`, then every input read once, before every timed run of either side "
-        "(outputs of the previous run deleted first; no write-back pending)"
-    ) + (
-        f"; then {a.quiesce:g} s of quiet, so that memory freed by deleting the previous "
-        "outputs has been handed back to the host for either side"
-        if a.quiesce
-        else ""
-    )
-    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
-    load0 = Path("/proc/loadavg").read_text().split()[:3]
-    info = machine_info(a.work)
-    if info["filesystem"].split()[0] in ("tmpfs", "ramfs"):
-        info["warning"] = (
-            f"{a.work} is on {info['filesystem'].split()[0]}: no disk behind it, so write "
-            "and cold-read figures say nothing about a disk (pass --dir on a real file system)"
-        )
-        print(f"warning: {info['warning']}", file=sys.stderr)
-    print(
-        f"cloudbench bench: {a.size} bytes, {a.pairs} pairs, in {a.work} "
-        f"({info['filesystem'].split(' (')[0]}); page cache {cache.split(':')[0]}",
-        file=sys.stderr,
-        flush=True,
-    )
-    bench = Bench(a)
-    try:
-        for step in STEPS:
-            if step in only:
-                print(f"[{step}]", file=sys.stderr, flush=True)
-                getattr(bench, f"bench_{step}")()
-    finally:
-        if not a.keep:
-            shutil.rmtree(a.work, ignore_errors=True)
-    finished = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
-    load1 = Path("/proc/loadavg").read_text().split()[:3]
-    write_results(
-        bench,
-        Path(a.out),
-        info,
-        cache,
-        started,
-        finished,
-        (" ".join(load0), " ".join(load1)),
-        ["python -m cloudbench.bench", *(argv if argv is not None else sys.argv[1:])],
-    )
-    print_table(bench.rows)
-    print(
-        f"\n{sum(r.passed for r in bench.rows)}/{len(bench.rows)} targets met; "
-        f"{Path(a.out) / 'bench.tsv'}, {Path(a.out) / 'bench.md'}"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Side-by-side timing: warm-up pair, alternating timed pairs, the median of per-pair ratios.
+
+Every comparison of ``make bench`` runs through :class:`Harness`, so the data steps and the
+end-to-end campaign are timed, ordered and tabulated the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MIB = 2**20
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    step: str
+    ours: float
+    baseline: float
+    unit: str
+    ratio: float
+    target: str
+    passed: bool
+    detail: str = ""
+
+    def cells(self) -> list[str]:
+        return [
+            self.step,
+            _fmt(self.ours),
+            _fmt(self.baseline),
+            self.unit,
+            f"{self.ratio:.3f}",
+            self.target,
+            "PASS" if self.passed else "FAIL",
+            self.detail,
+        ]
+
+
+HEADER = ["step", "ours", "baseline", "unit", "ratio", "target", "pass", "detail"]
+
+
+def _fmt(x: float) -> str:
+    if x != x:  # nan
+        return "-"
+    return f"{x:.4g}" if abs(x) < 1000 else f"{x:.0f}"
+
+
+@dataclass
+class Run:
+    """One timed run of one side: wall seconds, CPU seconds, and anything else it measured."""
+
+    step: str
+    side: str
+    pair: int
+    seconds: float
+    cpu: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Harness:
+    """What every comparison shares: the settings, the page-cache policy, the clock, the rows."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.size: int = args.size
+        self.pairs: int = args.pairs
+        self.cold: bool = args.cold
+        self.quiesce: float = args.quiesce
+        self.work: Path = args.work
+        self.chunk: int = args.chunk
+        self.rows: list[Row] = []
+        self.runs: list[Run] = []
+
+    # --- page cache and timing --------------------------------------------------------------
+
+    def settle(self, *inputs: Path) -> None:
+        """Before a timed run: flush dirty pages, warm the inputs or drop the cache, then wait
+        ``--quiesce`` seconds (0 by default; see the option's help)."""
+        os.sync()
+        if self.cold:
+            DROP_CACHES.write_text("3\n")
+        else:
+            for path in inputs:
+                for p in sorted(path.rglob("*")) if path.is_dir() else [path]:
+                    if p.is_file():
+                        _read_through(p)
+        time.sleep(self.quiesce)
+
+    def timed(self, step: str, side: str, pair: int, fn: Callable[[], Any]) -> Run:
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        extra = fn() or {}
+        seconds = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = sum(
+            getattr(b, k) - getattr(a, k)
+            for a, b in ((r0, r1), (c0, c1))
+            for k in ("ru_utime", "ru_stime")
+        )
+        run = Run(step, side, pair, seconds, cpu, extra)
+        if pair > 0:
+            self.runs.append(run)
+        return run
+
+    def pairs_of(
+        self,
+        step: str,
+        sides: list[tuple[str, Callable[[], None], Callable[[], Any]]],
+        pairs: int | None = None,
+    ) -> dict[str, list[Run]]:
+        """A warm-up round (pair 0, not kept) and then ``pairs`` rounds of every side.
+
+        The order within a round rotates (ours first, then the baseline first, ...), so an
+        advantage of running first or second in a round cancels out.
+        """
+        out: dict[str, list[Run]] = {name: [] for name, _, _ in sides}
+        for pair in range((pairs or self.pairs) + 1):
+            shift = (pair - 1) % len(sides) if pair else 0
+            for name, prepare, fn in sides[shift:] + sides[:shift]:
+                prepare()
+                run = self.timed(step, name, pair, fn)
+                if pair > 0:
+                    out[name].append(run)
+            label = " ".join(f"{n}={out[n][-1].seconds:.3f}s" for n, _, _ in sides) if pair else ""
+            print(
+                f"  {step} pair {pair}{' (warm-up)' if not pair else ''} {label}",
+                file=sys.stderr,
+                flush=True,
+            )
+        return out
+
+    def speed_row(
+        self,
+        step: str,
+        ours: list[Run],
+        base: list[Run],
+        baseline: str,
+        target: float,
+        detail: str = "",
+    ) -> None:
+        ratios = [b.seconds / o.seconds for o, b in zip(ours, base, strict=True)]
+        cpus = [b.cpu / o.cpu for o, b in zip(ours, base, strict=True) if o.cpu > 0]
+        cpu = statistics.median(cpus) if cpus else float("nan")
+        ratio = statistics.median(ratios)
+        o_s = statistics.median(r.seconds for r in ours)
+        b_s = statistics.median(r.seconds for r in base)
+        self.rows.append(
+            Row(
+                step,
+                o_s,
+                b_s,
+                "s",
+                ratio,
+                f">= {target:.2f}x",
+                ratio >= target,
+                f"vs {baseline}; {self.size / o_s / 1e6:.0f} vs {self.size / b_s / 1e6:.0f} MB/s; "
+                f"ratios {' '.join(f'{r:.2f}' for r in ratios)}; CPU-time ratio {cpu:.2f}"
+                + (f"; {detail}" if detail else ""),
+            )
+        )
+
+    # --- the data file ------------------------------------------------------------------------
+
+
+def _read_through(path: Path) -> None:
+    buf = bytearray(MIB)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while os.readv(fd, [buf]):
+            pass
+    finally:
+        os.close(fd)

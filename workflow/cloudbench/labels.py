@@ -1,0 +1,41 @@
+"""How the report names and orders things, in figures and tables alike (no plotting library).
+
+Layouts in one order (plain, chunked by chunk size, multithread), numbers in one style.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from cloudbench.sizes import SizeError, parse_size
+
+NA = "–"  # a value that does not exist (no interval, no rate), in every figure and table
+
+
+def _layout_key(label: str) -> tuple[int, float, str]:
+    if label == "plain":
+        return (0, 0, label)
+    if label.startswith("chunked-"):
+        try:
+            return (1, parse_size(label.removeprefix("chunked-")), label)
+        except SizeError:
+            return (1, math.inf, label)
+    if label == "multithread":
+        return (2, 0, label)
+    return (3, 0, label)
+
+
+def layout_order(labels: Any) -> list[str]:
+    """plain, chunked by chunk size, multithread, then anything else."""
+    return sorted({str(v) for v in labels}, key=_layout_key)
+
+
+def num(v: float) -> str:
+    """Three significant figures below 100, whole numbers above, never an exponent:
+    0.0123, 1.23, 12.3, 123, 1,234."""
+    if v is None or math.isnan(v):
+        return NA
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:#.3g}".rstrip(".")

@@ -1,0 +1,61 @@
+"""Every file of the report, once: the ``plots`` rule's outputs, its CLI options, the tests.
+
+Here and not in :mod:`cloudbench.plots`, so the rules and the CLI can name the files without
+importing matplotlib and pandas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+
+class ReportOutput(NamedTuple):
+    """One output of the ``plots`` rule: where it goes and how the Snakemake report shows it."""
+
+    path: str  # relative to the campaign's results directory
+    caption: str | None  # workflow/report/<caption>.rst; None: not a report entry of its own
+    category: str | None
+
+
+# By name: the key of build_report's ``out`` and, with - for _, the plots CLI option.
+REPORT_OUTPUTS: dict[str, ReportOutput] = {
+    "rate_vs_time": ReportOutput("figures/rate_vs_time.png", "rate_vs_time", "Transfers"),
+    "rate_by_strategy": ReportOutput(
+        "figures/rate_by_strategy.png", "rate_by_strategy", "Transfers"
+    ),
+    "speedup": ReportOutput("figures/speedup.png", "speedup", "Transfers"),
+    "rate_vs_distance": ReportOutput(
+        "figures/rate_vs_distance.png", "rate_vs_distance", "Transfers"
+    ),
+    "steps": ReportOutput("figures/steps.png", "steps", "Where the time goes"),
+    "table": ReportOutput("figures/transfers.html", "transfers_table", "Tables"),
+    "summary_tsv": ReportOutput("summary.tsv", "summary_tsv", "Tables"),
+    "summary_html": ReportOutput("figures/summary.html", "summary_table", "Tables"),
+    "cost": ReportOutput("figures/cost.html", "cost", "Cost"),
+    "campaign": ReportOutput("figures/campaign.html", "campaign", "Campaign"),
+    "scaling": ReportOutput("figures/scaling.png", "scaling", "Scaling"),
+    "scaling_html": ReportOutput("figures/scaling.html", "scaling_table", "Scaling"),
+    "tools": ReportOutput("figures/tools.png", "tools", "Tools"),
+    "tools_html": ReportOutput("figures/tools.html", "tools_table", "Tools"),
+    "latency": ReportOutput("figures/latency.png", "latency", "Latency"),
+    "latency_html": ReportOutput("figures/latency.html", "latency_table", "Latency"),
+    # the report's front page embeds it (workflow/report/workflow.rst)
+    "headline": ReportOutput("figures/headline.html", None, None),
+}
+
+
+def cli_options(outputs: dict[str, str]) -> str:
+    """The plots command's output options for ``outputs`` (name -> path)."""
+    return " ".join(f"--{name.replace('_', '-')} {outputs[name]}" for name in REPORT_OUTPUTS)
+
+
+def rule_outputs(results: str, report: Callable[..., Any]) -> dict[str, Any]:
+    """The ``plots`` rule's outputs under ``results``; ``report`` is Snakemake's ``report()``,
+    applied to every file with a caption (captions are relative to workflow/rules/)."""
+    outputs: dict[str, Any] = {}
+    for name, o in REPORT_OUTPUTS.items():
+        path = f"{results}/{o.path}"
+        caption = f"../report/{o.caption}.rst"
+        outputs[name] = path if o.caption is None else report(path, caption, o.category)
+    return outputs
