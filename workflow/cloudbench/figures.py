@@ -87,8 +87,12 @@ def panels(info: Mapping[str, Any], df: pd.DataFrame) -> list[Panel]:
 
 
 def _tick(label: str) -> str:
-    """Layout labels on two lines (chunked-64MiB -> chunked / 64MiB) so that they fit."""
-    return label.replace("chunked-", "chunked\n")
+    """Layout labels on two lines (chunked-64MiB -> chunked / 64MiB) so that they fit; a
+    setting (campaigns that sweep) goes on a line of its own, without the tool when it is
+    rclone: plain / 4x32."""
+    layout, _, setting = label.partition(" ")
+    text = layout.replace("chunked-", "chunked\n")
+    return f"{text}\n{setting.removeprefix('rclone-')}" if setting else text
 
 
 def _grid(n: int, width: float = 6.0, height: float = 3.6, ncols: int = 2):
@@ -309,6 +313,8 @@ def sustained(
                     ha="left",
                 )
         ax.set_xticks(range(len(order)), [_tick(o) for o in order])
+        if len(order) > 5:  # a sweep's many settings: slanted so that they do not overlap
+            ax.tick_params(axis="x", labelrotation=60, labelsize=8)
         ax.set_xlim(-0.6, len(order) - 0.4)
         ax.set_ylim(0, max(1.0, float(d["sustained_mb_per_s"].max())) * 1.2)
         ax.set_title(cell.title)
@@ -338,8 +344,13 @@ def speedups(
             why = "no successful transfers yet"
         elif not ((summary["layout"] == "plain") & (summary["n"] > 0)).any():
             why = "no successful plain transfer to compare with"
-        else:
+        elif not ((summary["layout"] != "plain") & (summary["n"] > 0)).any():
             why = "no successful chunked or multithread transfer to compare with plain"
+        else:  # speed-ups are judged at equal connections: the same clients x concurrency
+            why = (
+                "no chunked or multithread setting (clients x concurrency) was also measured "
+                "with plain; list a common value under concurrency: to compare them"
+            )
         return _empty(path, f"no speed-up to show: {why}")
     pal = palette(metrics["layout"])
     ok = stats.ok_rates(metrics)
@@ -388,6 +399,8 @@ def speedups(
                     txt = f"×{num(r.speedup_vs_plain)}\n(no interval)"
                 ax.annotate(txt, (i + 0.32, r.speedup_vs_plain), fontsize=8, va="center")
         ax.set_xticks(range(len(order)), [_tick(o) for o in order])
+        if len(order) > 5:  # a sweep's many settings: slanted so that they do not overlap
+            ax.tick_params(axis="x", labelrotation=60, labelsize=8)
         ax.set_xlim(-0.5, len(order) - 0.1)
         lo_all = min([0.9, *d["speedup_ci_low"].dropna(), *d["speedup_vs_plain"]])
         hi_all = max([1.1, *d["speedup_ci_high"].dropna(), *d["speedup_vs_plain"]])

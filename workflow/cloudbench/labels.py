@@ -6,6 +6,7 @@ Layouts in one order (plain, chunked by chunk size, multithread), numbers in one
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from cloudbench.sizes import SizeError, parse_size
@@ -13,17 +14,26 @@ from cloudbench.sizes import SizeError, parse_size
 NA = "–"  # a value that does not exist (no interval, no rate), in every figure and table
 
 
-def _layout_key(label: str) -> tuple[int, float, str]:
-    if label == "plain":
-        return (0, 0, label)
-    if label.startswith("chunked-"):
+def _layout_key(label: str) -> tuple[int, float, tuple[str, int, int], str]:
+    """plain, chunked by size, multithread, the rest; a setting after the layout (``plain
+    rclone-4x32``, campaigns that sweep) orders by tool, clients, then concurrency."""
+    base, _, setting = label.partition(" ")
+    m = re.match(r"^([a-z0-9]+)-(\d+)x(\d+|auto)$", setting)
+    order = (
+        (m.group(1), int(m.group(2)), int(m.group(3)) if m.group(3).isdigit() else 0)
+        if m
+        else ("", 0, 0)
+    )
+    if base == "plain":
+        return (0, 0, order, label)
+    if base.startswith("chunked-"):
         try:
-            return (1, parse_size(label.removeprefix("chunked-")), label)
+            return (1, parse_size(base.removeprefix("chunked-")), order, label)
         except SizeError:
-            return (1, math.inf, label)
-    if label == "multithread":
-        return (2, 0, label)
-    return (3, 0, label)
+            return (1, math.inf, order, label)
+    if base == "multithread":
+        return (2, 0, order, label)
+    return (3, 0, order, label)
 
 
 def layout_order(labels: Any) -> list[str]:

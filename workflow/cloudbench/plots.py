@@ -28,6 +28,14 @@ def _read(path: Path) -> pd.DataFrame:
         return pd.DataFrame()
 
 
+def by_variant(df: pd.DataFrame) -> pd.DataFrame:
+    """For the figures that colour by layout: a campaign that sweeps settings shows each
+    layout and setting as its own series (``plain rclone-4x32``), not one pooled column."""
+    if df.empty or "setting" not in df or df["setting"].nunique() < 2:
+        return df
+    return df.assign(layout=df["layout"] + " " + df["setting"])
+
+
 def write_summary_tsv(summary: pd.DataFrame, path: Path) -> None:
     out = summary.copy()
     floats = out.select_dtypes("float").columns
@@ -91,9 +99,21 @@ def build_report(
     )
     with _drawers(jobs) as drawers:
         drawn = [  # slowest first, so the last one to start is a short one
-            drawers.submit(figures.rate_vs_time, series, transfers, info, out["rate_vs_time"]),
+            drawers.submit(
+                figures.rate_vs_time,
+                by_variant(series),
+                by_variant(transfers),
+                info,
+                out["rate_vs_time"],
+            ),
             drawers.submit(figures.step_breakdown, steps, transfers, out["steps"], info),
-            drawers.submit(figures.sustained, metrics, summary, info, out["rate_by_strategy"]),
+            drawers.submit(
+                figures.sustained,
+                by_variant(metrics),
+                by_variant(summary),
+                info,
+                out["rate_by_strategy"],
+            ),
             drawers.submit(figures.speedups, metrics, summary, info, out["speedup"]),
             drawers.submit(figures.rate_vs_distance, transfers, info, out["rate_vs_distance"]),
             drawers.submit(scaling_report.scaling_png, transfers, out["scaling"]),

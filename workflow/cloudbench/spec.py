@@ -8,7 +8,7 @@ away measurements that are still valid.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,10 @@ class TransferSpec:
         }
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        # shallow: every field is JSON already (asdict deep-copies each file name, and a
+        # large sweep plans thousands of these)
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> TransferSpec:
