@@ -491,6 +491,17 @@ def download(
 # --- after the download ---------------------------------------------------------------------
 
 
+def _check_keys(spec: TransferSpec) -> dict[str, Any]:
+    """What a reassemble or verify record says it checked: which copy of which setting."""
+    return {
+        "item": spec.layout_label,
+        "setting": spec.setting_label,
+        "chunk_bytes": spec.layout.chunk_bytes or None,
+        "repeat": spec.repeat,
+        "remote": spec.remote,
+    }
+
+
 def _repeat_last_check(record: Path, step: str, local: Path) -> bool:
     """A forced rerun of a check whose downloaded data is gone repeats its last result.
 
@@ -550,14 +561,7 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
             tmp.replace(local / name)
             write_digest_note(local / name, digest.hexdigest(), nbytes)
         t.extra["digest_from"] = "reassemble"  # computed from the bytes as they were written
-    rec = t.record(
-        **context,
-        item=spec.layout_label,
-        setting=spec.setting_label,
-        chunk_bytes=spec.layout.chunk_bytes or None,
-        repeat=spec.repeat,
-        remote=spec.remote,
-    )
+    rec = t.record(**context, **_check_keys(spec))
     keep_attempt(record, rec)
     write_json(record, rec)
 
@@ -614,14 +618,7 @@ def verify(
                 ]
                 where = f" (chunk {', '.join(bad)})" if bad else ""
                 problems.append(f"{f['name']}: XXH128 {digest} != {f['xxh128']}{where}")
-    rec = t.record(
-        **context,
-        item=spec.layout_label,
-        setting=spec.setting_label,
-        chunk_bytes=spec.layout.chunk_bytes or None,
-        repeat=spec.repeat,
-        remote=spec.remote,
-    )
+    rec = t.record(**context, **_check_keys(spec))
     rec.update(
         status="corrupt" if problems else "ok",
         problems=problems,
