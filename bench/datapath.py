@@ -573,13 +573,13 @@ class DataPath(Harness):
             times.append(time.perf_counter() - t0)
             if proc.returncode != 0:
                 raise SystemExit(f"{name}: snakemake -n failed:\n{proc.stderr[-2000:]}")
+            counts: dict[str, int] = {}
             for line in (proc.stdout + proc.stderr).splitlines():
-                if line.startswith("total"):
-                    jobs = line.split()[-1]
-                if line.split()[:1] in (["upload"], ["download"]) and len(line.split()) == 2:
-                    transfers = str(
-                        int(line.split()[1]) + (0 if transfers == "?" else int(transfers))
-                    )
+                words = line.split()
+                if len(words) == 2 and words[1].isdigit():  # the job table (printed twice)
+                    counts.setdefault(words[0], int(words[1]))
+            jobs = str(counts.get("total", "?"))
+            transfers = str(counts.get("upload", 0) + counts.get("download", 0))
         med = statistics.median(times)
         self.rows.append(
             Row(

@@ -23,7 +23,8 @@ needs_tools = pytest.mark.skipif(
 ROWS = [
     "generate", "generate-openssl", "checksum", "chunk", "reassemble+verify", "transfer",
     "transfer-rate-honest", "memory-generate", "memory-checksum", "memory-chunk",
-    "memory-reassemble", "memory-verify", "schedule", "end-to-end",
+    "memory-reassemble", "memory-verify", "schedule", "schedule-sweep", "schedule-sweep-site",
+    "end-to-end",
 ]  # fmt: skip
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,7 +35,7 @@ def test_bench_quick_run_writes_every_row(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "bench", "--size", "8MiB", "--pairs", "1", "--e2e-size", "8MiB",
          "--out", str(out), "--dir", str(tmp_path / "scratch")],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
@@ -52,6 +53,10 @@ def test_bench_quick_run_writes_every_row(tmp_path):
         assert rows[name]["pass"] == "PASS", rows[name]
     jobs = rows["schedule"]["detail"].split(" jobs")[0].rsplit(" ", 1)[-1]
     assert int(jobs) > 100  # the study's whole DAG was planned
+    # the large sweep: one transfer job per measurement (7 x 5 x 3 x 3 uploads, 5 sites down)
+    assert "4 x 8 MiB" not in rows["schedule-sweep"]["detail"]
+    assert "1890 transfer jobs" in rows["schedule-sweep"]["detail"]
+    assert "630 transfer jobs" in rows["schedule-sweep-site"]["detail"]  # site1: up and down
     e2e = rows["end-to-end"]
     assert e2e["target"] == "<= 1.20x" and float(e2e["ours"]) > 0 and float(e2e["baseline"]) > 0
     assert "4 x 8 MiB, 2 MiB chunks" in e2e["detail"] and "1 round(s) after" in e2e["detail"]
