@@ -124,7 +124,7 @@ def test_slurm_runs_two_clients_as_two_tasks_of_one_job(slurm_cluster, tmp_path)
         "SBATCH_PARTITION": slurm_cluster.partition,
     }
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
-        cfg = _campaign(tmp_path, [2], files=2, site="tursa")  # the profile is tursa's
+        cfg = _campaign(tmp_path, [2], files=2, size="12MiB", site="tursa")  # tursa profile
         # a site with one-core tasks: two clients fit the 2-CPU test node
         run = snakemake(
             tmp_path, cfg, "--cores", "2", "--set-threads", "upload=1",
