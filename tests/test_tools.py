@@ -311,8 +311,11 @@ class ProcessWatch:
                 self.cmdlines.append(cmdline.decode(errors="replace"))
                 self.environ_has_secret |= SECRET.encode() in environ
             time.sleep(0.01)
-            status = Path(f"/proc/{pid}/stat")
-            if status.exists() and status.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            try:  # the process may end between two reads: then the watch is over
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                break
+            if state == "Z":
                 break
 
     def join(self) -> None:
