@@ -14,6 +14,21 @@ from tests.infra.workflow import BIN, snakemake, write_config
 pytestmark = pytest.mark.slow
 
 
+def _intervals(df: pd.DataFrame) -> list[tuple[float, float, str]]:
+    epoch = pd.Timestamp(0, tz="UTC")
+    start = (pd.to_datetime(df["started_utc"], utc=True) - epoch).dt.total_seconds()
+    label = df.get("step", df.get("direction"))
+    return list(zip(start, start + df["seconds"], label, strict=True))
+
+
+def assert_transfers_ran_alone(transfers: pd.DataFrame, steps: pd.DataFrame) -> None:
+    """On one machine a measured transfer holds every core: no data step, reassembly or
+    check of any site ran while it was timed (a local run must not lift the core limit)."""
+    for t0, t1, direction in _intervals(transfers):
+        for s0, s1, step in _intervals(steps):
+            assert s1 <= t0 or s0 >= t1, f"{step} [{s0:.3f}, {s1:.3f}] inside {direction} [{t0:.3f}, {t1:.3f}]"
+
+
 def _check_campaign(workdir, config):
     campaign = load_campaign(config, base=workdir)
     results = workdir / "results" / config["campaign"]
@@ -54,6 +69,7 @@ def _check_campaign(workdir, config):
     assert set(series["layout"]) == set(df["layout"])
     steps = pd.read_csv(results / "steps.tsv", sep="\t")
     assert {"generate", "checksum", "chunk", "reassemble", "verify"} <= set(steps["step"])
+    assert_transfers_ran_alone(df, steps)
     # bulk data is gone from every scratch (only the local remote, if any, keeps its copies)
     for site in campaign.sites:
         left = [p for p in (site.scratch / campaign.name).rglob("*") if p.is_file()]
