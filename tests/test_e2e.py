@@ -26,7 +26,9 @@ def assert_transfers_ran_alone(transfers: pd.DataFrame, steps: pd.DataFrame) -> 
     check of any site ran while it was timed (a local run must not lift the core limit)."""
     for t0, t1, direction in _intervals(transfers):
         for s0, s1, step in _intervals(steps):
-            assert s1 <= t0 or s0 >= t1, f"{step} [{s0:.3f}, {s1:.3f}] inside {direction} [{t0:.3f}, {t1:.3f}]"
+            assert s1 <= t0 or s0 >= t1, (
+                f"{step} [{s0:.3f}, {s1:.3f}] inside {direction} [{t0:.3f}, {t1:.3f}]"
+            )
 
 
 def _check_campaign(workdir, config):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 
 from cloudbench.preflight import PreflightSpec, run_preflight
@@ -49,3 +50,25 @@ def test_unwritable_remote_and_small_scratch_both_reported(tmp_path, monkeypatch
     assert len(problems) == 2
     assert problems[0].startswith(f"remote main ({blocker}/b/demo): cannot write a test object")
     assert problems[1].startswith(f"scratch {tmp_path / 'scratch'}: 10B free (10 bytes)")
+
+
+def test_rclone_version_is_asked_once_per_binary(tmp_path, monkeypatch):
+    """Every transfer job needs the version; `rclone version` runs once per binary, and
+    again when the binary is replaced (new size or mtime), not from a stale cache."""
+    from cloudbench.rclone import rclone_version
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    calls = tmp_path / "calls"
+    fake = tmp_path / "rclone"
+
+    def install(version: str, mtime: int) -> None:
+        fake.write_text(f"#!/bin/sh\necho x >> {calls}\necho 'rclone v{version}'\n")
+        fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+        os.utime(fake, (mtime, mtime))
+
+    install("1.70.1", 1_700_000_000)
+    assert [rclone_version(str(fake)) for _ in range(3)] == ["1.70.1"] * 3
+    assert calls.read_text().count("x") == 1
+    install("1.71.0", 1_700_000_100)
+    assert rclone_version(str(fake)) == "1.71.0"
+    assert calls.read_text().count("x") == 2

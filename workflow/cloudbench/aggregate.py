@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from cloudbench import paths
+from cloudbench.report_outputs import TABLES
 
 TRANSFER_COLUMNS = [
     "campaign", "site", "remote", "direction", "strategy", "layout", "chunk_bytes", "setting",
@@ -188,14 +189,7 @@ def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
     repeat), its dataset ``files``, chunk size labels ``chunks`` and ``upload_site``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     transfers, missing = transfers_table(results, plan["measurements"])
-    paths = {
-        "transfers": out_dir / "transfers.tsv",
-        "timeseries": out_dir / "timeseries.tsv",
-        "steps": out_dir / "steps.tsv",
-        "missing": out_dir / "missing.tsv",
-        "clients": out_dir / "clients.tsv",
-        "probes": out_dir / "probes.tsv",
-    }
+    paths = {name: out_dir / t.path for name, t in TABLES.items()}
     transfers.to_csv(paths["transfers"], sep="\t", index=False)
     series_table(results, transfers).to_csv(paths["timeseries"], sep="\t", index=False)
     clients_table(transfers, results).to_csv(paths["clients"], sep="\t", index=False)

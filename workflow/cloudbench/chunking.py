@@ -21,7 +21,6 @@ any count.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import mmap
 import os
@@ -45,7 +44,8 @@ PREFETCH_AHEAD = 64 * 2**20  # ... so a cold file streams from disk while we wor
 
 def _load_fallocate():
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        # the process's own symbols (libc among them): find_library("c") would run ldconfig
+        libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.fallocate
     except (OSError, AttributeError):  # pragma: no cover - not glibc/musl
         return None

@@ -202,16 +202,18 @@ def cmd_manifest(a):
 
 
 def cmd_aggregate(a):
+    """The tables, then (in the same process: pandas loaded once) the figures from them."""
     from cloudbench import aggregate  # pandas: only where tables are made
 
     aggregate.write_tables(Path(a.results), json.loads(a.expected), Path(a.out))
+    cmd_plots(a, tables=Path(a.out))
 
 
-def cmd_plots(a):
+def cmd_plots(a, tables: Path | None = None):
     from cloudbench import plots  # matplotlib and seaborn: only here
 
     outputs = {name: Path(getattr(a, name)) for name in REPORT_OUTPUTS}
-    plots.build_report(Path(a.tables), json.loads(a.info), outputs, jobs=a.jobs)
+    plots.build_report(tables or Path(a.tables), json.loads(a.info), outputs, jobs=a.jobs)
 
 
 def cmd_preflight(a):
@@ -383,15 +385,20 @@ def build_parser() -> argparse.ArgumentParser:
         ("--out", req),
         ("--release", {"default": ""}),
     )
-    add("aggregate", cmd_aggregate, ("--results", req), ("--expected", req), ("--out", req))
-    add(
-        "plots",
-        cmd_plots,
-        ("--tables", req),
+    figures = (
         ("--info", req),
         ("--jobs", {"type": int, "default": 1, "help": "processes drawing the figures"}),
         *[(f"--{name.replace('_', '-')}", req) for name in REPORT_OUTPUTS],
     )
+    add(
+        "aggregate",
+        cmd_aggregate,
+        ("--results", req),
+        ("--expected", req),
+        ("--out", req),
+        *figures,
+    )
+    add("plots", cmd_plots, ("--tables", req), *figures)  # figures again from the tables
     add("preflight", cmd_preflight, ("--spec", req), ("--out", req))
     add(
         "probe",

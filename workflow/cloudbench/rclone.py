@@ -58,15 +58,49 @@ def version_tuple(spec: str) -> tuple[int, int, int]:
     return parse_version(f"rclone v{spec.lstrip('v')}")
 
 
+def _version_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "cloudbench" / "rclone-versions.json"
+
+
+def _binary_identity(binary: str) -> str:
+    real = os.path.realpath(shutil.which(binary) or binary)
+    st = os.stat(real)
+    return f"{real}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
 def rclone_version(binary: str) -> str:
-    """``1.75.2``-style version of ``binary``."""
+    """``1.75.2``-style version of ``binary``.
+
+    Remembered per binary (path, inode, size and mtime, so a replaced binary is asked
+    again): ``rclone version`` runs lsb_release and costs ~0.1 s, in every transfer job.
+    """
+    cache = _version_cache()
+    try:
+        key = _binary_identity(binary)
+    except OSError as err:
+        raise RcloneError(f"cannot run {binary} version: {err}") from None
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and isinstance(known.get(key), str):
+        return known[key]
     try:
         out = subprocess.run(
             [binary, "version"], capture_output=True, text=True, timeout=60, check=True
         ).stdout
     except (OSError, subprocess.SubprocessError) as err:
         raise RcloneError(f"cannot run {binary} version: {err}") from None
-    return ".".join(map(str, parse_version(out)))
+    version = ".".join(map(str, parse_version(out)))
+    try:  # a cache that cannot be written only costs the next job the same 0.1 s
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({**(known if isinstance(known, dict) else {}), key: version}))
+        tmp.replace(cache)
+    except OSError:
+        pass
+    return version
 
 
 def check_version(found: str, minimum: str) -> None:

@@ -1,4 +1,5 @@
-"""Every file of the report, once: the ``plots`` rule's outputs, its CLI options, the tests.
+"""Every file of the report, once: the ``aggregate`` rule's outputs (tables and figures), its
+CLI options, the tests.
 
 Here and not in :mod:`cloudbench.plots`, so the rules and the CLI can name the files without
 importing matplotlib and pandas.
@@ -11,14 +12,26 @@ from typing import Any, NamedTuple
 
 
 class ReportOutput(NamedTuple):
-    """One output of the ``plots`` rule: where it goes and how the Snakemake report shows it."""
+    """One output of the ``aggregate`` rule: where it goes and how the Snakemake report
+    shows it."""
 
     path: str  # relative to the campaign's results directory
     caption: str | None  # workflow/report/<caption>.rst; None: not a report entry of its own
     category: str | None
 
 
-# By name: the key of build_report's ``out`` and, with - for _, the plots CLI option.
+# The campaign's tables by name (``<name>.tsv`` beside the campaign's records): what
+# cloudbench.aggregate writes and the figures are drawn from.
+TABLES: dict[str, ReportOutput] = {
+    "transfers": ReportOutput("transfers.tsv", "transfers_tsv", "Tables"),
+    "timeseries": ReportOutput("timeseries.tsv", None, None),
+    "steps": ReportOutput("steps.tsv", "steps_tsv", "Tables"),
+    "missing": ReportOutput("missing.tsv", None, None),
+    "clients": ReportOutput("clients.tsv", "clients_tsv", "Tables"),
+    "probes": ReportOutput("probes.tsv", "probes_tsv", "Tables"),
+}
+
+# By name: the key of build_report's ``out`` and, with - for _, the figure CLI option.
 REPORT_OUTPUTS: dict[str, ReportOutput] = {
     "rate_vs_time": ReportOutput("figures/rate_vs_time.png", "rate_vs_time", "Transfers"),
     "rate_by_strategy": ReportOutput(
@@ -46,15 +59,17 @@ REPORT_OUTPUTS: dict[str, ReportOutput] = {
 
 
 def cli_options(outputs: dict[str, str]) -> str:
-    """The plots command's output options for ``outputs`` (name -> path)."""
+    """The figure options of ``cloudbench aggregate`` (and ``plots``) for ``outputs``
+    (name -> path)."""
     return " ".join(f"--{name.replace('_', '-')} {outputs[name]}" for name in REPORT_OUTPUTS)
 
 
 def rule_outputs(results: str, report: Callable[..., Any]) -> dict[str, Any]:
-    """The ``plots`` rule's outputs under ``results``; ``report`` is Snakemake's ``report()``,
-    applied to every file with a caption (captions are relative to workflow/rules/)."""
+    """The ``aggregate`` rule's outputs under ``results``, tables first; ``report`` is
+    Snakemake's ``report()``, applied to every file with a caption (captions are relative
+    to workflow/rules/)."""
     outputs: dict[str, Any] = {}
-    for name, o in REPORT_OUTPUTS.items():
+    for name, o in (TABLES | REPORT_OUTPUTS).items():
         path = f"{results}/{o.path}"
         caption = f"../report/{o.caption}.rst"
         outputs[name] = path if o.caption is None else report(path, caption, o.category)

@@ -23,6 +23,10 @@ from cloudbench.figures import DIRECTIONS, RATE_LABEL, _empty, _grid, _save
 from cloudbench.html_tables import _page, _table
 
 NO_ROWS = "no successful transfers yet"
+ONE_TOOL = (
+    "one tool measured ({tool}): its rates are under Transfers; list several under tools: "
+    "(rclone, s5cmd, aws, command) to compare them here"
+)
 NO_PROBES = (
     "no latency probes with times: the probe measures S3 remotes only (other remotes get a "
     "record saying skipped)"
@@ -61,6 +65,8 @@ def tools_png(transfers: pd.DataFrame, path: Path) -> None:
     rates = rates[rates["n"] > 0]
     if rates.empty:
         return _empty(path, NO_ROWS)
+    if rates["tool"].nunique() == 1:
+        return _empty(path, ONE_TOOL.format(tool=rates["tool"].iloc[0]))
     dirs = [d for d in DIRECTIONS if (rates["direction"] == d).any()]
     fig, axes = _grid(len(dirs), width=6.2, height=4.0)
     colors = _tool_colors(transfers["tool"])

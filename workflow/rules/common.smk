@@ -73,7 +73,6 @@ localrules:
     pull,
     manifest,
     aggregate,
-    plots,
     status,
     cleanup,
 
