@@ -17,6 +17,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -112,6 +113,24 @@ def _check_campaign(workdir: Path, files: int) -> dict:
     return {"jobs": jobs, "transfer_s": sum(float(r["seconds"]) for r in rows)}
 
 
+def snakemake_alone(workdir: Path, configfile: Path, repo: Path, env: dict[str, str]) -> float:
+    """Snakemake's own fixed cost on this machine: start-up, DAG and exit of the finished
+    campaign's command run again (median of 3), which finds nothing left to do."""
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        proc = subprocess.run(
+            snakemake_command(workdir, configfile, repo), cwd=workdir, env=env,
+            capture_output=True, text=True,
+        )  # fmt: skip
+        times.append(time.perf_counter() - start)
+        if "Nothing to be done" not in proc.stdout + proc.stderr:
+            raise SystemExit(
+                f"end-to-end: a rerun of {workdir} was not a no-op:\n{proc.stderr[-2000:]}"
+            )
+    return statistics.median(times)
+
+
 def bench_end_to_end(
     h: Harness, files: int = FILES, size: int = FILE_SIZE, compare: Path | None = None
 ) -> None:
@@ -165,6 +184,10 @@ def bench_end_to_end(
 
     sides = [campaign(side, repo) for side, repo in checkouts.items()]
     runs = h.pairs_of("end-to-end", [sides[0], ("bash", fresh(bash_dir), bash), *sides[1:]])
+    noop = {
+        side: snakemake_alone(d / side, d / f"{side}.yaml", repo, env)
+        for side, repo in checkouts.items()
+    }
     shutil.rmtree(d, ignore_errors=True)
     theirs = runs["bash"]
     for side, repo in checkouts.items():
@@ -173,6 +196,9 @@ def bench_end_to_end(
         ratio = statistics.median(ratios)
         jobs = mine[-1].extra["jobs"]
         rclone_s = statistics.median(o.extra["transfer_s"] for o in mine)
+        alone = statistics.median(o.seconds - noop[side] for o in mine) / statistics.median(
+            b.seconds for b in theirs
+        )
         h.rows.append(
             Row(
                 "end-to-end" if side == "cloudbench" else f"end-to-end ({repo})",
@@ -187,6 +213,8 @@ def bench_end_to_end(
                 f"{size // MIB} MiB, {chunk // MIB} MiB chunks, plain + chunked, up + down, "
                 f"local remote, --transfers {TRANSFERS}, 1 repeat; {len(ratios)} round(s) after "
                 f"a warm-up round (order rotating), ratios {' '.join(f'{r:.2f}' for r in ratios)}; "
-                f"the campaign's rclone copies took {rclone_s:.1f} s of it",
+                f"the campaign's rclone copies took {rclone_s:.1f} s of it; Snakemake alone (the "
+                f"same command with nothing left to do, median of 3, after the rounds) took "
+                f"{noop[side]:.1f} s, so the campaign without it is {alone:.2f}x",
             )
         )

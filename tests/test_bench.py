@@ -60,6 +60,7 @@ def test_bench_quick_run_writes_every_row(tmp_path):
     e2e = rows["end-to-end"]
     assert e2e["target"] == "<= 1.20x" and float(e2e["ours"]) > 0 and float(e2e["baseline"]) > 0
     assert "4 x 8 MiB, 2 MiB chunks" in e2e["detail"] and "1 round(s) after" in e2e["detail"]
+    assert "Snakemake alone" in e2e["detail"]
     md = (out / "bench.md").read_text()
     assert "Page cache: warm" in md and "filesystem:" in md and "cpu:" in md
     assert (out / "pairs.tsv").read_text().count("\n") > 10

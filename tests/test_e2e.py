@@ -102,9 +102,12 @@ def test_campaign_against_real_s3(tmp_path, demo_config):
         demo_config.update(remote="s3t:", bucket="cloudbench")
         demo_config["dataset"].update(files=1, size="10MiB", chunk_sizes=["3MiB"])
         cfg = write_config(tmp_path, demo_config)
-        run = snakemake(tmp_path, cfg, env=s3.client_env("S3T"))
+        # an rclone flag from the environment applies to every copy: each row names it
+        env = {**s3.client_env("S3T"), "RCLONE_USE_MMAP": "true"}
+        run = snakemake(tmp_path, cfg, env=env)
         assert run.returncode == 0, run.stderr[-3000:]
-        _check_campaign(tmp_path, demo_config)
+        df = _check_campaign(tmp_path, demo_config)
+        assert (df["rclone_env"] == "RCLONE_USE_MMAP=true").all(), df["rclone_env"]
         objects = (
             tmp_path
             / "s3root/cloudbench/demo/data/chunked-3MiB/rclone-1xauto/r2/objects/demo-001.bin"

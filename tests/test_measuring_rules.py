@@ -140,3 +140,19 @@ def test_stopped_summary_says_what_is_recorded_and_what_to_do(tmp_path):
         "cloudbench: stopped with 2 of 4 measurements recorded (1 ok, 1 failed), 2 not "
         "measured yet; rerun the same command to measure the 3 left (finished ones are kept)"
     )
+
+
+def test_rclone_flags_from_the_environment_are_named_in_the_record_secrets_are_not():
+    from cloudbench.secrets import rclone_env_flags
+
+    env = {
+        "RCLONE_BWLIMIT": "8M",
+        "RCLONE_S3_CHUNK_SIZE": "16M",
+        "RCLONE_CONFIG_STORE_SECRET_ACCESS_KEY": "Walrus5Penguin8",  # a remote's definition
+        "RCLONE_CONFIG": "/home/u/rclone.conf",
+        "RCLONE_PASSWORD_COMMAND": "pass show rclone-Walrus5",  # a credential: named only
+        "PATH": "/usr/bin",
+    }
+    flags = rclone_env_flags(env)
+    assert flags == "RCLONE_BWLIMIT=8M RCLONE_PASSWORD_COMMAND=<set> RCLONE_S3_CHUNK_SIZE=16M"
+    assert "Walrus5" not in flags and rclone_env_flags({"HOME": "/root"}) == ""

@@ -29,7 +29,7 @@ import pytest
 from PIL import Image
 
 from cloudbench import plots, stats
-from cloudbench.report_outputs import REPORT_OUTPUTS
+from cloudbench.report_outputs import REPORT_OUTPUTS, TABLES
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -43,6 +43,8 @@ REPORT_FIGURES = {
     for o in REPORT_OUTPUTS.values()
     if o.caption and o.path.startswith("figures/")
 }
+# every table the report lists (steps.tsv once went missing when a figure took its name)
+REPORT_TABLES = {o.path for o in TABLES.values() if o.caption}
 CATEGORIES = sorted({o.category for o in REPORT_OUTPUTS.values() if o.category} | {"Tables"})
 
 
@@ -251,7 +253,8 @@ def check_outputs_in_browser(paths: list[Path], workdir: Path, tag: str) -> dict
 @needs_chromium
 def test_demo_report_renders_every_figure(demo_report, tmp_path):
     workdir, config, report = demo_report
-    results = check_report_in_browser(report, tmp_path, REPORT_FIGURES | {"summary.tsv"})
+    expected = REPORT_FIGURES | REPORT_TABLES | {"summary.tsv"}
+    results = check_report_in_browser(report, tmp_path, expected)
     figures = workdir / "results" / config["campaign"] / "figures"
     check_outputs_in_browser(
         sorted(p for p in figures.iterdir() if p.suffix in (".png", ".html")), tmp_path, "demo"

@@ -21,8 +21,8 @@ TRANSFER_COLUMNS = [
     "start_skew_s", "client_mb_per_s_min", "client_mb_per_s_median", "client_mb_per_s_max",
     "files", "objects", "bytes_requested", "bytes_moved", "transfers", "objects_in_flight",
     "streams_per_object", "connections", "backend", "backend_concurrency", "retries", "error",
-    "rclone_version", "host", "node_cores", "files_per_s", "s_per_object", "tool_version",
-    "bytes_moved_from",
+    "rclone_version", "rclone_env", "host", "node_cores", "files_per_s", "s_per_object",
+    "tool_version", "bytes_moved_from",
 ]  # fmt: skip
 # One row per client of a measurement with several clients (its row in transfers.tsv is the
 # aggregate); start_offset_s is the client's start after the group's first.

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from cloudbench import paths
 from cloudbench import rclone as rc
 from cloudbench.records import host_info, utc_now, write_json
 
@@ -100,5 +101,5 @@ def pull(
 
 
 def campaign_manifest_exists(prefix: str, flags: tuple[str, ...]) -> bool:
-    res = _run(rc.find_rclone(), "cat", f"{prefix}/manifest.json", "--count", "1", flags=flags)
+    res = _run(rc.find_rclone(), "cat", f"{prefix}/{paths.MANIFEST}", "--count", "1", flags=flags)
     return res.returncode == 0 and bool(res.stdout)

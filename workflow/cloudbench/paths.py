@@ -139,8 +139,14 @@ def table(results, name: str) -> str:
     return f"{results}/{name}.tsv"
 
 
+# On the remote and in the results: the manifest that marks a copy (or the campaign) complete,
+# and the folder of a copy's objects.
+MANIFEST = "manifest.json"
+OBJECTS = "objects"
+
+
 def campaign_manifest(results) -> str:
-    return f"{results}/manifest.json"
+    return f"{results}/{MANIFEST}"
 
 
 def status_file(results) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudbench import exchange, tools
+from cloudbench import exchange, paths, tools
 from cloudbench import rclone as rc
 from cloudbench.records import host_info, utc_now, write_json
 from cloudbench.secrets import redact, secret_values
@@ -158,7 +158,7 @@ def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
         prefix = next(iter(spec.remote_prefixes.values()))
         if not exchange.campaign_manifest_exists(prefix, spec.flags):
             problems.append(
-                f"campaign {spec.campaign!r}: nothing uploaded yet ({prefix}/manifest.json "
+                f"campaign {spec.campaign!r}: nothing uploaded yet ({prefix}/{paths.MANIFEST} "
                 f"missing); run the upload site {spec.upload_site!r} first"
             )
     scratch = Path(spec.scratch)

@@ -65,11 +65,14 @@ def cli_options(outputs: dict[str, str]) -> str:
 
 
 def rule_outputs(results: str, report: Callable[..., Any]) -> dict[str, Any]:
-    """The ``aggregate`` rule's outputs under ``results``, tables first; ``report`` is
-    Snakemake's ``report()``, applied to every file with a caption (captions are relative
-    to workflow/rules/)."""
+    """The ``aggregate`` rule's outputs under ``results``, tables first (``<table>_tsv``);
+    ``report`` is Snakemake's ``report()``, applied to every file with a caption (captions
+    are relative to workflow/rules/)."""
     outputs: dict[str, Any] = {}
-    for name, o in (TABLES | REPORT_OUTPUTS).items():
+    named = {f"{name}_tsv": o for name, o in TABLES.items()}  # transfers_tsv, steps_tsv, ...
+    if set(named) & set(REPORT_OUTPUTS):
+        raise ValueError(f"a table and a figure share a name: {set(named) & set(REPORT_OUTPUTS)}")
+    for name, o in (named | REPORT_OUTPUTS).items():
         path = f"{results}/{o.path}"
         caption = f"../report/{o.caption}.rst"
         outputs[name] = path if o.caption is None else report(path, caption, o.category)

@@ -40,6 +40,21 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted(set(out), key=len, reverse=True)
 
 
+def rclone_env_flags(environ: Mapping[str, str] | None = None) -> str:
+    """rclone flags set in the environment (``RCLONE_BWLIMIT=8M``, ``RCLONE_S3_CHUNK_SIZE``):
+    rclone applies them to every measured copy, so each record names them. Remote
+    definitions (``RCLONE_CONFIG_*``) are left out; a credential-like name keeps its value
+    out (``RCLONE_PASSWORD_COMMAND=<set>``)."""
+    env = os.environ if environ is None else environ
+    out = []
+    for name in sorted(env):
+        if not name.startswith("RCLONE_") or name.startswith("RCLONE_CONFIG"):
+            continue
+        value = "<set>" if _SECRET_NAME.search(name) else env[name]
+        out.append(f"{name}={value}")
+    return " ".join(out)
+
+
 def redact(text: str, secrets: Iterable[str]) -> str:
     for s in secrets:
         if s:

@@ -39,8 +39,7 @@ from cloudbench.transfer import (
     purge,
 )
 
-COPY_MANIFEST = "manifest.json"
-OBJECTS = "objects"
+COPY_MANIFEST, OBJECTS = paths.MANIFEST, paths.OBJECTS
 
 
 # --- transfers -----------------------------------------------------------------------------
@@ -219,7 +218,7 @@ def timed_copy(
 # What every client of a group shares, taken from the first that reported.
 _SHARED_CLIENT_KEYS = (
     "concurrency", "transfers", "streams_per_object", "backend", "backend_concurrency",
-    "rclone_version",
+    "rclone_version", "rclone_env",
 )  # fmt: skip
 CLIENT_COLUMNS = (
     "client", "host", "status", "mb_per_s", "seconds", "start_offset_s", "started_utc",
@@ -461,7 +460,7 @@ def download(
         if reason is None:
             raise StepError(
                 f"campaign {spec.campaign!r}: no complete upload at {spec.data_prefix} "
-                f"(manifest.json missing); run the upload site {spec.upload_site!r} first"
+                f"({COPY_MANIFEST} missing); run the upload site {spec.upload_site!r} first"
             )
         write_json(manifest_out, {"files": [], "missing": reason})
         rec = {

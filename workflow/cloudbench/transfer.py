@@ -27,7 +27,7 @@ from cloudbench.paths import attempts_dir
 from cloudbench.progress import LogTail, label_of, progress_interval, progress_of
 from cloudbench.rclonelog import on_wall_clock, parse_rclone_log, rate_series
 from cloudbench.records import host_info, rate_mb_s, read_json, utc_now, write_json
-from cloudbench.secrets import redact, redact_file, secret_values
+from cloudbench.secrets import rclone_env_flags, redact, redact_file, secret_values
 from cloudbench.spec import TransferSpec
 
 SERIES_HEADER = "elapsed_s\tbytes\tmb_per_s\n"
@@ -152,6 +152,7 @@ def measure(
         "backend_concurrency": conc.backend_concurrency,
         "rclone_exit": output.returncode,
         "rclone_version": version,
+        "rclone_env": rclone_env_flags(),
         "tool_version": version,
         "bytes_moved_from": "rclone stats",
         "source": src,

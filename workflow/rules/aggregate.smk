@@ -15,7 +15,7 @@ rule aggregate:
     threads: 2  # processes drawing the figures (at most the cores Snakemake may use)
     params:
         expected=expected_measurements(),
-        results=lambda w, output: Path(output.transfers).parent,
+        results=lambda w, output: Path(output.transfers_tsv).parent,
         info=report_info(),
         figures=lambda w, output: cli_options(
             {name: getattr(output, name) for name in REPORT_OUTPUTS}
