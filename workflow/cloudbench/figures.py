@@ -8,6 +8,7 @@ config) and a path, so the figures can be redrawn from the TSVs alone.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -113,9 +114,12 @@ def _save(fig, path: Path) -> None:
 
 
 def _empty(path: Path, message: str) -> None:
-    fig, ax = plt.subplots(figsize=(7, 2))
+    """A figure that says why there is nothing to draw, in type large enough to read in
+    the report's thumbnail."""
+    fig, ax = plt.subplots(figsize=(8, 2.4))
     ax.axis("off")
-    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True)
+    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(message, 60)), ha="center", va="center",
+            fontsize=15)  # fmt: skip
     _save(fig, path)
 
 

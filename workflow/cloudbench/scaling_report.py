@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import math
-import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pandas as pd
 import seaborn as sns
 
 from cloudbench import scaling
-from cloudbench.figures import RATE_LABEL, _grid, _save, plt
+from cloudbench.figures import RATE_LABEL, _empty, _grid, _save
 from cloudbench.html_tables import _page, _table
 
 SHADES = sns.color_palette("colorblind", 10)
@@ -36,12 +35,7 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
     pts = scaling.point_table(transfers)
     table = scaling.scaling_table(transfers)
     if table.empty:
-        fig, ax = plt.subplots(figsize=(8, 2.4))
-        ax.axis("off")
-        ax.text(0.5, 0.5, "\n".join(textwrap.wrap(NO_SWEEP, 60)), ha="center", va="center",
-                fontsize=15)  # fmt: skip
-        _save(fig, path)
-        return
+        return _empty(path, NO_SWEEP)
     groups = list(table.groupby(["site", "remote", "direction"], sort=False).groups)
     axes_used = [a for a in scaling.AXES if (table["axis"] == a).any()]
     fig, axes = _grid(len(groups) * len(axes_used), ncols=len(axes_used))
