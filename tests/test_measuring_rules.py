@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +157,45 @@ def test_rclone_flags_from_the_environment_are_named_in_the_record_secrets_are_n
     flags = rclone_env_flags(env)
     assert flags == "RCLONE_BWLIMIT=8M RCLONE_PASSWORD_COMMAND=<set> RCLONE_S3_CHUNK_SIZE=16M"
     assert "Walrus5" not in flags and rclone_env_flags({"HOME": "/root"}) == ""
+
+
+def test_a_job_whose_shell_is_killed_ends_with_it(tmp_path):
+    """kill -9 of a job's shell (the pid ps shows for a rule) must end the job's Python too:
+    an orphan would go on measuring beside the next transfer and write its record after
+    Snakemake removed the failed job's outputs (seen in a real run before this guard)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    code = (
+        "import os, time; from cloudbench.jobenv import end_with_job_shell; "
+        f"end_with_job_shell(); open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
+        "time.sleep(120)"
+    )
+    shell = subprocess.Popen(["bash", "-c", f'{sys.executable} -c "{code}"; true'])
+    deadline = time.monotonic() + 20
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    shell.send_signal(signal.SIGKILL)
+    shell.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state == "Z":  # ended, not yet reaped by init
+            break
+        time.sleep(0.05)
+    else:
+        assert not Path(f"/proc/{child}").exists(), "the job's Python outlived its shell"
+
+
+def test_every_cloudbench_command_ends_with_its_job_shell(monkeypatch):
+    from cloudbench import cli, jobenv
+
+    calls = []
+    monkeypatch.setattr(jobenv, "end_with_job_shell", lambda: calls.append(1))
+    monkeypatch.setattr(cli, "cmd_status", lambda a: None)
+    assert cli.main(["status", "--transfers", "x.tsv", "--out", "y"]) == 0
+    assert calls == [1]

@@ -435,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return launch_main(argv[1:])
     args = build_parser().parse_args(argv)
+    from cloudbench.jobenv import end_with_job_shell
+
+    end_with_job_shell()  # every command below is a job's (or a client's) own process
     try:
         args.func(args)
     except Exception as err:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cloudbench.jobenv import die_with_parent
 from cloudbench.records import rate_mb_s, read_json, write_json
 
 # Environment variables that carry a task's rank under the launchers HPC centres use.
@@ -33,22 +34,6 @@ GO_LEAD_S = 0.5  # the agreed start lies this far ahead, so every client sees it
 POLL_S = 0.002
 PLAN = "plan.json"
 GO = "go.json"
-
-
-def die_with_parent() -> None:
-    """In a child, before exec: end it (SIGTERM) when the process that started it dies.
-
-    A job killed hard (SIGKILL, a lost node) would otherwise leave its clients and their
-    rclone moving data, overlapping the rerun's measurement; SIGTERM lets rclone abort its
-    multipart uploads. Linux only; elsewhere a no-op.
-    """
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 class ClientError(RuntimeError):

@@ -61,3 +61,29 @@ def retry_token(record_path: str) -> str:
         except (OSError, ValueError):
             failed += 1
     return f"failed:{failed}" if failed else ""
+
+
+def die_with_parent() -> None:
+    """In a child, before exec: end it (SIGTERM) when the process that started it dies.
+
+    A job killed hard (SIGKILL, a lost node) would otherwise leave its clients and their
+    rclone moving data, overlapping the rerun's measurement; SIGTERM lets rclone abort its
+    multipart uploads. Linux only; elsewhere a no-op.
+    """
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def end_with_job_shell() -> None:
+    """For a job's own process: end with the shell Snakemake (or the batch system) started
+    it from. A job whose shell is killed alone (kill -9 of the pid ps shows) would
+    otherwise go on measuring beside the next job, and write its record after Snakemake
+    removed the outputs of the failed job."""
+    die_with_parent()
+    if os.getppid() == 1:  # the shell died before the request was in place
+        raise SystemExit("cloudbench: the job's shell is gone; not starting")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from cloudbench.clients import die_with_parent
+from cloudbench.jobenv import die_with_parent
 from cloudbench.secrets import credential_in_value, redact, secret_values
 
 TOOLS = ("rclone", "s5cmd", "aws", "command")

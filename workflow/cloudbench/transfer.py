@@ -22,7 +22,7 @@ from typing import Any
 
 from cloudbench import rclone as rc
 from cloudbench import tools
-from cloudbench.clients import die_with_parent
+from cloudbench.jobenv import die_with_parent
 from cloudbench.paths import attempts_dir
 from cloudbench.progress import LogTail, label_of, progress_interval, progress_of
 from cloudbench.rclonelog import on_wall_clock, parse_rclone_log, rate_series
