@@ -34,6 +34,9 @@ def test_summary_is_ordered_and_bounded(values):
     s = probe.summary([float(v) for v in values])
     assert s["n"] == len(values)
     assert 0 < s["min"] <= s["p50"] <= s["p90"] <= s["p99"] <= s["max"]
+    # the record keeps every request's time, in order, so each percentile can be re-derived
+    assert s["samples"] == [float(v) for v in values]
+    assert s["p90"] == round(probe.percentile(s["samples"], 90), 9)
     assert probe.summary([]) is None
 
 
