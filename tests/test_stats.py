@@ -441,3 +441,24 @@ def test_linear_fit_is_a_frozen_record():
     assert isinstance(f, LinearFit)
     with pytest.raises(AttributeError):
         f.slope = 2  # type: ignore[misc]
+
+
+def test_headline_says_when_a_speed_up_rests_on_retried_repeats():
+    """A repeat that rclone retried (the store went away mid-copy) drags its median down;
+    the front page must not present the gap as a pure layout effect."""
+    from cloudbench import headline
+
+    rows = [("a", "upload", "plain", 1, 8.25), ("a", "upload", "plain", 2, 1.89)]
+    rows += [("a", "upload", "chunked-3MiB", r, 8.24) for r in (1, 2)]
+    t = transfers_frame(rows)
+    t.loc[1, "retries"] = 1  # plain r2: rclone's whole-copy retry after the outage
+    t["setting"] = "rclone-1xauto"
+    summary = summarise(t, pd.DataFrame())
+    said = headline.sentences(headline.rows(t, summary))
+    assert said == [
+        "a upload: best chunked-3MiB at 8.24 MB/s, ×1.63 over plain (rclone retried during "
+        "these repeats: plain 1; the rates include the time lost)."
+    ]
+    t.loc[1, "retries"] = 0
+    said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))
+    assert said == ["a upload: best chunked-3MiB at 8.24 MB/s, ×1.63 over plain."]

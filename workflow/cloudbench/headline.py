@@ -42,7 +42,7 @@ STYLE = (
 
 ROW_COLUMNS = [
     "site", "remote", "direction", "layout", "n", "median", "low", "high", "speedup",
-    "speedup_low", "speedup_high", "failed", "corrupt",
+    "speedup_low", "speedup_high", "failed", "corrupt", "retries",
 ]  # fmt: skip
 
 
@@ -82,6 +82,7 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
                 "speedup_high": float(r.speedup_ci_high),
                 "failed": int(r.failed),
                 "corrupt": int(r.corrupt),
+                "retries": int(r.retries),
             }
         )
     df = pd.DataFrame(out, columns=ROW_COLUMNS)
@@ -119,8 +120,17 @@ def sentences(table: pd.DataFrame) -> list[str]:
         b = best.iloc[0]
         where = f" ({remote})" if table["remote"].nunique() > 1 else ""
         gain = f", {_speedup_cell(b)} over plain" if not b["layout"].startswith("plain") else ""
+        compared = g[g["best"] | g["layout"].str.startswith("plain")]
+        retried = [f"{r.layout} {r.retries}" for r in compared.itertuples() if r.retries]
+        caveat = (
+            f" (rclone retried during these repeats: {', '.join(retried)}; the rates include "
+            "the time lost)"
+            if retried
+            else ""
+        )
         out.append(
-            f"{site} {direction}{where}: best {b['layout']} at {_num(b['median'])} MB/s{gain}."
+            f"{site} {direction}{where}: best {b['layout']} at {_num(b['median'])} MB/s"
+            f"{gain}{caveat}."
         )
     return out
 
@@ -149,7 +159,8 @@ def headline_html(
         "repeats), n = ok repeats. Every strategy could open as many connections per client as "
         "its setting allows (clients × concurrency, e.g. rclone-4x32; auto = the job's threads), "
         "counted as objects in flight × streams per object. Best layout per row group in "
-        "green; rows with a failed or corrupt repeat in red.</p>",
+        "green; rows with a failed or corrupt repeat in red; retried = rclone's whole-copy "
+        "retries in the repeats (their time is in the rate).</p>",
     ]
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
     from cloudbench.scaling import recommendations  # only campaigns that sweep have any
@@ -159,9 +170,9 @@ def headline_html(
     if not table.empty:
         show_remote = table["remote"].nunique() > 1
         head = ["site", *(["remote"] if show_remote else []), "direction", "layout"]
-        head += ["median MB/s [95% CI]", "n", "vs plain [95% CI]", "failed", "corrupt"]
+        head += ["median MB/s [95% CI]", "n", "vs plain [95% CI]", "failed", "corrupt", "retried"]
         cells = "".join(
-            f'<th class="{"l" if i < len(head) - 5 else ""}">{h}</th>' for i, h in enumerate(head)
+            f'<th class="{"l" if i < len(head) - 6 else ""}">{h}</th>' for i, h in enumerate(head)
         )
         body = [f"<table><thead><tr>{cells}</tr></thead><tbody>"]
         for r in table.to_dict("records"):
@@ -169,7 +180,7 @@ def headline_html(
             left = [r["site"], *([r["remote"]] if show_remote else []), r["direction"], r["layout"]]
             tds = "".join(f'<td class="l">{html.escape(str(v))}</td>' for v in left)
             tds += f"<td>{_rate_cell(r)}</td><td>{r['n']}</td><td>{_speedup_cell(r)}</td>"
-            tds += f"<td>{r['failed']}</td><td>{r['corrupt']}</td>"
+            tds += f"<td>{r['failed']}</td><td>{r['corrupt']}</td><td>{r['retries']}</td>"
             body.append(f'<tr class="{cls}">{tds}</tr>')
         body.append("</tbody></table>")
         parts.append("".join(body))
