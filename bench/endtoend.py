@@ -113,11 +113,13 @@ def _check_campaign(workdir: Path, files: int) -> dict:
     return {"jobs": jobs, "transfer_s": sum(float(r["seconds"]) for r in rows)}
 
 
-def snakemake_alone(workdir: Path, configfile: Path, repo: Path, env: dict[str, str]) -> float:
+def snakemake_alone(
+    workdir: Path, configfile: Path, repo: Path, env: dict[str, str], runs: int = 3
+) -> float:
     """Snakemake's own fixed cost on this machine: start-up, DAG and exit of the finished
-    campaign's command run again (median of 3), which finds nothing left to do."""
+    campaign's command run again (median of ``runs``), which finds nothing left to do."""
     times = []
-    for _ in range(3):
+    for _ in range(runs):
         start = time.perf_counter()
         proc = subprocess.run(
             snakemake_command(workdir, configfile, repo), cwd=workdir, env=env,
@@ -185,7 +187,7 @@ def bench_end_to_end(
     sides = [campaign(side, repo) for side, repo in checkouts.items()]
     runs = h.pairs_of("end-to-end", [sides[0], ("bash", fresh(bash_dir), bash), *sides[1:]])
     noop = {
-        side: snakemake_alone(d / side, d / f"{side}.yaml", repo, env)
+        side: snakemake_alone(d / side, d / f"{side}.yaml", repo, env, runs=min(3, h.pairs))
         for side, repo in checkouts.items()
     }
     shutil.rmtree(d, ignore_errors=True)
@@ -214,7 +216,8 @@ def bench_end_to_end(
                 f"local remote, --transfers {TRANSFERS}, 1 repeat; {len(ratios)} round(s) after "
                 f"a warm-up round (order rotating), ratios {' '.join(f'{r:.2f}' for r in ratios)}; "
                 f"the campaign's rclone copies took {rclone_s:.1f} s of it; Snakemake alone (the "
-                f"same command with nothing left to do, median of 3, after the rounds) took "
+                f"same command with nothing left to do, median of {min(3, h.pairs)}, after the "
+                f"rounds) took "
                 f"{noop[side]:.1f} s, so the campaign without it is {alone:.2f}x",
             )
         )

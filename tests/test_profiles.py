@@ -95,7 +95,10 @@ def _kill_mid_run(proc, cluster: SlurmCluster, rule: str, kill) -> tuple[int, st
 
 
 def test_demo_through_tursa_then_tesseract(slurm_cluster, tmp_path, demo_config):  # noqa: F811
-    cfg = _campaign(tmp_path, demo_config)
+    # chunked only: every step kind still goes through both schedulers (arrays of data
+    # steps, transfers, reassembly, verify); plain transfers through Slurm are the two
+    # tests below and tests/test_scale.py, and each batch stage here costs ~12 s of polling
+    cfg = _campaign(tmp_path, demo_config, strategies=("chunked",))
     env = _env(slurm_cluster)
     tursa = snakemake(tmp_path, cfg, "--cores", "2", profile="tursa", env=env, timeout=RUN_TIMEOUT)
     assert tursa.returncode == 0, tursa.stdout[-3000:] + tursa.stderr[-3000:]
@@ -117,7 +120,7 @@ def test_demo_through_tursa_then_tesseract(slurm_cluster, tmp_path, demo_config)
     assert list((tmp_path / "logs/pbs/jobs").glob("*.exit")), "nothing went through qsub"
     df = pd.read_csv(tmp_path / "results/demo/transfers.tsv", sep="\t")
     tess = df[df["site"] == "tesseract"]
-    assert len(tess) == 2 and (tess["status"] == "ok").all()
+    assert list(tess["layout"]) == ["chunked-2MiB"] and (tess["status"] == "ok").all()
 
 
 def test_job_killed_by_slurm_is_failed_not_waited_on(slurm_cluster, tmp_path, demo_config):  # noqa: F811

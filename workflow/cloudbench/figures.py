@@ -119,7 +119,7 @@ def _empty(path: Path, message: str) -> None:
     fig, ax = plt.subplots(figsize=(8, 2.4))
     ax.axis("off")
     ax.text(0.5, 0.5, "\n".join(textwrap.wrap(message, 60)), ha="center", va="center",
-            fontsize=15)  # fmt: skip
+            fontsize=16, fontweight="bold")  # fmt: skip
     _save(fig, path)
 
 
