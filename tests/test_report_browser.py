@@ -135,6 +135,17 @@ def dump_dom(url: str, workdir: Path) -> tuple[str, subprocess.CompletedProcess]
     return run.stdout, run
 
 
+def dom_and_screenshot(
+    url: str, out: Path, workdir: Path
+) -> tuple[str, subprocess.CompletedProcess]:
+    """The rendered DOM and a screenshot of the same page load (one Chromium start, not two:
+    the browser tests start Chromium about a hundred times)."""
+    run = chromium(["--dump-dom", f"--screenshot={out}", url], workdir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert out.exists(), f"no screenshot of {url}: {run.stderr[-2000:]}"
+    return run.stdout, run
+
+
 def ink(png: Path, box: tuple[int, int, int, int] | None = None) -> tuple[float, float]:
     """(grey-level standard deviation, fraction of pixels that differ from the most common
     colour) of a PNG or a region of it: a blank page has both near 0."""
@@ -191,11 +202,9 @@ def check_report_in_browser(report: Path, workdir: Path, expected: set[str]) -> 
 
     # the landing page: the menu lists every category, the page renders, no errors
     plain = with_scripts(report, workdir / "report-hooked.html", None)
-    dom, run = dump_dom(plain.as_uri(), workdir)
+    dom, run = dom_and_screenshot(plain.as_uri(), shots / "report.png", workdir)
     for cat in CATEGORIES:
         assert cat in dom, f"category {cat!r} not in the rendered menu"
-    assert console_errors(run.stderr) == [], console_errors(run.stderr)
-    run = screenshot(plain.as_uri(), shots / "report.png", workdir)
     assert console_errors(run.stderr) == [], console_errors(run.stderr)
     assert_not_blank(shots / "report.png")
 
@@ -204,7 +213,8 @@ def check_report_in_browser(report: Path, workdir: Path, expected: set[str]) -> 
         if r["mime_type"] not in ("image/png", "text/html"):
             continue
         page = with_scripts(report, workdir / f"view-{r['name']}.html", key)
-        dom, run = dump_dom(page.as_uri(), workdir)
+        shot = shots / f"view-{Path(r['name']).stem}-{r['mime_type'].split('/')[1]}.png"
+        dom, run = dom_and_screenshot(page.as_uri(), shot, workdir)
         assert f'data-cb-selected="{key}"' in dom, f"{key} was not selected"
         assert console_errors(run.stderr) == [], (key, console_errors(run.stderr))
         text = html.unescape(re.sub(r"<[^>]+>", " ", dom))
@@ -215,9 +225,6 @@ def check_report_in_browser(report: Path, workdir: Path, expected: set[str]) -> 
             assert width.isdigit() and int(width) > 300, f"{key} did not decode: {width}"
         else:
             assert 'data-cb-iframe="yes"' in dom, f"{key} not shown in a frame"
-        shot = shots / f"view-{Path(r['name']).stem}-{r['mime_type'].split('/')[1]}.png"
-        run = screenshot(page.as_uri(), shot, workdir)
-        assert console_errors(run.stderr) == [], (key, console_errors(run.stderr))
         # the content area is the right half (the left half holds the menu and caption)
         assert_not_blank(shot, box=(WINDOW[0] // 2 + 10, 0, WINDOW[0], WINDOW[1]))
     _keep(shots, "report")
@@ -235,12 +242,13 @@ def check_outputs_in_browser(paths: list[Path], workdir: Path, tag: str) -> dict
         if p.suffix == ".png":
             assert_not_blank(p)  # the PNG itself
         shot = shots / f"file-{p.stem}-{p.suffix[1:]}.png"
-        run = screenshot(p.as_uri(), shot, workdir)
+        if p.suffix == ".html":
+            doms[p.name], run = dom_and_screenshot(p.as_uri(), shot, workdir)
+            assert "<table" in doms[p.name], p.name
+        else:
+            run = screenshot(p.as_uri(), shot, workdir)
         assert console_errors(run.stderr) == [], (p.name, console_errors(run.stderr))
         assert_not_blank(shot)
-        if p.suffix == ".html":
-            doms[p.name], run = dump_dom(p.as_uri(), workdir)
-            assert "<table" in doms[p.name], p.name
     _keep(shots, tag)
     return doms
 

@@ -21,9 +21,12 @@ from tests.infra.workflow import BIN, snakemake, write_config
 pytestmark = pytest.mark.slow
 CAP_MIB_S = 2  # per client
 CAP = CAP_MIB_S * 2**20 / 1e6  # MB/s
+FILES, SIZE_MIB = 8, 4  # 4 clients: two 4 MiB files each, 4 s at the cap
 
 
-def _campaign(tmp_path, clients, files=8, size="6MiB", concurrency=1, site="edi", download=False):
+def _campaign(
+    tmp_path, clients, files=FILES, size=f"{SIZE_MIB}MiB", concurrency=1, site="edi", download=False
+):
     return write_config(
         tmp_path,
         {
@@ -79,7 +82,7 @@ def test_local_clients_run_together_and_add_up(tmp_path):
         clients = pd.read_csv(tmp_path / "results/scale/clients.tsv", sep="\t")
         clients = clients[clients["direction"] == "upload"]
         assert sorted(clients.groupby("clients")["client"].nunique().items()) == [(2, 2), (4, 4)]
-        assert (clients.groupby("clients")["files"].sum() == 8).all()  # every file, once
+        assert (clients.groupby("clients")["files"].sum() == FILES).all()  # every file, once
         # the aggregate row traces to the clients' own rclone logs
         logs = sorted(
             (tmp_path / "results/scale/sites/edi/rclone/upload").rglob("r1.client-*.jsonl")
@@ -92,10 +95,12 @@ def test_local_clients_run_together_and_add_up(tmp_path):
                     json.loads(x)["stats"] for x in log.read_text().splitlines() if '"stats"' in x
                 ]
                 moved += stats[-1]["bytes"]
-        assert moved == df.loc[4, "bytes_moved"] == 8 * 6 * 2**20
+        assert moved == df.loc[4, "bytes_moved"] == FILES * SIZE_MIB * 2**20
         series = pd.read_csv(tmp_path / "results/scale/timeseries.tsv", sep="\t")
         four = series[(series["setting"] == "rclone-4x1") & (series["direction"] == "upload")]
-        assert four["bytes"].max() == 8 * 6 * 2**20  # the summed series ends at every byte
+        assert (
+            four["bytes"].max() == FILES * SIZE_MIB * 2**20
+        )  # the summed series ends at every byte
         # the report's Scaling section has the sweep and names a knee
         html = (tmp_path / "results/scale/figures/scaling.html").read_text()
         assert "Knee of each sweep" in html and "from edi to s3t: (upload)" in html
