@@ -199,3 +199,36 @@ def test_every_cloudbench_command_ends_with_its_job_shell(monkeypatch):
     monkeypatch.setattr(cli, "cmd_status", lambda a: None)
     assert cli.main(["status", "--transfers", "x.tsv", "--out", "y"]) == 0
     assert calls == [1]
+
+
+def test_a_log_left_by_a_killed_attempt_is_kept_not_overwritten(tmp_path):
+    from cloudbench.transfer import keep_attempt, set_aside_unrecorded
+
+    record = tmp_path / "r2.json"
+    log = tmp_path / "r2.jsonl"
+    log.write_text('{"level":"info","msg":"killed mid-way"}\n')
+    set_aside_unrecorded(record, [log, tmp_path / "r2.client-1.jsonl"])  # one absent: fine
+    kept = list((tmp_path / "r2.attempts").glob("*.unrecorded.r2.jsonl"))
+    assert not log.exists() and len(kept) == 1
+    assert kept[0].read_text() == '{"level":"info","msg":"killed mid-way"}\n'
+    # a log that keep_attempt already kept (a finished attempt, rerun on request) just goes
+    log.write_text('{"msg":"finished"}\n')
+    keep_attempt(record, {"started_utc": "2026-11-23T10:00:00Z"}, log)
+    set_aside_unrecorded(record, [log])
+    assert not log.exists()
+    assert len(list((tmp_path / "r2.attempts").glob("*.unrecorded.*"))) == 1
+
+
+def test_a_transfer_that_finished_while_snakemake_stopped_is_told_apart(tmp_path):
+    from cloudbench.status import finished_while_stopping
+
+    record, series = tmp_path / "r1.json", tmp_path / "r1.series.tsv"
+    write_json(record, {"status": "ok"})
+    assert not finished_while_stopping([record, series], marked_incomplete=True)  # no series
+    series.write_text("elapsed_s\tbytes\tmb_per_s\n")
+    assert finished_while_stopping([record, series], marked_incomplete=True)
+    assert not finished_while_stopping([record, series], marked_incomplete=False)
+    write_json(record, {"status": "failed"})  # measured again on rerun, as any failure
+    assert not finished_while_stopping([record, series], marked_incomplete=True)
+    record.write_text('{"status": "o')  # torn: never trusted
+    assert not finished_while_stopping([record, series], marked_incomplete=True)

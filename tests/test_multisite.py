@@ -136,3 +136,30 @@ def test_two_remotes_measured_side_by_side(tmp_path, demo_config):
         assert (
             tmp_path / f"scratch/remote-{remote}/cloudbench/demo/results/tesseract/run.json"
         ).exists()
+
+
+def test_site_by_site_then_all_measures_nothing_again(tmp_path, demo_config):
+    """The README's two ways to run, in one directory: site=<name> at each site, then
+    site=all (and back). Preflight's params differ between the two, and with site=all a
+    download also waits for its upload's record: neither may measure a finished transfer
+    again."""
+    cfg = _config(demo_config)
+    cfg["strategies"] = ["plain"]
+    cfg["sites"] = {"up": {**cfg["sites"]["tursa"], "download": False}, "down": cfg["sites"]["bnl"]}
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        env = s3.client_env("S3T")
+        path = write_config(tmp_path, cfg)
+        for site in ("up", "down"):
+            run = snakemake(tmp_path, path, "--config", f"site={site}", env=env)
+            assert run.returncode == 0, site + run.stderr[-3000:]
+        measured = _table(tmp_path)
+        assert len(measured) == 2 and (measured["status"] == "ok").all()
+        for site in ("all", "down", "all"):
+            run = snakemake(tmp_path, path, "--config", f"site={site}", env=env)
+            assert run.returncode == 0, site + run.stderr[-3000:]
+            jobs = run.stdout + run.stderr
+            assert not any(f"rule {r}:" in jobs for r in ("upload", "download", "generate")), (
+                site + jobs[-3000:]
+            )
+            after = _table(tmp_path)
+            assert sorted(after["started_utc"]) == sorted(measured["started_utc"]), site

@@ -236,3 +236,43 @@ def test_defaults_of_the_schema_are_what_runs(tmp_path):
         "properties"
     ]["repeats"]["default"]
     assert counts == {"upload": str(2 * repeats), "download": str(2 * repeats)}
+
+
+def test_ctrl_c_to_snakemake_alone_keeps_the_transfer_it_let_finish(tmp_path):
+    """SIGINT to Snakemake's own pid (kill -INT, a scheduler signalling the head job) lets the
+    running transfer finish; that measurement is kept, and the rerun does not repeat it."""
+    campaign = {**CAMPAIGN, "campaign": "sigint", "repeats": 1, "strategies": ["plain"]}
+    campaign["dataset"] = {"name": "gauge", "files": 1, "size": "4MiB"}
+    cfg = write_config(tmp_path, campaign)
+    results = tmp_path / "results/sigint/sites/edi"
+    record = results / "transfers/upload/main/plain/rclone-1xauto/r1.json"
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        env = s3.client_env("MYSTORE")
+        assert _rclone(env, "mkdir", "mystore:bench").returncode == 0
+        proc = subprocess.Popen(
+            [str(BIN / "snakemake"), "--snakefile", str(ROOT / "workflow/Snakefile"),
+             "--directory", str(tmp_path), "--profile", str(ROOT / "profiles/local"),
+             "--configfile", str(cfg)],
+            cwd=tmp_path,
+            env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env,
+                 "RCLONE_BWLIMIT": "1M"},  # the upload takes ~4 s
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+        log = results / "rclone/upload/main/plain/rclone-1xauto/r1.jsonl"
+        deadline = time.monotonic() + 120
+        while not log.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the upload should still be running"
+        proc.send_signal(signal.SIGINT)  # Snakemake alone: the job is not in the signal
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode != 0
+        assert json.loads(record.read_text())["status"] == "ok", out[-3000:]
+        assert "it finished while Snakemake stopped" in out, out[-3000:]
+        started = json.loads(record.read_text())["started_utc"]
+
+        rerun = snakemake(tmp_path, cfg, env=env)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+        assert "rule upload:" not in rerun.stdout + rerun.stderr
+        assert json.loads(record.read_text())["started_utc"] == started
+        rows = pd.read_csv(tmp_path / "results/sigint/transfers.tsv", sep="\t")
+        assert list(rows["direction"]) == ["upload", "download"] and set(rows["status"]) == {"ok"}

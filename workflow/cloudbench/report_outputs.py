@@ -7,7 +7,9 @@ importing matplotlib and pandas.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 
@@ -77,3 +79,13 @@ def rule_outputs(results: str, report: Callable[..., Any]) -> dict[str, Any]:
         caption = f"../report/{o.caption}.rst"
         outputs[name] = path if o.caption is None else report(path, caption, o.category)
     return outputs
+
+
+def code_digest(package: Path = Path(__file__).parent) -> str:
+    """A digest of the package and the report's captions: a param of the ``aggregate`` rule,
+    so a new cloudbench redraws the report. Snakemake's own ``code`` rerun trigger is off
+    (profiles/default): it would also measure every finished transfer again."""
+    digest = hashlib.sha256()
+    for path in sorted([*package.glob("*.py"), *(package.parent / "report").glob("*.rst")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]

@@ -37,6 +37,7 @@ from cloudbench.transfer import (
     measure,
     measure_tool,
     purge,
+    set_aside_unrecorded,
 )
 
 COPY_MANIFEST, OBJECTS = paths.MANIFEST, paths.OBJECTS
@@ -177,6 +178,7 @@ def timed_copy(
     """
     n = spec.setting.clients
     per_client = spec.setting.concurrency or threads
+    set_aside_unrecorded(record, [log] + [paths.client_log(log, k) for k in range(n)])
     if n == 1:
         return client_copy(spec, per_client, src, dst, man["files"], log, series)
     folder = paths.clients_dir(record)

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -325,6 +326,25 @@ def keep_attempt(
     for k, client_log in enumerate(client_logs):  # several clients: each one's own log
         if client_log.exists():
             shutil.copyfile(client_log, folder / f"{stamp}.client-{k}.rclone.jsonl")
+
+
+def set_aside_unrecorded(record_path: Path, logs: Sequence[Path]) -> None:
+    """Logs left at a measurement's paths by an attempt that never wrote its record (a job
+    killed hard) go into ``<record>.attempts/`` as ``<mtime>.unrecorded.<name>``, so the next
+    attempt does not overwrite them; a log already kept by :func:`keep_attempt` just goes."""
+    folder = attempts_dir(record_path)
+    for log in logs:
+        if not log.exists():
+            continue
+        data = log.read_bytes()
+        kept = folder.is_dir() and any(
+            p.stat().st_size == len(data) and p.read_bytes() == data for p in folder.glob("*.jsonl")
+        )
+        if data and not kept:
+            when = datetime.fromtimestamp(log.stat().st_mtime, UTC)
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, folder / f"{when:%Y%m%dT%H%M%S.%fZ}.unrecorded.{log.name}")
+        log.unlink()
 
 
 def fresh_dir(path: Path) -> Path:

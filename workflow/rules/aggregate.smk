@@ -1,6 +1,11 @@
 # Every record of the campaign into tables and figures for the report: one job, so pandas
 # is loaded once and the figures are drawn while the HTML tables are written.
-from cloudbench.report_outputs import REPORT_OUTPUTS, cli_options, rule_outputs
+from cloudbench.report_outputs import (
+    REPORT_OUTPUTS,
+    cli_options,
+    code_digest,
+    rule_outputs,
+)
 
 
 rule aggregate:
@@ -17,6 +22,7 @@ rule aggregate:
         expected=expected_measurements(),
         results=lambda w, output: Path(output.transfers_tsv).parent,
         info=report_info(),
+        code=code_digest(),
         figures=lambda w, output: cli_options(
             {name: getattr(output, name) for name in REPORT_OUTPUTS}
         ),

@@ -77,6 +77,14 @@ localrules:
     cleanup,
 
 
+def gate(path):
+    """An input that orders a job after a check or a finished upload, and is never by
+    itself a reason to run it again: a preflight rerun (its params differ between
+    ``site=<name>`` and ``site=all``) or an upload record pulled from another site must not
+    re-measure finished downloads (Snakemake's ancient())."""
+    return ancient(path)
+
+
 def record(m):
     return paths.transfer_record(
         RESULTS,
@@ -247,25 +255,26 @@ def upload_inputs(wildcards):
     return {"staged": paths.staged(RESULTS, UPLOAD_SITE, wildcards.layout)}
 
 
-def download_inputs(wildcards):
-    """Preflight first; with site: all, also the upload of the copy it reads (listed first)."""
-    inputs = []
-    if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
-        down = measurement_of(wildcards, "download")
-        setting = CAMPAIGN.copy_setting(down)
-        inputs.append(
-            record(
-                Measurement(
-                    UPLOAD_SITE,
-                    down.remote,
-                    "upload",
-                    down.layout,
-                    down.repeat,
-                    setting,
-                )
-            )
+def upload_of(wildcards):
+    """The record of the upload that wrote the copy a download reads (the upload site's,
+    local or pulled from the remote; it may not exist yet at a download-only site)."""
+    down = measurement_of(wildcards, "download")
+    setting = CAMPAIGN.copy_setting(down)
+    return record(
+        Measurement(
+            UPLOAD_SITE, down.remote, "upload", down.layout, down.repeat, setting
         )
-    return inputs + [paths.preflight(RESULTS, wildcards.site)]
+    )
+
+
+def download_inputs(wildcards):
+    """Preflight first; with site: all, also the upload of the copy it reads. Both are
+    gates: the same download is one job, with the same params, whichever sites a run
+    names, so switching between site=<name> and site=all measures nothing again."""
+    inputs = [gate(paths.preflight(RESULTS, wildcards.site))]
+    if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
+        inputs.append(gate(upload_of(wildcards)))
+    return inputs
 
 
 def verify_inputs(wildcards):
@@ -359,7 +368,7 @@ def probe_inputs(wildcards):
     site to or from that remote, and its checks (so it sees the path as the transfers
     left it, and the site's records are complete once every ``after`` has run)."""
     if wildcards.when == "before":
-        return [paths.preflight(RESULTS, wildcards.site)]
+        return [gate(paths.preflight(RESULTS, wildcards.site))]
     files = []
     for m in CAMPAIGN.measurements(CAMPAIGN.site_named(wildcards.site)):
         if m.remote == wildcards.remote:
@@ -513,5 +522,30 @@ def stopped_line():
     )
 
 
+def keep_finished_transfers():
+    """Register the transfers that finished while Snakemake was stopping (see
+    cloudbench.status.finished_while_stopping), so the next run does not measure them
+    again: their incomplete marks go (Snakemake's --cleanup-metadata, for these files).
+    """
+    from cloudbench.status import finished_while_stopping
+
+    for job in workflow.dag.jobs:
+        if job.rule.name not in ("upload", "download"):
+            continue
+        outputs = [
+            job.output.record,
+            *(f for f in job.output if f != job.output.record),
+        ]
+        marked = bool(workflow.async_run(workflow.persistence.incomplete(job)))
+        if finished_while_stopping([Path(f) for f in outputs], marked):
+            for f in outputs:
+                workflow.persistence.cleanup_metadata(f)
+            print(
+                f"cloudbench: kept {job.output.record}: it finished while Snakemake stopped",
+                file=sys.stderr,
+            )
+
+
 onerror:
+    keep_finished_transfers()
     print(stopped_line(), file=sys.stderr)

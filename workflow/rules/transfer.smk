@@ -65,7 +65,7 @@ rule download:
     params:
         spec=spec_json("download"),
         retry=retry_token("download"),
-        upload_record=lambda w, input: input[0] if len(input) > 1 else "",
+        upload_record=upload_of,
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench download --spec {params.spec:q} --threads {threads}"
         " --manifest {output.manifest} --upload-record={params.upload_record:q}"
