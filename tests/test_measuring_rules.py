@@ -143,6 +143,14 @@ def test_stopped_summary_says_what_is_recorded_and_what_to_do(tmp_path):
     )
 
 
+def test_a_failed_preflight_asks_for_a_fix_not_a_rerun(tmp_path):
+    from cloudbench.status import stopped_summary
+
+    log = tmp_path / "logs/preflight.log"
+    line = stopped_summary([tmp_path / "r1.json"], [log])
+    assert f"the preflight failed (see {log}): fix what it says, then rerun" in line
+
+
 def test_rclone_flags_from_the_environment_are_named_in_the_record_secrets_are_not():
     from cloudbench.secrets import rclone_env_flags
 

@@ -53,6 +53,15 @@ def test_result_line_is_one_readable_sentence():
         == "upload chunked-64MiB r2: 4.08 GB in 41.2 s = 99.0 MB/s, ok"
     )
     assert human_bytes(512) == "512 B"
+    failed = {
+        "bytes_requested": 67_108_864, "bytes_moved": 0, "seconds": None, "status": "failed",
+        "error": "cannot read s3:b/c/manifest.json: " + "x " * 200 + "exceeded maximum retries",
+    }  # fmt: skip
+    line = result_line("download chunked-8MiB r1", failed)
+    assert line.startswith("download chunked-8MiB r1: failed, 0 B of 67.11 MB moved (...x x")
+    assert line.endswith(" exceeded maximum retries)") and "in 0.0 s" not in line
+    failed.update(seconds=3.14, bytes_moved=1_000_000)
+    assert "failed after 3.1 s, 1.00 MB of 67.11 MB moved" in result_line("d", failed)
 
 
 @pytest.mark.slow

@@ -456,9 +456,83 @@ def test_headline_says_when_a_speed_up_rests_on_retried_repeats():
     summary = summarise(t, pd.DataFrame())
     said = headline.sentences(headline.rows(t, summary))
     assert said == [
-        "a upload: best chunked-3MiB at 8.24 MB/s, ×1.63 over plain (rclone retried during "
-        "these repeats: plain 1; the rates include the time lost)."
+        "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few repeats to "
+        "call it (no interval) (rclone retried during these repeats: plain 1; the rates "
+        "include the time lost)."
     ]
     t.loc[1, "retries"] = 0
     said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))
-    assert said == ["a upload: best chunked-3MiB at 8.24 MB/s, ×1.63 over plain."]
+    assert said == [
+        "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few repeats to "
+        "call it (no interval)."
+    ]
+
+
+def test_headline_calls_a_layout_best_only_when_its_interval_says_so():
+    """Two repeats a layout 1% ahead is not a winner (a user saw "best ... ×1.01" in green);
+    five repeats each, clearly apart, is. Speed-ups always show two decimals."""
+    from cloudbench import headline
+
+    def said(plain: list[float], chunked: list[float]) -> tuple[list[str], pd.DataFrame]:
+        rows = [("a", "download", "plain", i + 1, r) for i, r in enumerate(plain)]
+        rows += [("a", "download", "chunked-4MiB", i + 1, r) for i, r in enumerate(chunked)]
+        t = transfers_frame(rows).assign(setting="rclone-1xauto")
+        table = headline.rows(t, summarise(t, pd.DataFrame()))
+        return headline.sentences(table), table
+
+    text, table = said([247.0, 247.4], [249.0, 249.6])
+    assert text == [
+        "a download: fastest chunked-4MiB at 249 MB/s, ×1.01 over plain; too few repeats to "
+        "call it (no interval)."
+    ]
+    assert not table["clear"].any()
+    text, table = said([100, 101, 99, 100, 102], [150, 149, 151, 152, 150])
+    assert text[0].startswith("a download: best chunked-4MiB at 150 MB/s, ×1.50 [")
+    assert table.loc[table["layout"] == "chunked-4MiB", "clear"].item()
+    text, _ = said([100, 130, 90, 120, 100], [105, 95, 125, 100, 110])
+    assert "; not clearly (the 95% intervals of the speed-ups overlap 1)" in text[0]
+    html = headline.headline_html(
+        *(lambda t: (t, summarise(t, pd.DataFrame())))(
+            transfers_frame(
+                [("a", "upload", "plain", 1, 10.0), ("a", "upload", "chunked-4MiB", 1, 10.04)]
+            ).assign(setting="s")
+        ),
+        {"campaign": "c"},
+        None,
+    )
+    assert "×1.00" in html and 'class="best"' not in html
+
+
+def test_speedup_figure_shows_every_repeat_within_its_axis(tmp_path, monkeypatch):
+    """A repeat far above the rest (a user's 1.47 next to an axis ending at 1.41) is drawn,
+    not cut off by the y-limits."""
+    from cloudbench import figures
+
+    rows = [("g", "download", "plain", r, rate) for r, rate in ((1, 170.6), (2, 160.0))]
+    rows += [
+        ("g", "download", "chunked-4MiB", 1, 200.0),
+        ("g", "download", "chunked-4MiB", 2, 250.2),
+    ]
+    t = transfers_frame(rows).assign(setting="rclone-1xauto")
+    summary = summarise(t, pd.DataFrame())
+    metrics = stats.transfer_metrics(t, pd.DataFrame())
+    seen = {}
+    monkeypatch.setattr(figures, "_save", lambda fig, path: seen.update(fig=fig))
+    figures.speedups(metrics, summary, {"campaign": "c"}, tmp_path / "s.png")
+    ax = seen["fig"].axes[0]
+    top = 250.2 / ((170.6 + 160.0) / 2)
+    assert ax.get_ylim()[1] > top, (ax.get_ylim(), top)
+
+
+def test_rate_over_time_leaves_out_transfers_too_short_for_a_curve(tmp_path, monkeypatch):
+    from cloudbench import figures
+
+    t = transfers_frame([("a", "upload", "plain", 1, 250.0)]).assign(setting="rclone-1xauto")
+    one = pd.DataFrame(
+        {"site": ["a"], "direction": ["upload"], "remote": ["main"], "layout": ["plain"],
+         "setting": ["rclone-1xauto"], "repeat": [1], "elapsed_s": [0.5], "bytes": [10**8]}
+    )  # fmt: skip
+    said = []
+    monkeypatch.setattr(figures, "_empty", lambda path, message: said.append(message))
+    figures.rate_vs_time(one, t, {"campaign": "c"}, tmp_path / "r.png")
+    assert said and "too short for a rate over time" in said[0]

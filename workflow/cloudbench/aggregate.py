@@ -15,6 +15,8 @@ import pandas as pd
 from cloudbench import paths
 from cloudbench.report_outputs import TABLES
 
+# Counts that a column of blanks would otherwise turn into floats.
+WHOLE_TRANSFER_COLUMNS = ("chunk_bytes", "bytes_moved", "backend_concurrency")
 TRANSFER_COLUMNS = [
     "campaign", "site", "remote", "direction", "strategy", "layout", "chunk_bytes", "setting",
     "tool", "clients", "concurrency", "repeat", "status", "mb_per_s", "seconds", "started_utc",
@@ -91,6 +93,8 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
                 rec["status"] = "unverified"
         rows.append(rec | per_object_rates(rec))
     df = pd.DataFrame(rows, columns=TRANSFER_COLUMNS)
+    for col in WHOLE_TRANSFER_COLUMNS:  # blank where not applicable, never "1.0"
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     return df, missing
 
 

@@ -440,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     end_with_job_shell()  # every command below is a job's (or a client's) own process
     try:
         args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C reaches the job too: one line, not a traceback
+        print(f"cloudbench {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
     except Exception as err:
         if not isinstance(err, user_errors()):
             raise

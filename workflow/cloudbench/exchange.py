@@ -20,7 +20,7 @@ from typing import Any
 
 from cloudbench import paths
 from cloudbench import rclone as rc
-from cloudbench.records import host_info, utc_now, write_json
+from cloudbench.records import clip_tail, host_info, utc_now, write_json
 
 RUN_FILE = "run.json"
 MARKERS = ("published.json", "pulled.json")
@@ -62,16 +62,17 @@ def publish(
             dest = f"{prefix}/history/{site}/{previous['run_id']}"
             res = _run(binary, "move", current, dest, flags=flags)
             if res.returncode != 0:
-                raise ExchangeError(f"cannot move {current} to {dest}: {res.stderr[-300:]}")
+                raise ExchangeError(f"cannot move {current} to {dest}: {clip_tail(res.stderr)}")
         res = _run(binary, "copy", str(local_dir), current, *excludes, flags=flags)
         if res.returncode != 0:
-            raise ExchangeError(f"cannot publish {site} results to {current}: {res.stderr[-300:]}")
+            why = clip_tail(res.stderr)
+            raise ExchangeError(f"cannot publish {site} results to {current}: {why}")
         with tempfile.TemporaryDirectory() as tmp:
             run_file = Path(tmp) / RUN_FILE
             write_json(run_file, run)
             res = _run(binary, "copyto", str(run_file), f"{current}/{RUN_FILE}", flags=flags)
             if res.returncode != 0:
-                raise ExchangeError(f"cannot write {current}/{RUN_FILE}: {res.stderr[-300:]}")
+                raise ExchangeError(f"cannot write {current}/{RUN_FILE}: {clip_tail(res.stderr)}")
     write_json(out, {**run, "remotes": campaign_prefixes})
     return run
 
@@ -89,7 +90,8 @@ def pull(
         dest.mkdir(parents=True, exist_ok=True)
         res = _run(binary, "sync", current, str(dest), flags=flags)
         if res.returncode != 0:
-            raise ExchangeError(f"cannot pull {site} results from {current}: {res.stderr[-300:]}")
+            why = clip_tail(res.stderr)
+            raise ExchangeError(f"cannot pull {site} results from {current}: {why}")
         result = {"site": site, "found": True, "from": current, **run}
         write_json(out, result)
         return result

@@ -26,6 +26,9 @@ from cloudbench import stats  # noqa: E402
 from cloudbench.labels import layout_order, num  # noqa: E402
 
 DPI = 110
+# A transfer's rate over time needs a few of rclone's 1 s stats lines: shorter transfers are
+# left out of that figure (one sample is rclone's own start-up-free rate, not a curve).
+MIN_SERIES_SAMPLES = 3
 DIRECTIONS = ["upload", "download"]
 RATE_LABEL = "rate (MB/s = 10$^6$ B/s)"
 
@@ -168,14 +171,18 @@ def rate_vs_time(
     wanted = set(map(tuple, ok[keys].itertuples(index=False)))
     frames = []
     for key, s in series.groupby(keys):
-        if key not in wanted:
+        if key not in wanted or len(s) < MIN_SERIES_SAMPLES:
             continue
         r = stats.interval_rates(s)
         for k, v in zip(keys, key, strict=True):
             r[k] = v
         frames.append(r)
     if not frames:
-        return _empty(path, "no per-second series of a successful transfer recorded")
+        return _empty(
+            path,
+            f"no transfer lasted {MIN_SERIES_SAMPLES} rclone stats intervals: too short for "
+            "a rate over time (the tables have each transfer's rate)",
+        )
     data = pd.concat(frames, ignore_index=True)
     data["transfer"] = (
         data["site"]
@@ -406,8 +413,9 @@ def speedups(
         if len(order) > 5:  # a sweep's many settings: slanted so that they do not overlap
             ax.tick_params(axis="x", labelrotation=60, labelsize=8)
         ax.set_xlim(-0.5, len(order) - 0.1)
-        lo_all = min([0.9, *d["speedup_ci_low"].dropna(), *d["speedup_vs_plain"]])
-        hi_all = max([1.1, *d["speedup_ci_high"].dropna(), *d["speedup_vs_plain"]])
+        points = [*cell_pts["ratio"].dropna(), *d["speedup_vs_plain"].dropna()]  # every repeat
+        lo_all = min([0.9, *d["speedup_ci_low"].dropna(), *points])
+        hi_all = max([1.1, *d["speedup_ci_high"].dropna(), *points])
         span = hi_all - lo_all
         ax.set_ylim(max(0, lo_all - 0.15 * span), hi_all + 0.15 * span)
         ax.set_title(cell.title)

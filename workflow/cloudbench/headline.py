@@ -52,6 +52,21 @@ def _num(v: float) -> str:
     return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
 
 
+def _ratio(v: float) -> str:
+    """Speed-ups with two decimals always (×1.00 beside ×1.01, never ×1)."""
+    return "–" if v is None or math.isnan(v) else f"{v:.2f}"
+
+
+def _clear(group: pd.DataFrame, best: Mapping[str, Any]) -> bool:
+    """Whether the fastest layout of a group is clearly the fastest: its speed-up over plain
+    has an interval above 1 (plain fastest: every other layout's interval is below 1).
+    Without an interval (too few repeats) nothing is clear, however large the gap."""
+    if best["layout"].startswith("plain"):
+        others = group[~group["layout"].str.startswith("plain")]
+        return not others.empty and bool((others["speedup_high"] < 1).all())
+    return bool(best["speedup_low"] > 1)
+
+
 def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """One row per site x remote x direction x layout: median rate [CI] (n), speed-up over
     plain [CI], failed and corrupt counts, and whether it is the best layout of its group."""
@@ -90,6 +105,10 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
         return df.assign(best=pd.Series(dtype=bool))
     best = df.groupby(["site", "remote", "direction"])["median"].transform("max")
     df["best"] = (df["median"] == best) & df["median"].notna()
+    df["clear"] = False
+    for _, g in df.groupby(["site", "remote", "direction"], sort=False):
+        for i in g.index[g["best"]]:
+            df.loc[i, "clear"] = _clear(g, df.loc[i])
     return df
 
 
@@ -105,8 +124,8 @@ def _speedup_cell(r: Mapping[str, Any]) -> str:
     if r["layout"].startswith("plain") or math.isnan(r["speedup"]):
         return "–"
     if math.isnan(r["speedup_low"]):
-        return f"×{_num(r['speedup'])}"
-    return f"×{_num(r['speedup'])} [{_num(r['speedup_low'])}, {_num(r['speedup_high'])}]"
+        return f"×{_ratio(r['speedup'])}"
+    return f"×{_ratio(r['speedup'])} [{_ratio(r['speedup_low'])}, {_ratio(r['speedup_high'])}]"
 
 
 def sentences(table: pd.DataFrame) -> list[str]:
@@ -120,6 +139,14 @@ def sentences(table: pd.DataFrame) -> list[str]:
         b = best.iloc[0]
         where = f" ({remote})" if table["remote"].nunique() > 1 else ""
         gain = f", {_speedup_cell(b)} over plain" if not b["layout"].startswith("plain") else ""
+        if len(g) == 1:
+            lead, doubt = "", ""
+        elif b["clear"]:
+            lead, doubt = "best ", ""
+        elif math.isnan(b["speedup_low"] if gain else g["speedup_low"].max()):
+            lead, doubt = "fastest ", "; too few repeats to call it (no interval)"
+        else:
+            lead, doubt = "fastest ", "; not clearly (the 95% intervals of the speed-ups overlap 1)"
         compared = g[g["best"] | g["layout"].str.startswith("plain")]
         retried = [f"{r.layout} {r.retries}" for r in compared.itertuples() if r.retries]
         caveat = (
@@ -129,8 +156,8 @@ def sentences(table: pd.DataFrame) -> list[str]:
             else ""
         )
         out.append(
-            f"{site} {direction}{where}: best {b['layout']} at {_num(b['median'])} MB/s"
-            f"{gain}{caveat}."
+            f"{site} {direction}{where}: {lead}{b['layout']} at {_num(b['median'])} MB/s"
+            f"{gain}{doubt}{caveat}."
         )
     return out
 
@@ -158,9 +185,10 @@ def headline_html(
         f"{stats.CI_LEVEL:.0%} bootstrap interval (from {stats.MIN_REPEATS_FOR_INTERVAL} "
         "repeats), n = ok repeats. Every strategy could open as many connections per client as "
         "its setting allows (clients × concurrency, e.g. rclone-4x32; auto = the job's threads), "
-        "counted as objects in flight × streams per object. Best layout per row group in "
-        "green; rows with a failed or corrupt repeat in red; retried = rclone's whole-copy "
-        "retries in the repeats (their time is in the rate).</p>",
+        "counted as objects in flight × streams per object. In green: the layout that is "
+        "clearly fastest of its row group (its speed-up interval excludes ×1); rows with a "
+        "failed or corrupt repeat in red; retried = rclone's whole-copy retries in the "
+        "repeats (their time is in the rate).</p>",
     ]
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
     from cloudbench.scaling import recommendations  # only campaigns that sweep have any
@@ -176,7 +204,7 @@ def headline_html(
         )
         body = [f"<table><thead><tr>{cells}</tr></thead><tbody>"]
         for r in table.to_dict("records"):
-            cls = "bad" if r["failed"] or r["corrupt"] else "best" if r["best"] else ""
+            cls = "bad" if r["failed"] or r["corrupt"] else "best" if r["clear"] else ""
             left = [r["site"], *([r["remote"]] if show_remote else []), r["direction"], r["layout"]]
             tds = "".join(f'<td class="l">{html.escape(str(v))}</td>' for v in left)
             tds += f"<td>{_rate_cell(r)}</td><td>{r['n']}</td><td>{_speedup_cell(r)}</td>"

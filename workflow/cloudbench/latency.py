@@ -51,7 +51,7 @@ def _ms(record: Mapping[str, Any], key: str, stat: str) -> float:
     summary = record.get(key)
     if not summary or summary.get(stat) is None:
         return math.nan
-    return float(summary[stat]) * MS
+    return round(float(summary[stat]) * MS, 6)  # ns resolution; no float noise in the TSV
 
 
 def probe_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from typing import Any
 
 from cloudbench import exchange, paths, tools
 from cloudbench import rclone as rc
-from cloudbench.records import host_info, utc_now, write_json
+from cloudbench.records import clip_tail, host_info, utc_now, write_json
 from cloudbench.secrets import redact, secret_values
 from cloudbench.sizes import size_label
 
@@ -130,7 +130,7 @@ def check_remote(
                 if denied:
                     return f"remote {name} ({prefix}): cannot {what} a test object: {denied}"
                 msg = res.stderr.strip().splitlines()[-1:] or ["rclone failed"]
-                return f"remote {name} ({prefix}): cannot {what} a test object: {msg[0][-300:]}"
+                return f"remote {name} ({prefix}): cannot {what} a test object: {clip_tail(msg[0])}"
             if what == "read back" and res.stdout != token:
                 return (
                     f"remote {name} ({prefix}): test object read back differs from what was written"

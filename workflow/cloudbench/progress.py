@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from cloudbench import paths
 from cloudbench.rclonelog import StatsSample, stats_sample
+from cloudbench.records import clip_tail
 
 PROGRESS_SECONDS = 10.0  # a 1-minute transfer shows 5-6 lines, a 12-hour one ~4,300
 PROGRESS_VARIABLE = "CLOUDBENCH_PROGRESS_SECONDS"
@@ -149,15 +150,21 @@ def label_of(
 
 
 def result_line(label: str, record: dict[str, Any]) -> str:
-    """``upload chunked-64MiB r2: 4.08 GB in 41.2 s = 99.0 MB/s, ok``."""
-    rate = record.get("mb_per_s")
-    rate_text = f" = {rate:.1f} MB/s" if rate is not None else ""
-    text = (
-        f"{label}: {human_bytes(record.get('bytes_requested') or 0)} in "
-        f"{record.get('seconds') or 0:.1f} s{rate_text}, {record['status']}"
-    )
+    """``upload chunked-64MiB r2: 4.08 GB in 41.2 s = 99.0 MB/s, ok``; a transfer that is
+    not ok says what it moved, not what it was asked to: ``download plain r1: failed after
+    3.1 s, 0 B of 67.11 MB moved (<error>)``."""
+    requested = human_bytes(record.get("bytes_requested") or 0)
+    seconds = record.get("seconds")
+    if record["status"] == "ok":
+        rate = record.get("mb_per_s")
+        rate_text = f" = {rate:.1f} MB/s" if rate is not None else ""
+        text = f"{label}: {requested} in {seconds or 0:.1f} s{rate_text}, ok"
+    else:
+        after = f" after {seconds:.1f} s" if seconds is not None else ""
+        moved = human_bytes(record.get("bytes_moved") or 0)
+        text = f"{label}: {record['status']}{after}, {moved} of {requested} moved"
     if record.get("error"):
-        text += f" ({str(record['error'])[:200]})"
+        text += f" ({clip_tail(str(record['error']))})"
     return text
 
 

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cloudbench.records import clip_tail
+
 JSON_LOG_FLAGS = ("--use-json-log", "--stats", "1s", "--stats-log-level", "INFO", "-v")
 _VERSION_RE = re.compile(r"rclone v?(\d+)\.(\d+)\.(\d+)")
 
@@ -251,7 +253,7 @@ def abort_multipart(binary: str, prefix: str, flags: Sequence[str] = ()) -> str 
     )
     if res.returncode == 0 or "NoSuchUpload" in res.stderr:
         return None
-    return (res.stderr.strip().splitlines() or ["rclone failed"])[-1][-300:]
+    return clip_tail((res.stderr.strip().splitlines() or ["rclone failed"])[-1])
 
 
 def copy_command(

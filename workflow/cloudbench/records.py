@@ -53,6 +53,17 @@ def read_json(path: Path) -> dict[str, Any]:
         return json.load(fh)
 
 
+def clip_tail(text: str, limit: int = 300) -> str:
+    """The end of a long tool message for a record or a log line: cut at a word boundary
+    and marked, so an error never begins mid-word ("eded maximum number of attempts")."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[-limit:]
+    space = cut.find(" ")
+    return "..." + (cut[space + 1 :] if 0 <= space < limit // 3 else cut)
+
+
 def rate_mb_s(nbytes: int, seconds: float) -> float:
     return nbytes / seconds / MB if seconds > 0 else float("nan")
 

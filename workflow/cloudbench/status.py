@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ def cleanup(spec: dict[str, Any]) -> None:
     aborted too: no listing shows them, but providers bill them.
     """
     from cloudbench import rclone as rc
+    from cloudbench.records import clip_tail
     from cloudbench.secrets import redact, secret_values
 
     binary = rc.find_rclone()
@@ -62,7 +64,7 @@ def cleanup(spec: dict[str, Any]) -> None:
         ok = res.returncode in rc.NOT_FOUND_EXITS  # already gone is fine
         print(f"{'removed' if ok else 'FAILED to remove'} {prefix}")
         if not ok:
-            raise RuntimeError(redact(res.stderr.strip()[-300:], secret_values()))
+            raise RuntimeError(redact(clip_tail(res.stderr), secret_values()))
         if rc.backend_type(binary, remote["url"]) in rc.MULTIPART_BACKENDS:
             err = rc.abort_multipart(binary, remote["campaign"], flags)
             if err:
@@ -74,9 +76,11 @@ def cleanup(spec: dict[str, Any]) -> None:
         print(f"removed {path}")
 
 
-def stopped_summary(records: list[Path]) -> str:
+def stopped_summary(records: list[Path], failed_checks: Sequence[Path] = ()) -> str:
     """One line for a run that stopped early (Ctrl-C, a failed job): what is finished, and
-    that the same command measures what is left (finished measurements are kept)."""
+    that the same command measures what is left (finished measurements are kept). A site
+    whose preflight did not pass (``failed_checks``: its logs) needs a fix first, not a
+    rerun: the line says so and names the log."""
     counts = {"ok": 0, "failed": 0}
     missing = 0
     for path in records:
@@ -96,6 +100,9 @@ def stopped_summary(records: list[Path]) -> str:
         if todo
         else "every measurement is recorded; rerun the same command to finish the report"
     )
+    if failed_checks:
+        logs = ", ".join(str(p) for p in failed_checks)
+        what = f"the preflight failed (see {logs}): fix what it says, then {what}"
     return (
         f"cloudbench: stopped with {done} of {len(records)} measurements recorded "
         f"({counts['ok']} ok, {counts['failed']} failed), {missing} not measured yet; {what}"

@@ -26,7 +26,7 @@ from cloudbench.datasteps import (
     ensure_file,
 )
 from cloudbench.progress import label_of, result_line
-from cloudbench.records import host_info, read_json, timed_step, utc_now, write_json
+from cloudbench.records import clip_tail, host_info, read_json, timed_step, utc_now, write_json
 from cloudbench.secrets import redact, secret_values
 from cloudbench.spec import TransferSpec
 from cloudbench.transfer import (
@@ -399,7 +399,7 @@ def upload(
                 if res.returncode != 0:
                     rec.update(
                         status="failed",
-                        error=f"publishing {path.name}: {res.stderr[-300:]}",
+                        error=f"publishing {path.name}: {clip_tail(res.stderr)}",
                         mb_per_s=None,
                     )
                     break
@@ -425,7 +425,7 @@ def fetch_copy_manifest(spec: TransferSpec) -> dict[str, Any] | None:
         return json.loads(res.stdout)
     if res.returncode in rc.NOT_FOUND_EXITS:  # 0 with nothing printed: no such object
         return None
-    last = (res.stderr.strip().splitlines() or ["rclone failed"])[-1][-300:]
+    last = clip_tail((res.stderr.strip().splitlines() or ["rclone failed"])[-1])
     raise RemoteUnreachable(
         f"cannot read {spec.data_prefix}/{COPY_MANIFEST}: {redact(last, secret_values())}"
     )
@@ -590,6 +590,7 @@ def verify(
         return
     problems: list[str] = []
     sources: set[str] = set()
+    digests: dict[str, str] = {}  # what the downloaded bytes hashed to, for the record
     checked = 0
     with timed_step("verify") as t:
         for f in man["files"]:
@@ -606,6 +607,7 @@ def verify(
                 source = "verify"
                 t.nbytes += nbytes  # bytes this step really read
             sources.add(source)
+            digests[f["name"]] = digest
             checked += nbytes
             if nbytes != f["bytes"]:
                 problems.append(f"{f['name']}: {nbytes} bytes, expected {f['bytes']}")
@@ -625,6 +627,7 @@ def verify(
         problems=problems,
         bytes_checked=checked,
         digest_from="+".join(sorted(sources)),
+        xxh128=digests,
     )
     keep_attempt(record, rec)
     write_json(record, rec)
@@ -684,5 +687,5 @@ def campaign_manifest(
         )
         if res.returncode != 0:
             raise StepError(
-                f"cannot publish the campaign manifest to {dst}: {res.stderr.strip()[-300:]}"
+                f"cannot publish the campaign manifest to {dst}: {clip_tail(res.stderr)}"
             )

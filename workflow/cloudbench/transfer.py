@@ -11,6 +11,7 @@ destination every second.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -27,11 +28,18 @@ from cloudbench.jobenv import die_with_parent
 from cloudbench.paths import attempts_dir
 from cloudbench.progress import LogTail, label_of, progress_interval, progress_of
 from cloudbench.rclonelog import on_wall_clock, parse_rclone_log, rate_series
-from cloudbench.records import host_info, rate_mb_s, read_json, utc_now, write_json
+from cloudbench.records import clip_tail, host_info, rate_mb_s, read_json, utc_now, write_json
 from cloudbench.secrets import rclone_env_flags, redact, redact_file, secret_values
 from cloudbench.spec import TransferSpec
 
 SERIES_HEADER = "elapsed_s\tbytes\tmb_per_s\n"
+
+
+def command_line(argv: Sequence[str], secrets: Sequence[str]) -> str:
+    """The copy's command as one shell line for its record and job log: what ``transfers``,
+    ``connections`` and the other concurrency columns were set by (the binary by name;
+    credentials never reach a command line, and are redacted if one did)."""
+    return redact(shlex.join([Path(argv[0]).name, *argv[1:]]), secrets)
 
 
 def write_series(path: Path, log_path: Path, start_epoch: float | None = None) -> None:
@@ -105,13 +113,15 @@ def measure(
         extra_flags=spec.flags,
     )
     label = label or label_of(spec.direction, spec.remote, spec.layout_label, spec.repeat)
+    secrets = secret_values()
+    command = command_line(cmd, secrets)
+    print(f"{label}: {command}", file=sys.stderr, flush=True)
     if ready is not None:
         ready()
     started, epoch = utc_now(), time.time()
     t0 = time.perf_counter()
     output = _run_with_progress(cmd, log_path, label, expected_bytes, t0)
     seconds = time.perf_counter() - t0
-    secrets = secret_values()
     redact_file(log_path, secrets)
     log = parse_rclone_log(_lines(log_path)) if log_path.exists() else None
     write_series(series_path, log_path, epoch)
@@ -121,7 +131,8 @@ def measure(
     moved_files = final.transfers if final else 0
     error = None
     if output.returncode != 0:
-        error = (log.last_error if log else None) or output.stdout.strip()[-500:] or "rclone failed"
+        last = log.last_error if log else None
+        error = last or clip_tail(output.stdout, 500) or "rclone failed"
         error = redact(error, secrets)
     elif (moved or 0) < expected_bytes or moved_files < expected_files:
         # rclone's byte count includes what failed attempts sent, so a retried transfer
@@ -158,6 +169,7 @@ def measure(
         "bytes_moved_from": "rclone stats",
         "source": src,
         "destination": dst,
+        "command": command,
         **host_info(),
     }
 
@@ -207,7 +219,7 @@ def measure_tool(
     log_path.unlink(missing_ok=True)
     conc = max(1, threads)
     started, epoch = utc_now(), time.time()
-    version = None
+    version = command = None
     with tempfile.TemporaryDirectory(prefix="cloudbench-tool-") as tmp:
         try:
             cmd = tools.copy_command(
@@ -219,6 +231,7 @@ def measure_tool(
                 workdir=Path(tmp),
                 template=spec.command_template,
             )
+            command = command_line(cmd.argv, secret_values())
             version = tools.tool_version(tool, cmd.argv[0])
         except tools.ToolError as err:
             run, error = None, str(err)
@@ -242,7 +255,8 @@ def measure_tool(
         moved = expected_bytes
     if run and run.returncode != 0:
         tail = output.strip().splitlines()[-3:]
-        error = f"{tool} exited {run.returncode}: " + (" | ".join(tail)[-500:] or "no output")
+        said = clip_tail(" | ".join(tail), 500) or "no output"
+        error = f"{tool} exited {run.returncode}: {said}"
     elif run and download and (moved or 0) < expected_bytes:
         error = f"{tool} left {moved} bytes at the destination, expected {expected_bytes}"
     seconds = run.seconds if run else 0.0
@@ -275,6 +289,7 @@ def measure_tool(
         "tool_version": version,
         "source": src,
         "destination": dst,
+        "command": command,
         **host_info(),
     }
 

@@ -518,7 +518,13 @@ def stopped_line():
             Path(record(m))
             for s in CAMPAIGN.active_sites
             for m in CAMPAIGN.measurements(s)
-        ]
+        ],
+        [
+            Path(paths.job_log(RESULTS, s.name, "preflight"))
+            for s in CAMPAIGN.active_sites
+            if not Path(paths.preflight(RESULTS, s.name)).exists()
+            and Path(paths.job_log(RESULTS, s.name, "preflight")).exists()
+        ],
     )
 
 
