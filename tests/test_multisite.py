@@ -140,9 +140,10 @@ def test_two_remotes_measured_side_by_side(tmp_path, demo_config):
 
 def test_site_by_site_then_all_measures_nothing_again(tmp_path, demo_config):
     """The README's two ways to run, in one directory: site=<name> at each site, then
-    site=all (and back). Preflight's params differ between the two, and with site=all a
-    download also waits for its upload's record: neither may measure a finished transfer
-    again."""
+    site=all (and back). A preflight's params once differed between the two (seen by a
+    user: every download measured again), with site=all a download also waits for its
+    upload's record, and each site's run pulls the others: none of it may measure a
+    finished transfer again, or publish the same results again."""
     cfg = _config(demo_config)
     cfg["strategies"] = ["plain"]
     cfg["sites"] = {"up": {**cfg["sites"]["tursa"], "download": False}, "down": cfg["sites"]["bnl"]}
@@ -163,3 +164,7 @@ def test_site_by_site_then_all_measures_nothing_again(tmp_path, demo_config):
             )
             after = _table(tmp_path)
             assert sorted(after["started_utc"]) == sorted(measured["started_utc"]), site
+        # nor publish the same results again (each publish moves the last one to history/)
+        history = tmp_path / "s3root/cloudbench/demo/history"
+        assert not history.exists(), sorted(p.name for p in history.rglob("*") if p.is_dir())
+        assert (tmp_path / "results/demo/sites/up/transfers").is_dir()  # never pulled over

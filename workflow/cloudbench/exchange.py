@@ -23,7 +23,8 @@ from cloudbench import rclone as rc
 from cloudbench.records import clip_tail, host_info, utc_now, write_json
 
 RUN_FILE = "run.json"
-MARKERS = ("published.json", "pulled.json")
+PUBLISHED, PULLED = "published.json", "pulled.json"  # markers, never published or pulled
+MARKERS = (PUBLISHED, PULLED)
 
 
 class ExchangeError(RuntimeError):
@@ -80,8 +81,18 @@ def publish(
 def pull(
     site: str, campaign_prefixes: list[str], dest: Path, flags: tuple[str, ...], out: Path
 ) -> dict[str, Any]:
-    """Mirror a site's current results into ``dest``; a site not reported yet leaves it empty."""
+    """Mirror a site's current results into ``dest``; a site not reported yet leaves it empty.
+
+    Sites that share one directory (site=<name> runs one after the other) each find the
+    others' own results there: a site that published from here (``published.json``) is
+    left as it is, and only a pulled copy (it has the remote's ``run.json``) is ever
+    removed, so a pull never deletes what this directory measured.
+    """
     binary = rc.find_rclone()
+    if (dest / PUBLISHED).exists():
+        result = {"site": site, "found": True, "from": str(dest), "measured_here": True}
+        write_json(out, result)
+        return result
     for prefix in campaign_prefixes:
         current = f"{prefix}/results/{site}"
         run = _current_run(binary, current, flags)
@@ -95,7 +106,7 @@ def pull(
         result = {"site": site, "found": True, "from": current, **run}
         write_json(out, result)
         return result
-    if dest.exists():  # nothing published: stale local copies must not pass as results
+    if (dest / RUN_FILE).exists():  # nothing published: a stale pulled copy must not pass
         shutil.rmtree(dest)
     result = {"site": site, "found": False, "looked_in": campaign_prefixes}
     write_json(out, result)

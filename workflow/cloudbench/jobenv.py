@@ -15,15 +15,24 @@ from pathlib import Path
 from cloudbench.paths import attempts_dir
 
 PYTHON_VARIABLE = "CLOUDBENCH_PYTHON"
+# Set when the upload site is one of this run's sites: a download site's preflight then
+# does not ask the remote for the upload (it comes later in the same run). An environment
+# variable, not a param: params are rerun triggers, and which sites a run names
+# (site=<name> or site=all) must never make finished measurements run again.
+UPLOAD_HERE_VARIABLE = "CLOUDBENCH_UPLOAD_IN_THIS_RUN"
 
 
-def prepare(workflow_dir: str, use_conda: bool) -> None:
+def prepare(workflow_dir: str, use_conda: bool, upload_in_this_run: bool = False) -> None:
     """Set what every rule's command relies on: ``$CLOUDBENCH_PYTHON -m cloudbench``.
 
     The interpreter is named by absolute path rather than found on PATH, because login
     shells, module systems and batch-job prologues reorder PATH (a pyenv shim or a site
     Python would otherwise win and lack the dependencies).
     """
+    if upload_in_this_run:
+        os.environ[UPLOAD_HERE_VARIABLE] = "1"
+    else:
+        os.environ.pop(UPLOAD_HERE_VARIABLE, None)
     paths = [workflow_dir, os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     os.environ[PYTHON_VARIABLE] = "python" if use_conda else sys.executable
@@ -87,3 +96,8 @@ def end_with_job_shell() -> None:
     call is not caught: telling it from a shell that is PID 1 of a container would need the
     shell's pid, and a false refusal costs more than that window.)"""
     die_with_parent()
+
+
+def upload_in_this_run() -> bool:
+    """Whether the upload site is one of the sites of the run this job belongs to."""
+    return os.environ.get(UPLOAD_HERE_VARIABLE) == "1"

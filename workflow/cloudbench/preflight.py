@@ -16,6 +16,7 @@ from typing import Any
 
 from cloudbench import exchange, paths, tools
 from cloudbench import rclone as rc
+from cloudbench.jobenv import upload_in_this_run
 from cloudbench.records import clip_tail, host_info, utc_now, write_json
 from cloudbench.secrets import redact, secret_values
 from cloudbench.sizes import size_label
@@ -33,7 +34,8 @@ class PreflightSpec:
     flags: tuple[str, ...]
     min_rclone_version: str
     upload_site: str = ""
-    needs_upload: bool = False
+    needs_upload: bool = False  # downloads, uploads not: the upload must be on the remote
+    # (unless the upload site runs in this same run: jobenv.upload_in_this_run)
     tools: tuple[str, ...] = ("rclone",)
     command_template: str | None = None
 
@@ -154,7 +156,7 @@ def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
             p = check_remote(binary, name, prefix, spec.site, spec.flags)
             if p:
                 problems.append(p)
-    if binary and version and spec.needs_upload and not problems:
+    if binary and version and spec.needs_upload and not upload_in_this_run() and not problems:
         prefix = next(iter(spec.remote_prefixes.values()))
         if not exchange.campaign_manifest_exists(prefix, spec.flags):
             problems.append(

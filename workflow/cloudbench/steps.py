@@ -478,8 +478,8 @@ def download(
             "started_utc": utc_now(),
             **host_info(),
         }
-        _finish(record, rec, log)
-        series.write_text("elapsed_s\tbytes\tmb_per_s\n")
+        series.write_text(SERIES_HEADER)
+        _finish(record, rec, log)  # the record last: a job with its record has every output
         return
     write_json(manifest_out, man)
     local = fresh_dir(spec.local_dir)

@@ -50,6 +50,7 @@ W = {
 jobenv.prepare(
     workflow.basedir,
     use_conda=DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method,
+    upload_in_this_run=any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites),
 )
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 RUN_STARTED = datetime.now(timezone.utc).isoformat()
@@ -75,14 +76,6 @@ localrules:
     aggregate,
     status,
     cleanup,
-
-
-def gate(path):
-    """An input that orders a job after a check or a finished upload, and is never by
-    itself a reason to run it again: a preflight rerun (its params differ between
-    ``site=<name>`` and ``site=all``) or an upload record pulled from another site must not
-    re-measure finished downloads (Snakemake's ancient())."""
-    return ancient(path)
 
 
 def record(m):
@@ -268,12 +261,13 @@ def upload_of(wildcards):
 
 
 def download_inputs(wildcards):
-    """Preflight first; with site: all, also the upload of the copy it reads. Both are
-    gates: the same download is one job, with the same params, whichever sites a run
-    names, so switching between site=<name> and site=all measures nothing again."""
-    inputs = [gate(paths.preflight(RESULTS, wildcards.site))]
+    """Preflight first; with site: all, also the upload of the copy it reads (a retried
+    upload measures its downloads again). Params and the preflight do not depend on which
+    sites a run names, so switching between site=<name> and site=all measures nothing
+    again (the set of inputs may differ: not a rerun trigger, profiles/default)."""
+    inputs = [paths.preflight(RESULTS, wildcards.site)]
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
-        inputs.append(gate(upload_of(wildcards)))
+        inputs.append(upload_of(wildcards))
     return inputs
 
 
@@ -368,7 +362,7 @@ def probe_inputs(wildcards):
     site to or from that remote, and its checks (so it sees the path as the transfers
     left it, and the site's records are complete once every ``after`` has run)."""
     if wildcards.when == "before":
-        return [gate(paths.preflight(RESULTS, wildcards.site))]
+        return [paths.preflight(RESULTS, wildcards.site)]
     files = []
     for m in CAMPAIGN.measurements(CAMPAIGN.site_named(wildcards.site)):
         if m.remote == wildcards.remote:
@@ -426,8 +420,7 @@ def preflight_spec(wildcards):
             "flags": list(CAMPAIGN.rclone_flags),
             "min_rclone_version": CAMPAIGN.min_rclone_version,
             "upload_site": UPLOAD_SITE,
-            "needs_upload": site.download
-            and all(s.name != UPLOAD_SITE for s in CAMPAIGN.active_sites),
+            "needs_upload": site.download and site.name != UPLOAD_SITE,
             "tools": list(CAMPAIGN.tools),
             "command_template": CAMPAIGN.command_template,
         }

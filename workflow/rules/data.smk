@@ -5,7 +5,7 @@
 
 rule generate:
     input:
-        gate(paths.preflight(RESULTS, UPLOAD_SITE)),
+        paths.preflight(RESULTS, UPLOAD_SITE),
     output:
         paths.data_step_record(RESULTS, UPLOAD_SITE, "generate", W["file"]),
     log:
