@@ -72,3 +72,15 @@ def test_rclone_version_is_asked_once_per_binary(tmp_path, monkeypatch):
     install("1.71.0", 1_700_000_100)
     assert rclone_version(str(fake)) == "1.71.0"
     assert calls.read_text().count("x") == 2
+
+
+def test_a_remote_without_keys_is_named_as_such():
+    from cloudbench.preflight import missing_keys
+
+    env = {"RCLONE_CONFIG_NOCRED_TYPE": "s3", "RCLONE_CONFIG_NOCRED_ENDPOINT": "http://x"}
+    said = missing_keys("nocred:bucket/c", env)
+    assert said and "RCLONE_CONFIG_NOCRED_ACCESS_KEY_ID" in said and "set its credentials" in said
+    assert missing_keys("nocred:b", {**env, "RCLONE_CONFIG_NOCRED_ACCESS_KEY_ID": "k"}) is None
+    assert missing_keys("nocred:b", {**env, "RCLONE_CONFIG_NOCRED_ENV_AUTH": "true"}) is None
+    assert missing_keys("other:b", env) is None  # defined elsewhere (rclone.conf): no guess
+    assert missing_keys("/data/remote", env) is None

@@ -10,6 +10,7 @@ import os
 import shlex
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,26 @@ def _access_denied(prefix: str, stderr: str) -> str | None:
     return f"access denied (HTTP 403): check the credentials of remote '{name}' ({where})"
 
 
+def missing_keys(prefix: str, env: Mapping[str, str]) -> str | None:
+    """A remote defined only by RCLONE_CONFIG_<NAME>_* variables, of type s3, with neither
+    keys nor env_auth: the store's own answer (often a bare "400 Bad Request") does not say
+    that the credentials are simply not there."""
+    name = prefix.split(":", 1)[0]
+    if not name or name.startswith(":") or ":" not in prefix:
+        return None
+    var = f"RCLONE_CONFIG_{name.upper().replace('-', '_')}_"
+    if env.get(var + "TYPE", "").lower() != "s3":
+        return None
+    if env.get(var + "ACCESS_KEY_ID") or env.get(var + "SECRET_ACCESS_KEY"):
+        return None
+    if env.get(var + "ENV_AUTH", "").lower() in ("true", "1"):
+        return None
+    return (
+        f"remote '{name}' is defined by {var}* variables with no {var}ACCESS_KEY_ID / "
+        f"{var}SECRET_ACCESS_KEY and no {var}ENV_AUTH=true: set its credentials"
+    )
+
+
 def check_remote(
     binary: str, name: str, prefix: str, site: str, flags: tuple[str, ...]
 ) -> str | None:
@@ -132,7 +153,9 @@ def check_remote(
                 if denied:
                     return f"remote {name} ({prefix}): cannot {what} a test object: {denied}"
                 msg = res.stderr.strip().splitlines()[-1:] or ["rclone failed"]
-                return f"remote {name} ({prefix}): cannot {what} a test object: {clip_tail(msg[0])}"
+                keys = missing_keys(prefix, os.environ)
+                said = f"{keys} (rclone: {clip_tail(msg[0])})" if keys else clip_tail(msg[0])
+                return f"remote {name} ({prefix}): cannot {what} a test object: {said}"
             if what == "read back" and res.stdout != token:
                 return (
                     f"remote {name} ({prefix}): test object read back differs from what was written"
