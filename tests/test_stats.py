@@ -456,15 +456,15 @@ def test_headline_says_when_a_speed_up_rests_on_retried_repeats():
     summary = summarise(t, pd.DataFrame())
     said = headline.sentences(headline.rows(t, summary))
     assert said == [
-        "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few repeats to "
-        "call it (no interval) (rclone retried during these repeats: plain 1; the rates "
+        "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few repeats for "
+        "an interval (rclone retried during these repeats: plain 1; the rates "
         "include the time lost)."
     ]
     t.loc[1, "retries"] = 0
     said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))
     assert said == [
-        "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few repeats to "
-        "call it (no interval)."
+        "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few repeats for "
+        "an interval."
     ]
 
 
@@ -482,15 +482,15 @@ def test_headline_calls_a_layout_best_only_when_its_interval_says_so():
 
     text, table = said([247.0, 247.4], [249.0, 249.6])
     assert text == [
-        "a download: fastest chunked-4MiB at 249 MB/s, ×1.01 over plain; too few repeats to "
-        "call it (no interval)."
+        "a download: fastest chunked-4MiB at 249 MB/s, ×1.01 over plain; too few repeats for "
+        "an interval."
     ]
     assert not table["clear"].any()
     text, table = said([100, 101, 99, 100, 102], [150, 149, 151, 152, 150])
     assert text[0].startswith("a download: best chunked-4MiB at 150 MB/s, ×1.50 [")
     assert table.loc[table["layout"] == "chunked-4MiB", "clear"].item()
     text, _ = said([100, 130, 90, 120, 100], [105, 95, 125, 100, 110])
-    assert "; not clearly (the 95% intervals of the speed-ups overlap 1)" in text[0]
+    assert "; not clearly (speed-up interval includes ×1)" in text[0]
     html = headline.headline_html(
         *(lambda t: (t, summarise(t, pd.DataFrame())))(
             transfers_frame(

@@ -144,9 +144,9 @@ def sentences(table: pd.DataFrame) -> list[str]:
         elif b["clear"]:
             lead, doubt = "best ", ""
         elif math.isnan(b["speedup_low"] if gain else g["speedup_low"].max()):
-            lead, doubt = "fastest ", "; too few repeats to call it (no interval)"
+            lead, doubt = "fastest ", "; too few repeats for an interval"
         else:
-            lead, doubt = "fastest ", "; not clearly (the 95% intervals of the speed-ups overlap 1)"
+            lead, doubt = "fastest ", "; not clearly (speed-up interval includes ×1)"
         compared = g[g["best"] | g["layout"].str.startswith("plain")]
         retried = [f"{r.layout} {r.retries}" for r in compared.itertuples() if r.retries]
         caveat = (
@@ -183,12 +183,10 @@ def headline_html(
         f"<p><b>Campaign {html.escape(str(info.get('campaign', '')))}</b>: {status}. "
         "Median whole-transfer rate in MB/s (10<sup>6</sup> B/s) over the ok repeats, "
         f"{stats.CI_LEVEL:.0%} bootstrap interval (from {stats.MIN_REPEATS_FOR_INTERVAL} "
-        "repeats), n = ok repeats. Every strategy could open as many connections per client as "
-        "its setting allows (clients × concurrency, e.g. rclone-4x32; auto = the job's threads), "
-        "counted as objects in flight × streams per object. In green: the layout that is "
-        "clearly fastest of its row group (its speed-up interval excludes ×1); rows with a "
-        "failed or corrupt repeat in red; retried = rclone's whole-copy retries in the "
-        "repeats (their time is in the rate).</p>",
+        "repeats); n = ok repeats. Each strategy may open clients × concurrency connections "
+        "(e.g. rclone-4x32; auto = the job's threads). Green: clearly the fastest layout of its "
+        "group (speed-up interval excludes ×1); red: a failed or corrupt repeat; retried: "
+        "rclone's whole-copy retries (their time is in the rate).</p>",
     ]
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
     from cloudbench.scaling import recommendations  # only campaigns that sweep have any
