@@ -18,7 +18,7 @@ import pytest
 
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.slurm import SlurmCluster
-from tests.infra.workflow import BIN, ROOT, WORKFLOW_PROFILE, snakemake, write_config
+from tests.infra.workflow import snakemake, snakemake_command, snakemake_env, write_config
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 RUN_TIMEOUT = 900
@@ -44,25 +44,10 @@ def _campaign(
 
 
 def _popen(workdir: Path, cfg: Path, profile: str, env: dict) -> subprocess.Popen:
-    cmd = [
-        str(BIN / "snakemake"),
-        "--cores",
-        "2",
-        "--snakefile",
-        str(ROOT / "workflow/Snakefile"),
-        "--directory",
-        str(workdir),
-        "--profile",
-        str(ROOT / "profiles" / profile),
-        "--workflow-profile",
-        str(WORKFLOW_PROFILE),
-        "--configfile",
-        str(cfg),
-    ]
     return subprocess.Popen(
-        cmd,
+        snakemake_command(workdir, cfg, "--cores", "2", profile=profile),
         cwd=workdir,
-        env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env},
+        env=snakemake_env(env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

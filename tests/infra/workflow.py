@@ -22,20 +22,13 @@ def write_config(workdir: Path, config: dict, name: str = "campaign.yaml") -> Pa
     return path
 
 
-def snakemake(
-    workdir: Path,
-    configfile: Path,
-    *args: str,
-    env: dict | None = None,
-    profile: str = "local",
-    timeout: float = RUN_TIMEOUT,
-) -> subprocess.CompletedProcess:
+def snakemake_command(workdir: Path, configfile: Path, *args: str, profile: str) -> list[str]:
     """``snakemake --profile profiles/<profile>`` on the repo's workflow, run in ``workdir``.
 
     ``workdir`` is not the checkout, so the workflow profile (profiles/default, which
     Snakemake applies by itself only from the checkout) is named explicitly.
     """
-    cmd = [
+    return [
         str(BIN / "snakemake"),
         *args,  # first: --configfile takes several values and would swallow a target
         "--snakefile", str(ROOT / "workflow" / "Snakefile"),
@@ -44,7 +37,27 @@ def snakemake(
         "--workflow-profile", str(WORKFLOW_PROFILE),
         "--configfile", str(configfile),
     ]  # fmt: skip
-    full_env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", **(env or {})}
+
+
+def snakemake_env(env: dict | None) -> dict[str, str]:
+    """The caller's environment with the venv's snakemake and rclone first on PATH."""
+    return {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", **(env or {})}
+
+
+def snakemake(
+    workdir: Path,
+    configfile: Path,
+    *args: str,
+    env: dict | None = None,
+    profile: str = "local",
+    timeout: float = RUN_TIMEOUT,
+) -> subprocess.CompletedProcess:
+    """Run :func:`snakemake_command` to the end."""
     return subprocess.run(
-        cmd, cwd=workdir, env=full_env, capture_output=True, text=True, timeout=timeout
+        snakemake_command(workdir, configfile, *args, profile=profile),
+        cwd=workdir,
+        env=snakemake_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
