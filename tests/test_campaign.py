@@ -153,6 +153,16 @@ def test_multithread_below_its_cutoff_is_refused(demo_config):
         load_campaign(demo_config)
 
 
+@pytest.mark.parametrize(("size", "cutoff"), [("12MiB", 12 * 2**20), ("4GiB", 256 * 2**20)])
+def test_multithread_cutoff_auto_is_rclones_unless_the_files_are_smaller(demo_config, size, cutoff):
+    """A campaign of its own with files under 256 MiB and the default strategies runs (the
+    default cutoff used to refuse it): auto is the file size then, else rclone's 256 MiB."""
+    del demo_config["rclone"]["multi_thread_cutoff"]
+    demo_config["dataset"]["size"] = size  # of each file
+    demo_config["dataset"]["chunk_sizes"] = ["4MiB"]
+    assert load_campaign(demo_config).multi_thread_cutoff == cutoff
+
+
 def test_download_directories_differ_per_site(demo_config, tmp_path):
     from cloudbench.spec import transfer_spec
 

@@ -586,12 +586,16 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     repeats = _positive_int("repeats", cfg["repeats"])
     rcfg = cfg["rclone"]
     flags = _flags(rcfg["flags"])
-    cutoff = _size(cfg, "rclone.multi_thread_cutoff", rcfg["multi_thread_cutoff"])
+    cutoff = (
+        min(rc.RCLONE_MULTI_THREAD_CUTOFF, file_bytes)
+        if rcfg["multi_thread_cutoff"] == "auto"
+        else _size(cfg, "rclone.multi_thread_cutoff", rcfg["multi_thread_cutoff"])
+    )
     if "multithread" in strategies and cutoff > file_bytes:
         raise ConfigError(
             f"rclone.multi_thread_cutoff: {rcfg['multi_thread_cutoff']!r} is above the file size "
             f"{ds['size']!r}, so strategy multithread would move each file as one stream; "
-            f"set it to at most {ds['size']!r}"
+            f"set it to at most {ds['size']!r}, or to auto"
         )
 
     default_clients = _counts("clients", cfg["clients"])

@@ -143,6 +143,9 @@ UPLOAD_CONCURRENCY_FLAGS = {
 PART_SIZE_FLAGS = {"s3": "--s3-chunk-size", "b2": "--b2-chunk-size"}
 MIN_PART_BYTES = {"s3": 5 * 2**20, "b2": 5 * 10**6}  # the stores' smallest multipart part
 MULTIPART_BACKENDS = ("s3",)
+# rclone's own --multi-thread-cutoff: rclone.multi_thread_cutoff "auto" keeps it unless the
+# dataset's files are smaller, so strategy multithread splits every file of any campaign
+RCLONE_MULTI_THREAD_CUTOFF = 256 * 2**20
 # rclone's exit codes for "it is not there": 3 directory not found, 4 file not found (and
 # `cat` of a missing object in an existing directory exits 0, printing nothing).
 NOT_FOUND_EXITS = (0, 3, 4)  # backends with `rclone backend cleanup` for unfinished uploads
