@@ -14,6 +14,7 @@ from cloudbench.checksums import hash_stream
 from cloudbench.jobenv import retry_token
 from cloudbench.records import write_json
 from cloudbench.transfer import keep_attempt
+from tests.conftest import ROOT
 
 
 def _attempt(record, status, when):
@@ -225,6 +226,29 @@ def test_a_log_left_by_a_killed_attempt_is_kept_not_overwritten(tmp_path):
     set_aside_unrecorded(record, [log])
     assert not log.exists()
     assert len(list((tmp_path / "r2.attempts").glob("*.unrecorded.*"))) == 1
+
+
+def test_every_attempt_counts_in_the_bytes_moved_that_the_store_bills(tmp_path):
+    """A download failed, then one was killed mid-way (rclone's real log of a killed S3
+    copy), then one succeeded: three attempts, and the bytes of all three."""
+    import shutil
+
+    from cloudbench.aggregate import attempt_totals
+    from cloudbench.transfer import set_aside_unrecorded
+
+    record, log = tmp_path / "r1.json", tmp_path / "r1.jsonl"
+    assert attempt_totals(record, {"bytes_moved": 7}) == {
+        "attempts": 1, "bytes_moved_all_attempts": 7,  # a record from before attempts were kept
+    }  # fmt: skip
+    keep_attempt(record, {"started_utc": "2026-11-23T10:00:00Z", "bytes_moved": 1000})
+    shutil.copyfile(ROOT / "tests/data/rclone-logs/s3_killed.jsonl", log)
+    set_aside_unrecorded(record, [log])
+    ok = {"started_utc": "2026-11-23T10:05:00Z", "bytes_moved": 64 * 2**20}
+    keep_attempt(record, ok)
+    killed_bytes = 22372352  # the killed log's last stats line
+    assert attempt_totals(record, ok) == {
+        "attempts": 3, "bytes_moved_all_attempts": 1000 + killed_bytes + 64 * 2**20,
+    }  # fmt: skip
 
 
 def test_a_transfer_that_finished_while_snakemake_stopped_is_told_apart(tmp_path):

@@ -394,6 +394,11 @@ def test_campaign_cost_and_one_tb():
     assert c["egress_cost"] == pytest.approx(0.13 * 0.09)
     assert c["storage_cost_month"] == pytest.approx(0.1 * 0.02)
     assert c["total_cost"] == pytest.approx(0.0117 + 0.002)
+    t["attempts"] = [1, 1, 2]  # the failed one had been cut short once before: 45 MB more
+    t["bytes_moved_all_attempts"] = [100 * MB, 100 * MB, 75 * MB]
+    again = campaign_cost(t, prices).iloc[0]
+    assert again["downloaded_gb"] == pytest.approx(0.175) and again["download_attempts"] == 3
+    assert again["stored_gb"] == pytest.approx(0.1)  # a rerun overwrites its copy
     assert hours_per_tb(100.0) == pytest.approx(10**12 / 10**8 / 3600)  # 2.78 h
     assert math.isnan(hours_per_tb(0.0)) and math.isnan(hours_per_tb(float("nan")))
     s = summarise(t, pd.DataFrame())

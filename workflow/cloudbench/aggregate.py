@@ -7,16 +7,20 @@ byte but whose data does not match the manifest is ``corrupt``, never ``ok``.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
 from cloudbench import paths
+from cloudbench.rclonelog import parse_rclone_log
 from cloudbench.report_outputs import TABLES
 
 # Counts that a column of blanks would otherwise turn into floats.
-WHOLE_TRANSFER_COLUMNS = ("chunk_bytes", "bytes_moved", "backend_concurrency")
+WHOLE_TRANSFER_COLUMNS = (
+    "chunk_bytes", "bytes_moved", "backend_concurrency", "attempts", "bytes_moved_all_attempts",
+)  # fmt: skip
 TRANSFER_COLUMNS = [
     "campaign", "site", "remote", "direction", "strategy", "layout", "chunk_bytes", "setting",
     "tool", "clients", "concurrency", "repeat", "status", "mb_per_s", "seconds", "started_utc",
@@ -24,7 +28,7 @@ TRANSFER_COLUMNS = [
     "files", "objects", "bytes_requested", "bytes_moved", "transfers", "objects_in_flight",
     "streams_per_object", "connections", "backend", "backend_concurrency", "retries", "error",
     "rclone_version", "rclone_env", "host", "node_cores", "files_per_s", "s_per_object",
-    "tool_version", "bytes_moved_from",
+    "tool_version", "bytes_moved_from", "attempts", "bytes_moved_all_attempts",
 ]  # fmt: skip
 # One row per client of a measurement with several clients (its row in transfers.tsv is the
 # aggregate); start_offset_s is the client's start after the group's first.
@@ -63,6 +67,31 @@ def _load(path: Path) -> dict:
         return json.load(fh)
 
 
+def attempt_totals(record: Path, rec: dict) -> dict[str, int | None]:
+    """How many times a measurement ran and the bytes all its runs moved.
+
+    The store bills every byte, also of a failed, killed or superseded attempt, and only the
+    current one is the row: ``<record>.attempts/`` keeps each recorded attempt (the current
+    one too) and the rclone log of each attempt killed before its record (its last stats
+    line: the bytes moved by then, up to a second short). A record from before attempts
+    were kept counts as one attempt.
+    """
+    folder = paths.attempts_dir(record)
+    recorded = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    killed = sorted(folder.glob("*.unrecorded.*")) if folder.is_dir() else []
+    if not recorded and not killed:
+        return {"attempts": 1, "bytes_moved_all_attempts": rec.get("bytes_moved")}
+    moved = [_load(p).get("bytes_moved") for p in recorded]
+    for log in killed:
+        final = parse_rclone_log(log.read_text(errors="replace").splitlines()).final
+        moved.append(final.bytes if final else 0)
+    # a killed attempt of N clients leaves N logs, each named after its client's log
+    per_log = Counter(p.name.split(".unrecorded.", 1)[1] for p in killed)
+    runs = len(recorded) + max(per_log.values(), default=0)
+    total = None if None in moved else int(sum(moved))
+    return {"attempts": runs, "bytes_moved_all_attempts": total}
+
+
 def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFrame, list[dict]]:
     """Rows for every expected measurement that has a record; the rest are returned as missing."""
     rows, missing = [], []
@@ -91,7 +120,7 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
                     rec["error"] = "; ".join(ver["problems"])
             elif rec["status"] == "ok":
                 rec["status"] = "unverified"
-        rows.append(rec | per_object_rates(rec))
+        rows.append(rec | per_object_rates(rec) | attempt_totals(path, rec))
     df = pd.DataFrame(rows, columns=TRANSFER_COLUMNS)
     for col in WHOLE_TRANSFER_COLUMNS:  # blank where not applicable, never "1.0"
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")

@@ -245,7 +245,8 @@ def cost_html(
     } for n, p in prices.items()])  # fmt: skip
     c = pd.DataFrame({
         "remote": camp["remote"],
-        "downloaded (GB)": camp["downloaded_gb"], "stored (GB)": camp["stored_gb"],
+        "downloaded (GB)": camp["downloaded_gb"], "download attempts": camp["download_attempts"],
+        "stored (GB)": camp["stored_gb"],
         "egress": money(camp["egress_cost"], camp["currency"], camp["note"]),
         "storage, one month": money(camp["storage_cost_month"], camp["currency"], camp["note"]),
         "total": money(camp["total_cost"], camp["currency"], camp["note"]),
@@ -263,7 +264,9 @@ def cost_html(
     body = (
         '<p class="note">Assumptions: GB = 10<sup>9</sup> bytes and TB = 10<sup>12</sup> '
         "bytes (a provider that bills per GiB charges about 7% more per unit); egress is "
-        "charged on every byte downloaded, whatever the transfer's status; uploads (ingress) "
+        "charged on every byte downloaded, whatever the transfer's status, also by the "
+        "attempts a rerun replaced or a kill cut short (transfers.tsv: <code>attempts</code>, "
+        "<code>bytes_moved_all_attempts</code>); uploads (ingress) "
         "are free; every uploaded copy (each layout and repeat) stays on the remote for one "
         "whole month; requests (API calls), minimum storage durations, retrieval fees, taxes "
         "and discounts are <b>not</b> included. Prices are the config's <code>prices</code> "

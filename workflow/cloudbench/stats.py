@@ -551,8 +551,10 @@ NO_PRICES = "no prices configured for this remote (set prices: in the config)"
 def campaign_cost(transfers: pd.DataFrame, prices: Mapping[str, Prices | None]) -> pd.DataFrame:
     """What the campaign cost on each remote, at the configured list prices.
 
-    * egress = bytes of every download (any status: a failed transfer's bytes moved too)
-      / 10^9 x ``egress_per_gb``; uploads (ingress) are assumed free;
+    * egress = bytes of every download attempt (any status, and the attempts a rerun
+      replaced or a kill cut short: the store billed their bytes too; the column
+      ``bytes_moved_all_attempts`` where the table has it) / 10^9 x ``egress_per_gb``;
+      uploads (ingress) are assumed free;
     * storage = bytes of every upload (each repeat and layout is a copy kept on the
       remote) / 10^9 x ``storage_per_gb_month``, for one month;
     * requests (API calls), minimum storage durations, taxes and discounts are not included.
@@ -564,12 +566,20 @@ def campaign_cost(transfers: pd.DataFrame, prices: Mapping[str, Prices | None]) 
     for remote in names:
         t = transfers[transfers["remote"] == remote] if not transfers.empty else transfers
         moved = pd.to_numeric(t["bytes_moved"], errors="coerce").fillna(0) if not t.empty else t
-        down = float(moved[t["direction"] == "download"].sum()) if not t.empty else 0.0
+        billed = (
+            pd.to_numeric(t["bytes_moved_all_attempts"], errors="coerce").fillna(moved)
+            if "bytes_moved_all_attempts" in t and not t.empty
+            else moved
+        )
+        down = float(billed[t["direction"] == "download"].sum()) if not t.empty else 0.0
+        tries = pd.to_numeric(t.get("attempts", pd.Series(dtype=float)), errors="coerce")
+        attempts = int(tries[t["direction"] == "download"].fillna(1).sum()) if not t.empty else 0
         up = float(moved[t["direction"] == "upload"].sum()) if not t.empty else 0.0
         p = prices.get(remote)
         row = {
             "remote": remote,
             "downloaded_gb": down / BYTES_PER_GB,
+            "download_attempts": attempts,
             "stored_gb": up / BYTES_PER_GB,
             "currency": p.currency if p else "",
             "egress_cost": math.nan,
@@ -587,6 +597,7 @@ def campaign_cost(transfers: pd.DataFrame, prices: Mapping[str, Prices | None]) 
         columns=[
             "remote",
             "downloaded_gb",
+            "download_attempts",
             "stored_gb",
             "currency",
             "egress_cost",
