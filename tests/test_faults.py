@@ -137,6 +137,10 @@ def test_server_killed_mid_download(tmp_path, demo_config):
         df2 = _table(tmp_path)
         assert (df2["status"] == "ok").all()
         assert df2[df2["direction"] == "upload"].iloc[0]["started_utc"] == up["started_utc"]
+        # the store billed the failed attempt's bytes too: the row counts both attempts
+        again = df2[df2["direction"] == "download"].iloc[0]
+        assert down["bytes_moved"] > 0 and again["attempts"] == 2
+        assert again["bytes_moved_all_attempts"] == down["bytes_moved"] + again["bytes_moved"]
 
 
 def test_corrupt_object_is_caught_and_named(tmp_path, demo_config):
