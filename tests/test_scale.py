@@ -70,15 +70,26 @@ def test_local_clients_run_together_and_add_up(tmp_path):
         assert verify.loc["rclone-1x1", "digest_from"] == "verify"
         df = every[every["direction"] == "upload"].set_index("clients")
         assert list(df.index) == [1, 2, 4] and (df["status"] == "ok").all(), df["error"]
-        one = df.loc[1, "mb_per_s"]
-        for n in (1, 2, 4):
+        # A client whose PUT failed after its last byte sends the file again (rclone's
+        # low-level retry; seen once in CI: serve s3 on this busy 2-core host). That group
+        # is slower by what it re-sent, so it is measured truly but not at N x the cap: it
+        # is left out of the rate checks, and the front page must say so instead.
+        resent = df["bytes_moved"] > df["bytes_requested"]
+        assert resent.sum() <= 1, df[["bytes_moved", "bytes_requested"]]
+        clean = [n for n in (1, 2, 4) if not resent[n]]
+        one = df.loc[1, "mb_per_s"] if not resent[1] else CAP
+        for n in clean:
             # N clients that ran together move N x the per-client cap (one after the
             # other they would move 1 x); and N x what one client alone managed
             assert df.loc[n, "mb_per_s"] == pytest.approx(n * CAP, rel=0.10)
             assert df.loc[n, "mb_per_s"] == pytest.approx(n * one, rel=0.10)
         for n in (2, 4):
             assert 0 <= df.loc[n, "start_skew_s"] < 1.0
-            assert df.loc[n, "client_mb_per_s_min"] == pytest.approx(CAP, rel=0.15)
+            if n in clean:
+                assert df.loc[n, "client_mb_per_s_min"] == pytest.approx(CAP, rel=0.15)
+        if resent.any():
+            front = (tmp_path / "results/scale/figures/headline.html").read_text()
+            assert "re-sent data after failed requests" in front, front
         clients = pd.read_csv(tmp_path / "results/scale/clients.tsv", sep="\t")
         clients = clients[clients["direction"] == "upload"]
         assert sorted(clients.groupby("clients")["client"].nunique().items()) == [(2, 2), (4, 4)]
@@ -95,12 +106,11 @@ def test_local_clients_run_together_and_add_up(tmp_path):
                     json.loads(x)["stats"] for x in log.read_text().splitlines() if '"stats"' in x
                 ]
                 moved += stats[-1]["bytes"]
-        assert moved == df.loc[4, "bytes_moved"] == FILES * SIZE_MIB * 2**20
+        assert moved == df.loc[4, "bytes_moved"]
+        assert moved == FILES * SIZE_MIB * 2**20 or resent[4]
         series = pd.read_csv(tmp_path / "results/scale/timeseries.tsv", sep="\t")
         four = series[(series["setting"] == "rclone-4x1") & (series["direction"] == "upload")]
-        assert (
-            four["bytes"].max() == FILES * SIZE_MIB * 2**20
-        )  # the summed series ends at every byte
+        assert four["bytes"].max() == moved  # the summed series ends at every byte moved
         # the report's Scaling section has the sweep and names a knee
         html = (tmp_path / "results/scale/figures/scaling.html").read_text()
         assert "Knee of each sweep" in html and "from edi to s3t: (upload)" in html

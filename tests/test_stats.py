@@ -22,6 +22,7 @@ from cloudbench.stats import (
     linear_fit,
     outlier_flags,
     per_tb,
+    resent_bytes,
     speedup,
     summarise,
     sustained_rate,
@@ -471,6 +472,17 @@ def test_headline_says_when_a_speed_up_rests_on_retried_repeats():
         "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few repeats for "
         "an interval."
     ]
+    # a low-level retry: rclone logs nothing at -v, but it moved 4 MiB more than it had to
+    t.loc[3, "bytes_moved"] = t.loc[3, "bytes_requested"] + 4 * 2**20
+    said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))
+    assert said == [
+        "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few repeats for "
+        "an interval (rclone re-sent data after failed requests: chunked-3MiB 4.19 MB; the "
+        "rates include the time lost)."
+    ]
+    assert resent_bytes(t) == 4 * 2**20
+    t.loc[3, "retries"] = 1  # a whole-copy retry re-sends too: said as a retry, not twice
+    assert resent_bytes(t) == 0
 
 
 def test_headline_calls_a_layout_best_only_when_its_interval_says_so():

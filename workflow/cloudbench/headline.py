@@ -42,7 +42,7 @@ STYLE = (
 
 ROW_COLUMNS = [
     "site", "remote", "direction", "layout", "n", "median", "low", "high", "speedup",
-    "speedup_low", "speedup_high", "failed", "corrupt", "retries",
+    "speedup_low", "speedup_high", "failed", "corrupt", "retries", "resent",
 ]  # fmt: skip
 
 
@@ -98,6 +98,7 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
                 "failed": int(r.failed),
                 "corrupt": int(r.corrupt),
                 "retries": int(r.retries),
+                "resent": stats.resent_bytes(sel),
             }
         )
     df = pd.DataFrame(out, columns=ROW_COLUMNS)
@@ -149,12 +150,14 @@ def sentences(table: pd.DataFrame) -> list[str]:
             lead, doubt = "fastest ", "; not clearly (speed-up interval includes ×1)"
         compared = g[g["best"] | g["layout"].str.startswith("plain")]
         retried = [f"{r.layout} {r.retries}" for r in compared.itertuples() if r.retries]
-        caveat = (
-            f" (rclone retried during these repeats: {', '.join(retried)}; the rates include "
-            "the time lost)"
-            if retried
-            else ""
+        resent = [
+            f"{r.layout} {_num(r.resent / 1e6)} MB" for r in compared.itertuples() if r.resent
+        ]
+        told = [f"rclone retried during these repeats: {', '.join(retried)}"] if retried else []
+        told += (
+            [f"rclone re-sent data after failed requests: {', '.join(resent)}"] if resent else []
         )
+        caveat = f" ({'; '.join(told)}; the rates include the time lost)" if told else ""
         out.append(
             f"{site} {direction}{where}: {lead}{b['layout']} at {_num(b['median'])} MB/s"
             f"{gain}{doubt}{caveat}."

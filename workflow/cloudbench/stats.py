@@ -291,6 +291,20 @@ def ok_rates(transfers: pd.DataFrame) -> pd.DataFrame:
     return ok.copy()
 
 
+def resent_bytes(transfers: pd.DataFrame) -> int:
+    """Bytes that the ``ok`` repeats without a whole-copy retry moved beyond what they had to:
+    data rclone sent again after a low-level retry (a failed part or request), which rclone
+    does not log at ``-v`` but its byte count shows. Their time is in the rates."""
+    ok = ok_rates(transfers)
+    if ok.empty or "bytes_moved" not in ok:
+        return 0
+    ok = ok[pd.to_numeric(ok["retries"], errors="coerce").fillna(0) == 0]
+    extra = pd.to_numeric(ok["bytes_moved"], errors="coerce") - pd.to_numeric(
+        ok["bytes_requested"], errors="coerce"
+    )
+    return int(extra.clip(lower=0).fillna(0).sum())
+
+
 def outlier_flags(
     transfers: pd.DataFrame,
     fraction: float = OUTLIER_FRACTION,
