@@ -235,7 +235,12 @@ def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_co
             if str(p.relative_to(tmp_path)) not in incomplete
         }
 
-    _wait_for(lambda: len(finished()) >= 1, 240, "a finished upload")
+    def running() -> list[Path]:
+        """rclone logs of transfers under way (the second name goes when the record comes)."""
+        logs = (tmp_path / "results/demo/sites").rglob("*.jsonl.live")
+        return [p for p in logs if '"stats"' in p.read_text()]
+
+    _wait_for(lambda: len(finished()) >= 1 and running(), 240, "a finished and a running one")
     os.killpg(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     done = finished()
@@ -249,7 +254,15 @@ def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_co
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     for p, rec in done.items():  # measured once, not again
         assert json.loads(p.read_text())["started_utc"] == rec["started_utc"]
-    assert (_table(tmp_path)["status"] == "ok").all()
+    rows = _table(tmp_path)
+    assert (rows["status"] == "ok").all()
+    # the interrupted transfer's rclone log is kept (Snakemake had deleted the declared log
+    # before the rerun), and its bytes count as an attempt the store billed
+    cut = list((tmp_path / "results/demo/sites").rglob("*.attempts/*.unrecorded.*"))
+    assert cut and not list((tmp_path / "results/demo/sites").rglob("*.live")), cut
+    again = rows[rows["attempts"] == 2]
+    assert len(again) == len(cut) == 1, rows[["direction", "layout", "attempts"]]
+    assert again.iloc[0]["bytes_moved_all_attempts"] > again.iloc[0]["bytes_moved"]
 
 
 def test_secret_never_written_anywhere(tmp_path, demo_config):

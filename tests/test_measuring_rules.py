@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from cloudbench import steps
 from cloudbench.aggregate import expected_steps
 from cloudbench.checksums import hash_stream
 from cloudbench.jobenv import retry_token
+from cloudbench.paths import live_log
 from cloudbench.records import write_json
 from cloudbench.transfer import keep_attempt
 from tests.conftest import ROOT
@@ -226,6 +228,19 @@ def test_a_log_left_by_a_killed_attempt_is_kept_not_overwritten(tmp_path):
     set_aside_unrecorded(record, [log])
     assert not log.exists()
     assert len(list((tmp_path / "r2.attempts").glob("*.unrecorded.*"))) == 1
+    # what a rerun really finds: Snakemake deleted the declared log before running the job
+    # again, and only the log's second name, written to while rclone ran, is left
+    log.write_text('{"level":"info","msg":"cut by SIGKILL"}\n')
+    os.link(log, live_log(log))
+    log.unlink()
+    set_aside_unrecorded(record, [log])
+    kept = sorted((tmp_path / "r2.attempts").glob("*.unrecorded.r2.jsonl"))
+    assert len(kept) == 2 and "cut by SIGKILL" in kept[-1].read_text() + kept[0].read_text()
+    assert not live_log(log).exists()
+    log.write_text("{}\n")  # an attempt that got its record leaves no second name behind
+    os.link(log, live_log(log))
+    keep_attempt(record, {"started_utc": "2026-11-23T11:00:00Z"}, log)
+    assert not live_log(log).exists()
 
 
 def test_every_attempt_counts_in_the_bytes_moved_that_the_store_bills(tmp_path):

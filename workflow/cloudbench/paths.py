@@ -53,6 +53,13 @@ def client_log(log: str | Path, index: int) -> Path:
     return Path(str(log).removesuffix(".jsonl") + f".client-{index}.jsonl")
 
 
+def live_log(log: str | Path) -> Path:
+    """A second name (hard link) of an rclone log while it is written. Snakemake deletes a
+    job's declared logs before it runs the job again, so without it a killed attempt's log
+    would be gone before the rerun could keep it."""
+    return Path(str(log) + ".live")
+
+
 def job_log(results, site, step, *parts) -> str:
     return "/".join([f"{sites_dir(results)}/{site}/logs/{step}", *map(str, parts)]) + ".log"
 

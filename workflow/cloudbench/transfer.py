@@ -11,6 +11,8 @@ destination every second.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 import shutil
 import subprocess
@@ -25,7 +27,7 @@ from typing import Any
 from cloudbench import rclone as rc
 from cloudbench import tools
 from cloudbench.jobenv import die_with_parent
-from cloudbench.paths import attempts_dir
+from cloudbench.paths import attempts_dir, live_log
 from cloudbench.progress import LogTail, label_of, progress_interval, progress_of
 from cloudbench.rclonelog import on_wall_clock, parse_rclone_log, rate_series
 from cloudbench.records import clip_tail, host_info, rate_mb_s, read_json, utc_now, write_json
@@ -103,6 +105,10 @@ def measure(
     )
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.unlink(missing_ok=True)
+    log_path.touch()  # rclone appends to it, so a second name sees every line
+    live_log(log_path).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # a filesystem without hard links: no second name
+        os.link(log_path, live_log(log_path))
     cmd = rc.copy_command(
         binary,
         src,
@@ -341,25 +347,31 @@ def keep_attempt(
     for k, client_log in enumerate(client_logs):  # several clients: each one's own log
         if client_log.exists():
             shutil.copyfile(client_log, folder / f"{stamp}.client-{k}.rclone.jsonl")
+    for log in [*([log_path] if log_path is not None else []), *client_logs]:
+        live_log(log).unlink(missing_ok=True)  # recorded: no longer an attempt to set aside
 
 
 def set_aside_unrecorded(record_path: Path, logs: Sequence[Path]) -> None:
-    """Logs left at a measurement's paths by an attempt that never wrote its record (a job
-    killed hard) go into ``<record>.attempts/`` as ``<mtime>.unrecorded.<name>``, so the next
-    attempt does not overwrite them; a log already kept by :func:`keep_attempt` just goes."""
+    """Logs left by an attempt that never wrote its record (a job killed hard, or stopped
+    with Ctrl-C) go into ``<record>.attempts/`` as ``<mtime>.unrecorded.<name>``, so the next
+    attempt does not overwrite them; a log already kept by :func:`keep_attempt` just goes.
+    Such a log is found at its own path or, when Snakemake has deleted that before the rerun,
+    by its second name (:func:`cloudbench.paths.live_log`)."""
     folder = attempts_dir(record_path)
     for log in logs:
-        if not log.exists():
-            continue
-        data = log.read_bytes()
+        found = next((p for p in (log, live_log(log)) if p.exists()), None)
+        data = found.read_bytes() if found is not None else b""
         kept = folder.is_dir() and any(
             p.stat().st_size == len(data) and p.read_bytes() == data for p in folder.glob("*.jsonl")
         )
         if data and not kept:
-            when = datetime.fromtimestamp(log.stat().st_mtime, UTC)
+            when = datetime.fromtimestamp(found.stat().st_mtime, UTC)
             folder.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(log, folder / f"{when:%Y%m%dT%H%M%S.%fZ}.unrecorded.{log.name}")
-        log.unlink()
+            kept_as = folder / f"{when:%Y%m%dT%H%M%S.%fZ}.unrecorded.{log.name}"
+            shutil.copyfile(found, kept_as)
+            redact_file(kept_as)  # a killed job never scrubbed its log
+        log.unlink(missing_ok=True)
+        live_log(log).unlink(missing_ok=True)
 
 
 def fresh_dir(path: Path) -> Path:
