@@ -163,6 +163,26 @@ def test_multithread_cutoff_auto_is_rclones_unless_the_files_are_smaller(demo_co
     assert load_campaign(demo_config).multi_thread_cutoff == cutoff
 
 
+@pytest.mark.parametrize(
+    ("size", "part"), [("24MiB", 6 * 2**20), ("12MiB", 5 * 2**20), ("4GiB", 64 * 2**20)]
+)
+def test_multithread_parts_auto_split_a_small_file_into_several_streams(demo_config, size, part):
+    """A new user saw strategy multithread move each 24 MiB file as one stream (64 MiB parts)
+    and called it multi-threaded: auto cuts a small file in 4 parts of at least 5 MiB."""
+    from cloudbench.rclone import concurrency
+
+    del demo_config["rclone"]["multi_thread_chunk_size"]
+    demo_config["dataset"].update(size=size, chunk_sizes=["4MiB"])
+    c = load_campaign(demo_config)
+    assert c.multi_thread_chunk_size == part
+    conc = concurrency(
+        "multithread", 8, objects=2, object_bytes=c.file_bytes, cutoff=c.multi_thread_cutoff,
+        part_bytes=c.multi_thread_chunk_size, backend="s3", direction="download",
+    )  # fmt: skip
+    assert conc.streams_per_object == min(8, -(-c.file_bytes // part))
+    assert conc.streams_per_object >= 3 or size == "4GiB"
+
+
 def test_download_directories_differ_per_site(demo_config, tmp_path):
     from cloudbench.spec import transfer_spec
 

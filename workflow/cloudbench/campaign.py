@@ -598,6 +598,12 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
             f"set it to at most {ds['size']!r}, or to auto"
         )
 
+    part_bytes = (
+        rc.auto_part_bytes(file_bytes)
+        if rcfg["multi_thread_chunk_size"] == "auto"
+        else _size(cfg, "rclone.multi_thread_chunk_size", rcfg["multi_thread_chunk_size"])
+    )
+
     default_clients = _counts("clients", cfg["clients"])
     sites = []
     for sname, s in cfg["sites"].items():
@@ -649,9 +655,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         seed=str(ds.get("seed", name)),
         rclone_flags=flags,
         multi_thread_cutoff=cutoff,
-        multi_thread_chunk_size=_size(
-            cfg, "rclone.multi_thread_chunk_size", rcfg["multi_thread_chunk_size"]
-        ),
+        multi_thread_chunk_size=part_bytes,
         min_rclone_version=str(rcfg["min_version"]),
         sites=tuple(sites),
         site=str(cfg["site"]),

@@ -146,6 +146,19 @@ MULTIPART_BACKENDS = ("s3",)
 # rclone's own --multi-thread-cutoff: rclone.multi_thread_cutoff "auto" keeps it unless the
 # dataset's files are smaller, so strategy multithread splits every file of any campaign
 RCLONE_MULTI_THREAD_CUTOFF = 256 * 2**20
+# rclone's own --multi-thread-chunk-size; "auto" keeps it for large files and otherwise cuts
+# a file into AUTO_PARTS parts (rclone's default --multi-thread-streams), each at least the
+# smallest part S3 accepts, so strategy multithread moves a small file in several streams
+RCLONE_MULTI_THREAD_CHUNK = 64 * 2**20
+AUTO_PARTS = 4
+
+
+def auto_part_bytes(file_bytes: int) -> int:
+    """The multi-thread part size "auto" stands for, in whole MiB."""
+    quarter = -(-file_bytes // AUTO_PARTS // 2**20) * 2**20
+    return min(RCLONE_MULTI_THREAD_CHUNK, max(MIN_PART_BYTES["s3"], quarter))
+
+
 # rclone's exit codes for "it is not there": 3 directory not found, 4 file not found (and
 # `cat` of a missing object in an existing directory exits 0, printing nothing).
 NOT_FOUND_EXITS = (0, 3, 4)  # backends with `rclone backend cleanup` for unfinished uploads

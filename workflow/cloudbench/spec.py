@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.campaign import Campaign, Layout, Measurement, Remote, Setting
-from cloudbench.rclone import RCLONE_MULTI_THREAD_CUTOFF
+from cloudbench.rclone import RCLONE_MULTI_THREAD_CHUNK, RCLONE_MULTI_THREAD_CUTOFF
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class TransferSpec:
     copy_label: str = Setting().label  # the setting of the upload whose copy it moves
     flags: tuple[str, ...] = ()
     multi_thread_cutoff: int = RCLONE_MULTI_THREAD_CUTOFF
-    multi_thread_chunk_size: int = 64 * 2**20
+    multi_thread_chunk_size: int = RCLONE_MULTI_THREAD_CHUNK
     min_rclone_version: str = "1.65.0"
     start_tolerance_s: float = 1.0
     command_template: str | None = None  # the command tool's template (that tool only)
