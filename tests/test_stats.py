@@ -485,6 +485,21 @@ def test_headline_says_when_a_speed_up_rests_on_retried_repeats():
     assert resent_bytes(t) == 0
 
 
+def test_rclone_flags_from_the_environment_are_on_the_front_page():
+    """A user slowed downloads with RCLONE_BWLIMIT=4M; the report said "rclone flags
+    (none)" and the slow rates looked like a slow store."""
+    from cloudbench import headline
+
+    t = transfers_frame([("a", "upload", "plain", 1, 150.0), ("b", "download", "plain", 1, 4.18)])
+    t["setting"] = "rclone-1xauto"
+    t["rclone_env"] = [None, "RCLONE_BWLIMIT=4M"]
+    s = summarise(t, pd.DataFrame())
+    page = headline.headline_html(t, s, {"campaign": "c"}, None)
+    assert "environment, not in the campaign file: RCLONE_BWLIMIT=4M in 1 of 2 transfers" in page
+    t["rclone_env"] = None
+    assert "environment" not in headline.headline_html(t, s, {"campaign": "c"}, None)
+
+
 def test_headline_calls_a_layout_best_only_when_its_interval_says_so():
     """Two repeats a layout 1% ahead is not a winner (a user saw "best ... ×1.01" in green);
     five repeats each, clearly apart, is. Speed-ups always show two decimals."""

@@ -165,6 +165,17 @@ def sentences(table: pd.DataFrame) -> list[str]:
     return out
 
 
+def environment_flags(transfers: pd.DataFrame) -> str:
+    """rclone settings that came from the environment (RCLONE_BWLIMIT=4M ...), with how many
+    transfers ran under each: they shape the rates as much as the config's flags, but no
+    campaign file shows them. '' when there were none."""
+    if transfers.empty or "rclone_env" not in transfers:
+        return ""
+    env = transfers["rclone_env"].fillna("").astype(str).str.strip()
+    counts = env[env != ""].value_counts()
+    return "; ".join(f"{v} in {n} of {len(env)} transfers" for v, n in counts.items())
+
+
 def headline_html(
     metrics: pd.DataFrame, summary: pd.DataFrame, info: Mapping[str, Any], figure: Path | None
 ) -> str:
@@ -192,6 +203,11 @@ def headline_html(
         "rclone's whole-copy retries (their time is in the rate).</p>",
     ]
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
+    if env := environment_flags(metrics):
+        parts.append(
+            f"<p>rclone flags set in the environment, not in the campaign file: "
+            f"{html.escape(env)} (column rclone_env).</p>"
+        )
     from cloudbench.scaling import recommendations  # only campaigns that sweep have any
 
     names = {k: (r or {}).get("label") for k, r in (info.get("remotes") or {}).items()}

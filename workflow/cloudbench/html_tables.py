@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cloudbench import stats
+from cloudbench import headline, stats
 from cloudbench.labels import NA, num
 from cloudbench.sizes import size_label
 
@@ -316,6 +316,7 @@ def campaign_html(
         ("strategies", ", ".join(info.get("strategies", []))),
         ("repeats", str(info.get("repeats", ""))),
         ("rclone flags", " ".join(rc.get("flags", [])) or "(none)"),
+        ("rclone flags from the environment", headline.environment_flags(t) or "(none)"),
         (
             "multi-thread cutoff / part size",
             f"{size_label(int(rc['multi_thread_cutoff']))} / "
