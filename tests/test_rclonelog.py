@@ -425,3 +425,15 @@ def test_final_stats_line_a_few_ms_after_the_last_is_no_spike():
     got = rate_series([s(1.0, 4_000_000), s(2.0, 8_000_000), s(2.005, 8_400_000)])
     assert [(t, b) for t, b, _ in got] == [(1.0, 4_000_000), (2.005, 8_400_000)]
     assert max(r for _, _, r in got) < 5e6  # merged into the last interval, not 80 MB/s
+
+
+def test_longest_stall_is_the_longest_stretch_without_new_bytes():
+    """A store down for ~77 s mid-copy: rclone waited, finished ok, and the stats lines
+    show the plateau (a new-user check saw such transfers recorded as plain ok)."""
+    from cloudbench.rclonelog import longest_stall
+
+    elapsed = [1.0, 2.0, 3.0, 4.0, 81.0, 82.0, 83.0]
+    moved = [5, 10, 10, 10, 10, 20, 20]
+    assert longest_stall(elapsed, moved) == 79.0  # from 2 s, the first line showing 10
+    assert longest_stall([1.0, 2.0, 3.0], [1, 2, 3]) == 0.0
+    assert longest_stall([], []) == 0.0

@@ -24,6 +24,7 @@ from cloudbench.stats import (
     per_tb,
     resent_bytes,
     speedup,
+    stalls,
     summarise,
     sustained_rate,
     time_budget,
@@ -483,6 +484,20 @@ def test_headline_says_when_a_speed_up_rests_on_retried_repeats():
     assert resent_bytes(t) == 4 * 2**20
     t.loc[3, "retries"] = 1  # a whole-copy retry re-sends too: said as a retry, not twice
     assert resent_bytes(t) == 0
+
+
+def test_a_stall_inside_an_ok_transfer_is_said_on_the_front_page():
+    from cloudbench import headline
+
+    rows = [("v", "download", "plain", r, 4.2) for r in (1, 2, 3)]
+    rows += [("v", "download", "chunked-8MiB", r, v) for r, v in ((1, 4.1), (2, 1.0), (3, 4.2))]
+    t = transfers_frame(rows).assign(setting="rclone-1xauto", longest_stall_s=1.0)
+    t.loc[4, "longest_stall_s"] = 77.2  # chunked r2: the server was down, rclone waited
+    said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))
+    assert "rclone moved nothing for a while: chunked-8MiB r2 77 s; the rates include" in said[0]
+    assert stalls(t) == [(2, 77.2)]
+    t.loc[4, "longest_stall_s"] = 9.0  # below STALL_NOTED_S: jitter, not an outage
+    assert "nothing" not in headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))[0]
 
 
 def test_rclone_flags_from_the_environment_are_on_the_front_page():

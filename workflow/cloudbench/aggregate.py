@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from cloudbench import paths
-from cloudbench.rclonelog import parse_rclone_log
+from cloudbench.rclonelog import longest_stall, parse_rclone_log
 from cloudbench.report_outputs import TABLES
 
 # Counts that a column of blanks would otherwise turn into floats.
@@ -29,6 +29,7 @@ TRANSFER_COLUMNS = [
     "streams_per_object", "connections", "backend", "backend_concurrency", "retries", "error",
     "rclone_version", "rclone_env", "host", "node_cores", "files_per_s", "s_per_object",
     "tool_version", "bytes_moved_from", "attempts", "bytes_moved_all_attempts",
+    "longest_stall_s",
 ]  # fmt: skip
 # One row per client of a measurement with several clients (its row in transfers.tsv is the
 # aggregate); start_offset_s is the client's start after the group's first.
@@ -92,6 +93,16 @@ def attempt_totals(record: Path, rec: dict) -> dict[str, int | None]:
     return {"attempts": runs, "bytes_moved_all_attempts": total}
 
 
+def stall(record: Path) -> float | None:
+    """The longest stretch without progress in a transfer's per-second series (None: no
+    series, e.g. a tool that reports none)."""
+    path = Path(paths.series(record))
+    if not path.exists():
+        return None
+    s = pd.read_csv(path, sep="\t")
+    return longest_stall(s["elapsed_s"].tolist(), s["bytes"].tolist()) if len(s) else None
+
+
 def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFrame, list[dict]]:
     """Rows for every expected measurement that has a record; the rest are returned as missing."""
     rows, missing = [], []
@@ -120,7 +131,12 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
                     rec["error"] = "; ".join(ver["problems"])
             elif rec["status"] == "ok":
                 rec["status"] = "unverified"
-        rows.append(rec | per_object_rates(rec) | attempt_totals(path, rec))
+        rows.append(
+            rec
+            | per_object_rates(rec)
+            | attempt_totals(path, rec)
+            | {"longest_stall_s": stall(path)}
+        )
     df = pd.DataFrame(rows, columns=TRANSFER_COLUMNS)
     for col in WHOLE_TRANSFER_COLUMNS:  # blank where not applicable, never "1.0"
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")

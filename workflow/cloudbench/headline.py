@@ -42,7 +42,7 @@ STYLE = (
 
 ROW_COLUMNS = [
     "site", "remote", "direction", "layout", "n", "median", "low", "high", "speedup",
-    "speedup_low", "speedup_high", "failed", "corrupt", "retries", "resent",
+    "speedup_low", "speedup_high", "failed", "corrupt", "retries", "resent", "stalls",
 ]  # fmt: skip
 
 
@@ -99,6 +99,7 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
                 "corrupt": int(r.corrupt),
                 "retries": int(r.retries),
                 "resent": stats.resent_bytes(sel),
+                "stalls": stats.stalls(sel),
             }
         )
     df = pd.DataFrame(out, columns=ROW_COLUMNS)
@@ -157,6 +158,8 @@ def sentences(table: pd.DataFrame) -> list[str]:
         told += (
             [f"rclone re-sent data after failed requests: {', '.join(resent)}"] if resent else []
         )
+        stalled = [f"{r.layout} r{k} {t:.0f} s" for r in g.itertuples() for k, t in r.stalls]
+        told += [f"rclone moved nothing for a while: {', '.join(stalled)}"] if stalled else []
         caveat = f" ({'; '.join(told)}; the rates include the time lost)" if told else ""
         out.append(
             f"{site} {direction}{where}: {lead}{b['layout']} at {_num(b['median'])} MB/s"

@@ -287,3 +287,22 @@ def rate_series(samples: Iterable[StatsSample]) -> list[tuple[float, int, float]
             prev_b = s.bytes
         # else: elapsed 0 before any point, or time went backwards: skip.
     return out
+
+
+def longest_stall(elapsed: Sequence[float], moved: Sequence[int]) -> float:
+    """Seconds of the longest stretch in which rclone's byte count did not grow, from the
+    stats line that first showed a count to the last that still showed it.
+
+    A store that goes away mid-copy (rclone waits, retries silently at -v and may still
+    finish ``ok``) shows as such a stretch; the rate then includes the outage, and this
+    says so. The stretch before the first stats line is not seen (rclone prints the first
+    after a second).
+    """
+    longest, start = 0.0, None
+    for i in range(1, len(moved)):
+        if moved[i] <= moved[i - 1]:
+            start = elapsed[i - 1] if start is None else start
+            longest = max(longest, elapsed[i] - start)
+        else:
+            start = None
+    return round(longest, 3)

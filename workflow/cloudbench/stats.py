@@ -50,6 +50,9 @@ SEED = 2026
 CI_LEVEL = 0.95
 OUTLIER_FRACTION = 0.5
 OUTLIER_MIN_REPEATS = 3
+# rclone moving nothing this long inside an ok transfer is an outage it waited out, not
+# jitter (stats lines come every second; a multipart upload's completion takes a few)
+STALL_NOTED_S = 10.0
 MIN_REPEATS_FOR_INTERVAL = 3
 EARTH_RADIUS_KM = 6371.0088  # IUGG mean Earth radius
 MIN_SAMPLE_GAP_S = 0.1
@@ -289,6 +292,18 @@ def ok_rates(transfers: pd.DataFrame) -> pd.DataFrame:
     """The transfers with status ``ok`` and a rate."""
     ok = transfers[(transfers["status"] == "ok") & transfers["mb_per_s"].notna()]
     return ok.copy()
+
+
+def stalls(transfers: pd.DataFrame, at_least_s: float = STALL_NOTED_S) -> list[tuple[int, float]]:
+    """(repeat, seconds) of the ``ok`` repeats in which rclone moved nothing for at least
+    ``at_least_s``: a store outage rclone waited out. Their rates include it."""
+    ok = ok_rates(transfers)
+    if ok.empty or "longest_stall_s" not in ok:
+        return []
+    long = ok[pd.to_numeric(ok["longest_stall_s"], errors="coerce") >= at_least_s]
+    return [
+        (int(r), float(s)) for r, s in zip(long["repeat"], long["longest_stall_s"], strict=True)
+    ]
 
 
 def resent_bytes(transfers: pd.DataFrame) -> int:
