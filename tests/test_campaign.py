@@ -253,3 +253,17 @@ def test_reports_name_a_named_remote_by_its_rclone_name_and_never_show_an_addres
     assert load_campaign(demo_config).remotes[0].label == "main"
     demo_config["remote"] = ":s3,provider=Ceph,endpoint=https://x.example:"
     assert load_campaign(demo_config).remotes[0].label == "main"
+
+
+def test_a_remote_without_its_colon_is_refused_when_the_environment_defines_it(
+    demo_config, monkeypatch
+):
+    """A user wrote remote: "benchstore" for the remote their RCLONE_CONFIG_BENCHSTORE_*
+    variables define: rclone took it as a local directory and the campaign measured disk."""
+    demo_config["remote"] = "benchstore"
+    load_campaign(demo_config)  # a local directory is a valid remote (the demo uses one)
+    monkeypatch.setenv("RCLONE_CONFIG_BENCHSTORE_TYPE", "s3")
+    with pytest.raises(ConfigError, match="'benchstore' is a local directory to rclone, but "
+                       "RCLONE_CONFIG_BENCHSTORE_TYPE defines a remote of that name: write "
+                       "'benchstore:'"):  # fmt: skip
+        load_campaign(demo_config)

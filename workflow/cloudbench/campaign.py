@@ -8,6 +8,7 @@ stops the run before any job starts, with one line naming the key and the value.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -366,13 +367,21 @@ def _name(key: str, value: Any) -> str:
     return value
 
 
-def _remote_url(key: str, url: Any) -> str:
+def _remote_url(key: str, url: Any, environ: Mapping[str, str] = os.environ) -> str:
     url = str(url)
     found = credential_in_remote(url)
     if found:
         raise ConfigError(
             f"{key}: the remote spells out a credential ({found}=...); put credentials in "
             "rclone's config file or RCLONE_CONFIG_<NAME>_* variables, never in the campaign"
+        )
+    # without its colon a remote's name is a local directory to rclone: the campaign would
+    # measure local disk and call it the store
+    defined = f"RCLONE_CONFIG_{url.rstrip('/').upper().replace('-', '_')}_TYPE"
+    if ":" not in url and defined in environ:
+        raise ConfigError(
+            f"{key}: {url!r} is a local directory to rclone, but {defined} defines a remote "
+            f"of that name: write {url.rstrip('/') + ':'!r}"
         )
     return url
 

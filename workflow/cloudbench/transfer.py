@@ -15,6 +15,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -138,7 +139,7 @@ def measure(
     error = None
     if output.returncode != 0:
         last = log.last_error if log else None
-        error = last or clip_tail(output.stdout, 500) or "rclone failed"
+        error = last or clip_tail(output.stdout, 500) or f"rclone {exit_reason(output.returncode)}"
         error = redact(error, secrets)
     elif (moved or 0) < expected_bytes or moved_files < expected_files:
         # rclone's byte count includes what failed attempts sent, so a retried transfer
@@ -372,6 +373,16 @@ def set_aside_unrecorded(record_path: Path, logs: Sequence[Path]) -> None:
             redact_file(kept_as)  # a killed job never scrubbed its log
         log.unlink(missing_ok=True)
         live_log(log).unlink(missing_ok=True)
+
+
+def exit_reason(returncode: int) -> str:
+    """How a process ended, by its exit status: a signal (negative, or 128 + N as a shell
+    reports it and rclone exits after SIGINT) is named, since rclone logs nothing then."""
+    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    try:
+        return f"stopped by {signal.Signals(number).name} (exit {returncode})"
+    except ValueError:  # 0: no signal; or not a signal's number
+        return f"failed (exit {returncode})"
 
 
 def fresh_dir(path: Path) -> Path:
