@@ -341,6 +341,13 @@ def _size(cfg: Mapping[str, Any], key: str, value: Any) -> int:
         raise ConfigError(f"{key}: {err}") from None
 
 
+def _size_or_auto(cfg: Mapping[str, Any], key: str, auto: int) -> int:
+    """A size key of the config (``rclone.multi_thread_cutoff``) that may say ``auto``."""
+    section, name = key.split(".")
+    value = cfg[section][name]
+    return auto if value == "auto" else _size(cfg, key, value)
+
+
 def _location(key: str, value: Any) -> tuple[float, float] | None:
     if value is None:
         return None
@@ -595,10 +602,8 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     repeats = _positive_int("repeats", cfg["repeats"])
     rcfg = cfg["rclone"]
     flags = _flags(rcfg["flags"])
-    cutoff = (
-        min(rc.RCLONE_MULTI_THREAD_CUTOFF, file_bytes)
-        if rcfg["multi_thread_cutoff"] == "auto"
-        else _size(cfg, "rclone.multi_thread_cutoff", rcfg["multi_thread_cutoff"])
+    cutoff = _size_or_auto(
+        cfg, "rclone.multi_thread_cutoff", min(rc.RCLONE_MULTI_THREAD_CUTOFF, file_bytes)
     )
     if "multithread" in strategies and cutoff > file_bytes:
         raise ConfigError(
@@ -607,12 +612,9 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
             f"set it to at most {ds['size']!r}, or to auto"
         )
 
-    part_bytes = (
-        rc.auto_part_bytes(file_bytes)
-        if rcfg["multi_thread_chunk_size"] == "auto"
-        else _size(cfg, "rclone.multi_thread_chunk_size", rcfg["multi_thread_chunk_size"])
+    part_bytes = _size_or_auto(
+        cfg, "rclone.multi_thread_chunk_size", rc.auto_part_bytes(file_bytes)
     )
-
     default_clients = _counts("clients", cfg["clients"])
     sites = []
     for sname, s in cfg["sites"].items():

@@ -144,7 +144,8 @@ PART_SIZE_FLAGS = {"s3": "--s3-chunk-size", "b2": "--b2-chunk-size"}
 MIN_PART_BYTES = {"s3": 5 * 2**20, "b2": 5 * 10**6}  # the stores' smallest multipart part
 MULTIPART_BACKENDS = ("s3",)
 # rclone's own --multi-thread-cutoff: rclone.multi_thread_cutoff "auto" keeps it unless the
-# dataset's files are smaller, so strategy multithread splits every file of any campaign
+# dataset's files are smaller, so strategy multithread applies to every file of any campaign
+# (how many streams a file gets is its size over the part size below)
 RCLONE_MULTI_THREAD_CUTOFF = 256 * 2**20
 # rclone's own --multi-thread-chunk-size; "auto" keeps it for large files and otherwise cuts
 # a file into AUTO_PARTS parts (rclone's default --multi-thread-streams), each at least the
