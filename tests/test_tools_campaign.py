@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cloudbench.arrival import MOVED_FROM_LISTING
 from cloudbench.campaign import ConfigError, load_campaign
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, snakemake, write_config
@@ -175,7 +176,8 @@ def test_every_tool_moves_the_same_dataset_verified(tools_campaign):
     down = df[df["direction"] == "download"]
     assert (down["bytes_moved"] == total).all()  # found at the destination, every tool
     others = df[df["tool"] != "rclone"]
-    assert set(others["bytes_moved_from"]) == {"destination", "requested, tool exited 0"}
+    assert set(others["bytes_moved_from"]) == {"destination", MOVED_FROM_LISTING}
+    assert (others["bytes_moved"] == total).all()  # uploads too: the listing after the copy
     assert others["retries"].isna().all()  # they do not report retries: not 0
     assert others[others["tool"].isin(["s5cmd", "aws"])]["tool_version"].notna().all()
     assert (df["files_per_s"] > 0).all() and (df["s_per_object"] > 0).all()

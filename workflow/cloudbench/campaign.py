@@ -8,6 +8,7 @@ stops the run before any job starts, with one line naming the key and the value.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -20,7 +21,7 @@ from cloudbench import rclone as rc
 from cloudbench import tools as tools_mod
 from cloudbench.schema import SchemaError, validate
 from cloudbench.secrets import credential_flag, credential_in_remote, credential_in_value
-from cloudbench.sizes import SizeError, parse_size, size_label
+from cloudbench.sizes import SizeError, parse_duration, parse_size, size_label
 
 STRATEGIES = ("plain", "chunked", "multithread")
 NESTED = "nested"  # dataset.layout of many small files in nested directories
@@ -171,6 +172,7 @@ class Campaign:
     site: str
     concurrency: tuple[tuple[str, tuple[int | None, ...]], ...] = ()  # per strategy
     start_tolerance_s: float = 1.0
+    copy_timeout_s: float | None = None  # None: auto (the job's walltime, or an estimate)
     tools: tuple[str, ...] = ("rclone",)
     command_template: str | None = None
     dataset_layout: str = "flat"
@@ -535,6 +537,28 @@ def _tools(cfg: Mapping[str, Any], strategies: tuple[str, ...], remotes) -> tupl
     return chosen
 
 
+# Without a scheduler's walltime, a copy may take its bytes at this rate plus a fixed
+# allowance (start-up, listings) before it is taken for hung.
+AUTO_TIMEOUT_RATE = 1e6  # bytes/s
+AUTO_TIMEOUT_EXTRA_S = 600
+
+
+def _copy_timeout(value: str | int | float) -> float | None:
+    if value == "auto":
+        return None
+    try:
+        return parse_duration(value)
+    except SizeError as err:
+        raise ConfigError(f"copy_timeout: {err}") from None
+
+
+def auto_runtime_min(copy_bytes: int) -> int:
+    """Minutes a transfer job asks for when no site profile sets its runtime: the copy's
+    bytes at ``AUTO_TIMEOUT_RATE`` plus ``AUTO_TIMEOUT_EXTRA_S``; the copy's timeout is
+    derived from it like from any walltime."""
+    return math.ceil((copy_bytes / AUTO_TIMEOUT_RATE + AUTO_TIMEOUT_EXTRA_S) / 60)
+
+
 def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     """Build a checked Campaign from a campaign file's mapping; ConfigError on the first problem.
 
@@ -672,6 +696,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         site=str(cfg["site"]),
         concurrency=_concurrency(cfg, strategies),
         start_tolerance_s=float(cfg["start_tolerance_s"]),
+        copy_timeout_s=_copy_timeout(cfg.get("copy_timeout", "auto")),
         tools=chosen_tools,
         command_template=cfg.get("command_template"),
         dataset_layout=dataset_layout,

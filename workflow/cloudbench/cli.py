@@ -109,7 +109,14 @@ def cmd_upload(a):
         Path(a.record),
         Path(a.rclone_log),
         Path(a.series),
+        _timeout(a),
     )
+
+
+def _timeout(a) -> float | None:
+    from cloudbench.transfer import copy_timeout
+
+    return copy_timeout(a.walltime_min, a.copy_timeout_s)
 
 
 def cmd_download(a):
@@ -123,6 +130,7 @@ def cmd_download(a):
         Path(a.rclone_log),
         Path(a.series),
         Path(a.upload_record) if a.upload_record else None,
+        _timeout(a),
     )
 
 
@@ -347,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("--record", req),
         ("--rclone-log", req),
         ("--series", req),
+        ("--walltime-min", {"type": float, "default": None, "help": "the job's runtime"}),
+        ("--copy-timeout-s", {"type": float, "default": None, "help": "campaign copy_timeout"}),
     ]
     add(
         "upload",

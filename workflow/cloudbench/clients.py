@@ -11,6 +11,7 @@ so a rate that only looks high because the clients ran one after the other canno
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import statistics
@@ -104,6 +105,42 @@ def wait_for_start(folder: Path, index: int, n: int, timeout: float = BARRIER_TI
     while (left := start_at - time.time()) > 0:
         time.sleep(min(left, POLL_S))
     return start_at
+
+
+def wait_for_end(folder: Path, index: int, n: int, timeout: float = BARRIER_TIMEOUT_S) -> float:
+    """Say this client's copy has ended, then wait until every client's has: the seconds
+    waited. What a client does after its copy (hashing its share) must not compete for
+    cores or the filesystem with a client that is still being timed. A client that never
+    arrives (killed hard) is waited for at most ``timeout`` seconds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"ended-{index}").write_text(str(time.time()))
+    t0 = time.monotonic()
+    while sum(1 for _ in folder.glob("ended-*")) < n:
+        if time.monotonic() - t0 > timeout:
+            raise ClientError(f"only {len(list(folder.glob('ended-*')))} of {n} clients ended")
+        time.sleep(POLL_S * 10)
+    return round(time.monotonic() - t0, 6)
+
+
+def share_dir(local: Path, index: int) -> Path:
+    """Where download client ``index`` puts its share until the group has ended."""
+    return local / ".clients" / str(index)
+
+
+def settle_share(share: Path, local: Path, names: Sequence[str]) -> None:
+    """Move a client's downloaded files (or a chunked file's folder of chunks) from its
+    share directory into the copy's directory, by rename (same filesystem: no bytes move).
+    A name the client did not download stays missing, for ``verify`` to report."""
+    for name in names:
+        there = share / name
+        if there.exists():
+            target = local / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            there.replace(target)
+    shutil.rmtree(share, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        share.parent.rmdir()  # the last client to settle removes .clients
 
 
 def run_clients(plan_path: Path, n: int, threads: int, env: Mapping[str, str]) -> tuple[int, str]:

@@ -7,8 +7,10 @@ under ``--sdm conda`` the conda env's python is used instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -101,3 +103,47 @@ def end_with_job_shell() -> None:
 def upload_in_this_run() -> bool:
     """Whether the upload site is one of the sites of the run this job belongs to."""
     return os.environ.get(UPLOAD_HERE_VARIABLE) == "1"
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children first found, then theirs), from /proc.
+
+    A tool started through a shell (a command template, a wrapper script) does its work in
+    a grandchild; killing only the child would leave that one moving data. The tree is read
+    rather than put in a process group of its own, so Ctrl-C at the terminal still reaches
+    every process of the job, as rclone needs it to abort its multipart uploads."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """End ``proc`` and everything it started: SIGTERM (rclone aborts its multipart
+    uploads on it), then SIGKILL for whatever is still there after ``grace_s``."""
+    import signal
+    import time
+
+    tree = [proc.pid, *descendants(proc.pid)]
+    for pid in reversed(tree):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()

@@ -331,3 +331,34 @@ def run_helper(cmd: Sequence[str], timeout: float = 600) -> subprocess.Completed
         return subprocess.CompletedProcess(
             list(cmd), 124, "", f"rclone {cmd[1]} timed out after {timeout:.0f} s"
         )
+
+
+class ListingError(RuntimeError):
+    """A remote prefix could not be listed (the store is down, refusing, or timing out)."""
+
+
+def list_sizes(binary: str, prefix: str, flags: Sequence[str] = ()) -> dict[str, int]:
+    """Every object under ``prefix`` with its size, by path relative to it: one untimed
+    listing (``rclone lsjson -R --files-only``), the store's own word on what arrived. An
+    absent prefix lists as empty."""
+    res = run_helper(
+        helper_command(
+            binary,
+            "lsjson",
+            "-R",
+            "--files-only",
+            "--no-mimetype",
+            "--no-modtime",
+            prefix,
+            extra_flags=flags,
+        )
+    )
+    if res.returncode in (3,):  # directory not found: nothing arrived
+        return {}
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or [f"rclone lsjson exited {res.returncode}"])[-1]
+        raise ListingError(f"cannot list {prefix}: {last}")
+    try:
+        return {e["Path"]: int(e["Size"]) for e in json.loads(res.stdout or "[]")}
+    except (ValueError, KeyError, TypeError) as err:
+        raise ListingError(f"cannot read the listing of {prefix}: {err}") from None

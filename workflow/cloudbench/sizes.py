@@ -81,3 +81,24 @@ def size_label(n: int) -> str:
         if n >= factor and n % factor == 0:
             return f"{n // factor}{unit}"
     return f"{n}B"
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(value: str | int | float) -> float:
+    """Seconds named by ``value``: a number of seconds, or a number with s, m or h."""
+    if isinstance(value, bool):
+        raise SizeError(f"not a duration: {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        unit = text[-1:].lower()
+        try:
+            seconds = float(text[:-1]) * _DURATION_UNITS[unit]
+        except (KeyError, ValueError):
+            raise SizeError(f"not a duration: {value!r} (expected e.g. 90s, 30m, 6h)") from None
+    if seconds <= 0:
+        raise SizeError(f"a duration must be positive: {value!r}")
+    return seconds

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cloudbench import clients, paths
+from cloudbench import arrival, clients, paths
 from cloudbench import rclone as rc
 from cloudbench.checksums import hash_stream, xxh128sum_line
 from cloudbench.chunking import chunks_of, concatenate
@@ -118,10 +118,11 @@ def client_copy(
     series: Path,
     client: int | None = None,
     ready: Callable[[], object] | None = None,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """One client's timed copy of ``files`` (manifest entries): rclone gets the exact
     object list (--files-from), so nothing else that sits in the source is moved or
-    counted."""
+    counted. Past ``timeout`` seconds the client is ended and the copy fails."""
     objects = _objects_of(files)
     if spec.setting.tool != "rclone":
         rec = measure_tool(
@@ -134,6 +135,7 @@ def client_copy(
             log_path=log,
             series_path=series,
             ready=ready,
+            timeout=timeout,
         )
         rec["files"] = len(files)
         if client is not None:
@@ -154,6 +156,7 @@ def client_copy(
             series_path=series,
             label=_label(spec, client),
             ready=ready,
+            timeout=timeout,
         )
     rec["files"] = len(files)
     if client is not None:
@@ -170,6 +173,7 @@ def timed_copy(
     record: Path,
     log: Path,
     series: Path,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """One measurement of a copy: one client in this process, or the setting's N clients
     each moving its own files, started together (see cloudbench.clients).
@@ -180,7 +184,7 @@ def timed_copy(
     per_client = spec.setting.concurrency or threads
     set_aside_unrecorded(record, [log] + [paths.client_log(log, k) for k in range(n)])
     if n == 1:
-        return client_copy(spec, per_client, src, dst, man["files"], log, series)
+        return client_copy(spec, per_client, src, dst, man["files"], log, series, timeout=timeout)
     folder = paths.clients_dir(record)
     plan = {
         "spec": spec.to_json(),
@@ -189,6 +193,7 @@ def timed_copy(
         "dst": dst,
         "shares": clients.shares(man["files"], n),
         "logs": [str(paths.client_log(log, k)) for k in range(n)],
+        "timeout": timeout,
     }
     plan_path = clients.write_plan(folder, plan)
     for k in range(n):
@@ -294,22 +299,36 @@ def run_client(plan_path: Path, index: int | None) -> None:
     k, rank_from = clients.client_index(index, os.environ)
     n = len(plan["shares"])
     out = clients.client_record_path(folder, k)
+    download = spec.direction == "download"
+    # A download client writes (and a tool's sampler sees) only its own share, so the
+    # group's series is a sum of disjoint parts; the files join the copy after the group.
+    dst = clients.share_dir(Path(plan["dst"]), k) if download else plan["dst"]
     try:
         rec = client_copy(
             spec,
             plan["threads"],
             plan["src"],
-            plan["dst"],
+            str(dst),
             plan["shares"][k],
             Path(plan["logs"][k]),
             clients.client_series_path(folder, k),
             client=k,
             ready=lambda: clients.wait_for_start(folder / "barrier", k, n),
+            timeout=plan.get("timeout"),
         )
     except clients.ClientError as err:
         rec = {"client": k, "status": "failed", "error": str(err), **host_info()}
-    if rec["status"] == "ok" and spec.direction == "download" and not spec.layout.chunk_bytes:
-        rec["hashed"] = hash_share(Path(plan["dst"]), plan["shares"][k])
+    if download:
+        # Hashing reads the disk and uses cores: not while another client is still timed.
+        try:
+            rec["waited_for_group_s"] = clients.wait_for_end(folder / "barrier", k, n)
+        except clients.ClientError as err:
+            rec["waited_for_group_s"] = None
+            rec["end_barrier"] = str(err)
+        names = [f["name"] for f in plan["shares"][k]]
+        clients.settle_share(dst, Path(plan["dst"]), names)
+        if rec["status"] == "ok" and not spec.layout.chunk_bytes:
+            rec["hashed"] = hash_share(Path(plan["dst"]), plan["shares"][k])
     rec["rank_from"] = rank_from
     write_json(out, rec)
 
@@ -347,6 +366,7 @@ def upload(
     record: Path,
     log: Path,
     series: Path,
+    timeout: float | None = None,
 ) -> None:
     """Timed upload of one copy; its manifest is written after, untimed, only if it is whole.
 
@@ -373,9 +393,13 @@ def upload(
     src = chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
     man = copy_manifest(spec, hashes)
     with tempfile.TemporaryDirectory() as tmp:
-        rec = timed_copy(spec, threads, str(src), f"{dst}/{OBJECTS}", man, record, log, series)
+        rec = timed_copy(
+            spec, threads, str(src), f"{dst}/{OBJECTS}", man, record, log, series, timeout
+        )
         rec["regenerated"] = regenerated
         rec["multipart_abort_error"] = abort_error
+        if rec["status"] == "ok":
+            check_upload_arrived(binary, spec, f"{dst}/{OBJECTS}", man, rec)
         if rec["status"] == "ok":
             man["uploaded_by"] = {
                 "site": spec.site,
@@ -408,6 +432,41 @@ def upload(
 
 class RemoteUnreachable(RuntimeError):
     """The copy's manifest could not be read for another reason than its absence."""
+
+
+def check_upload_arrived(
+    binary: str, spec: TransferSpec, prefix: str, man: dict[str, Any], rec: dict[str, Any]
+) -> None:
+    """After a timed upload, one untimed listing of the copy's prefix: every object with its
+    size, whatever client moved it. A copy that is not whole fails the measurement (and its
+    manifest is never published, so no download reads it); each client whose share is not
+    whole is named. Where the client itself counts no bytes, ``bytes_moved`` is the
+    listing's."""
+    try:
+        found = rc.list_sizes(binary, prefix, spec.flags)
+    except rc.ListingError as err:
+        rec.update(status="failed", error=redact(str(err), secret_values()), mb_per_s=None)
+        return
+    whole = arrival.compare(arrival.object_sizes(man["files"]), found)
+    if rec.get("tool") != "rclone":
+        rec.update(bytes_moved=whole.bytes_found, bytes_moved_from=arrival.MOVED_FROM_LISTING)
+    if whole.whole:
+        return
+    n = int(spec.setting.clients)
+    errors = []
+    if n > 1:
+        per = rec.get("per_client") or []
+        for k, share in enumerate(clients.shares(man["files"], n)):
+            part = arrival.compare(arrival.object_sizes(share), found)
+            if not part.whole:
+                errors.append(part.problem(f"client {k} ({spec.setting.tool})"))
+                if k < len(per):
+                    per[k].update(status="failed", error=errors[-1], mb_per_s=None)
+    rec.update(
+        status="failed",
+        error="; ".join(errors) or whole.problem(spec.setting.tool),
+        mb_per_s=None,
+    )
 
 
 def fetch_copy_manifest(spec: TransferSpec) -> dict[str, Any] | None:
@@ -446,6 +505,7 @@ def download(
     log: Path,
     series: Path,
     upload_record: Path | None = None,
+    timeout: float | None = None,
 ) -> None:
     """Timed download of one copy into a fresh directory.
 
@@ -484,7 +544,15 @@ def download(
     write_json(manifest_out, man)
     local = fresh_dir(spec.local_dir)
     rec = timed_copy(
-        spec, threads, f"{spec.data_prefix}/{OBJECTS}", str(local), man, record, log, series
+        spec,
+        threads,
+        f"{spec.data_prefix}/{OBJECTS}",
+        str(local),
+        man,
+        record,
+        log,
+        series,
+        timeout,
     )
     _finish(record, rec, log)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from cloudbench.jobenv import die_with_parent
+from cloudbench.jobenv import die_with_parent, kill_tree
 from cloudbench.secrets import credential_in_value, redact, secret_values
 
 TOOLS = ("rclone", "s5cmd", "aws", "command")
@@ -539,6 +539,7 @@ class ToolRun:
     output: str
     samples: list[tuple[float, int]]
     pid: int
+    timed_out: bool = False
 
 
 def run_copy(
@@ -556,6 +557,7 @@ def run_copy(
         sample_dir.mkdir(parents=True, exist_ok=True)
     sampler = DirSampler(sample_dir) if sample_dir is not None else None
     env = cmd.environ()
+    timed_out = False
     if sampler:
         sampler.__enter__()
     t0 = time.perf_counter()
@@ -572,9 +574,10 @@ def run_copy(
             on_start(proc.pid)
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        timed_out = True
+        kill_tree(proc)  # a template's shell does its work in a grandchild
         output, _ = proc.communicate()
-        output += f"\n{cmd.tool} timed out after {timeout} s"
+        output = (output or "") + f"\n{cmd.tool} timed out after {timeout:g} s"
     except BaseException:
         proc.kill()
         proc.wait()
@@ -584,4 +587,5 @@ def run_copy(
         if sampler:
             sampler.__exit__(None, None, None)
     output = redact(output or "", secret_values(env))
-    return ToolRun(proc.returncode, seconds, output, sampler.samples if sampler else [], proc.pid)
+    samples = sampler.samples if sampler else []
+    return ToolRun(proc.returncode, seconds, output, samples, proc.pid, timed_out)

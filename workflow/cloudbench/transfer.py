@@ -27,7 +27,8 @@ from typing import Any
 
 from cloudbench import rclone as rc
 from cloudbench import tools
-from cloudbench.jobenv import die_with_parent
+from cloudbench.arrival import MOVED_FROM_LISTING
+from cloudbench.jobenv import die_with_parent, kill_tree
 from cloudbench.paths import attempts_dir, live_log
 from cloudbench.progress import LogTail, label_of, progress_interval, progress_of
 from cloudbench.rclonelog import on_wall_clock, parse_rclone_log, rate_series
@@ -83,6 +84,7 @@ def measure(
     series_path: Path,
     label: str | None = None,
     ready: Callable[[], object] | None = None,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """Run one timed copy and return its record (status ok or failed, never an exception).
 
@@ -127,7 +129,7 @@ def measure(
         ready()
     started, epoch = utc_now(), time.time()
     t0 = time.perf_counter()
-    output = _run_with_progress(cmd, log_path, label, expected_bytes, t0)
+    output, timed_out = _run_with_progress(cmd, log_path, label, expected_bytes, t0, timeout)
     seconds = time.perf_counter() - t0
     redact_file(log_path, secrets)
     log = parse_rclone_log(_lines(log_path)) if log_path.exists() else None
@@ -137,7 +139,9 @@ def measure(
     moved = final.bytes if final else None
     moved_files = final.transfers if final else 0
     error = None
-    if output.returncode != 0:
+    if timed_out:
+        error = timed_out_error(timeout)
+    elif output.returncode != 0:
         last = log.last_error if log else None
         error = last or clip_tail(output.stdout, 500) or f"rclone {exit_reason(output.returncode)}"
         error = redact(error, secrets)
@@ -183,7 +187,6 @@ def measure(
 
 # Where a non-rclone tool's bytes_moved comes from (the tool itself reports none).
 MOVED_FROM_DESTINATION = "destination"  # downloads: bytes found at the listed paths
-MOVED_FROM_EXIT = "requested, tool exited 0"  # uploads: nothing outside the tool sees them
 SERIES_FROM_DESTINATION = "destination sampled every second"
 NO_UPLOAD_SERIES = "none: an upload's bytes are seen only inside the tool"
 
@@ -211,6 +214,7 @@ def measure_tool(
     log_path: Path,
     series_path: Path,
     ready: Callable[[], object] | None = None,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """One timed copy by a tool other than rclone, with the same record keys as
     :func:`measure` (status ok or failed, never an exception).
@@ -246,7 +250,7 @@ def measure_tool(
             if ready is not None:
                 ready()
             started, epoch = utc_now(), time.time()
-            run = tools.run_copy(cmd, sample_dir=Path(dst) if download else None)
+            run = tools.run_copy(cmd, sample_dir=Path(dst) if download else None, timeout=timeout)
             error = None
     output = run.output if run else (error or "")
     log_path.write_text(output)
@@ -255,12 +259,11 @@ def measure_tool(
     else:
         series_path.parent.mkdir(parents=True, exist_ok=True)
         series_path.write_text(SERIES_HEADER)
-    moved: int | None = None
-    if run and download:
-        moved = listed_bytes(Path(dst), objects)
-    elif run and run.returncode == 0:
-        moved = expected_bytes
-    if run and run.returncode != 0:
+    # An upload's bytes are counted by the listing after the copy (steps.check_upload_arrived)
+    moved = listed_bytes(Path(dst), objects) if run and download else None
+    if run and run.timed_out:
+        error = timed_out_error(timeout)
+    elif run and run.returncode != 0:
         tail = output.strip().splitlines()[-3:]
         said = clip_tail(" | ".join(tail), 500) or "no output"
         error = f"{tool} exited {run.returncode}: {said}"
@@ -273,7 +276,7 @@ def measure_tool(
         "objects": len(objects),
         "bytes_requested": expected_bytes,
         "bytes_moved": moved,
-        "bytes_moved_from": MOVED_FROM_DESTINATION if download else MOVED_FROM_EXIT,
+        "bytes_moved_from": MOVED_FROM_DESTINATION if download else MOVED_FROM_LISTING,
         "series_from": SERIES_FROM_DESTINATION if download else NO_UPLOAD_SERIES,
         "started_utc": started,
         "started_epoch": epoch,
@@ -302,13 +305,17 @@ def measure_tool(
 
 
 def _run_with_progress(
-    cmd: list[str], log_path: Path, label: str, total: int, t0: float
-) -> subprocess.CompletedProcess[str]:
+    cmd: list[str], log_path: Path, label: str, total: int, t0: float, timeout: float | None
+) -> tuple[subprocess.CompletedProcess[str], bool]:
     """Run rclone; every ``progress_interval()`` seconds print a progress line to stderr
     (the job log) from the JSON log as it grows. Waiting wakes up the moment rclone exits,
-    so the clock around this call is not stretched by the polling."""
+    so the clock around this call is not stretched by the polling. Past ``timeout`` seconds
+    rclone and whatever it started are ended (:func:`cloudbench.jobenv.kill_tree`); the
+    second value says so."""
     interval = progress_interval()
     tail = LogTail(log_path)
+    deadline = None if timeout is None else t0 + timeout
+    timed_out = False
     with tempfile.TemporaryFile("w+") as captured:
         proc = subprocess.Popen(
             cmd,
@@ -318,15 +325,46 @@ def _run_with_progress(
             preexec_fn=die_with_parent,
         )
         while True:
+            now = time.perf_counter()
+            if deadline is not None and now >= deadline:
+                timed_out = True
+                kill_tree(proc)
+                break
+            wait = interval if deadline is None else min(interval, deadline - now)
             try:
-                proc.wait(timeout=interval)
+                proc.wait(timeout=wait)
                 break
             except subprocess.TimeoutExpired:
+                if deadline is not None and time.perf_counter() >= deadline:
+                    continue
                 tail.poll()
                 p = progress_of(label, tail.samples, total, time.perf_counter() - t0)
                 print(p.line(), file=sys.stderr, flush=True)
         captured.seek(0)
-        return subprocess.CompletedProcess(cmd, proc.returncode, captured.read())
+        return subprocess.CompletedProcess(cmd, proc.returncode, captured.read()), timed_out
+
+
+# A copy gets the batch job's walltime less this share of it (at most WALLTIME_MARGIN_S), so
+# a hung client is ended, and recorded as failed, before the scheduler kills the job.
+WALLTIME_MARGIN = 0.1
+WALLTIME_MARGIN_S = 300.0
+
+
+def copy_timeout(walltime_min: float | None, campaign_timeout_s: float | None) -> float | None:
+    """Seconds a timed copy may take: the campaign's ``copy_timeout`` when it sets one,
+    capped by the job's walltime less a margin (a scheduler would kill the job, record
+    and all, at its walltime); None when neither is known."""
+    limits = []
+    if campaign_timeout_s:
+        limits.append(float(campaign_timeout_s))
+    if walltime_min:
+        wall = float(walltime_min) * 60
+        limits.append(max(wall - min(WALLTIME_MARGIN_S, WALLTIME_MARGIN * wall), 1.0))
+    return min(limits) if limits else None
+
+
+def timed_out_error(timeout: float) -> str:
+    return f"timed out after {timeout:g} s (copy_timeout, or the job's walltime less a margin)"
 
 
 def keep_attempt(

@@ -12,6 +12,7 @@ from cloudbench import jobenv, paths
 from cloudbench.campaign import (
     SETTING_PATTERN,
     ConfigError,
+    auto_runtime_min,
     Layout,
     Measurement,
     Setting,
@@ -147,6 +148,19 @@ def launcher_of(wildcards):
     """Several clients start their own tasks (srun inside the job, see cloudbench.clients),
     so the Slurm job step must not wrap the job in a one-task srun ('mpi' resource)."""
     return "srun" if clients_of(wildcards) > 1 else ""
+
+
+def transfer_runtime(wildcards):
+    """Minutes a transfer job asks for when no site profile sets ``runtime``: the copy
+    is ended before this walltime runs out (cloudbench.transfer.copy_timeout)."""
+    return auto_runtime_min(CAMPAIGN.file_bytes * CAMPAIGN.files)
+
+
+# The campaign's copy_timeout for the transfer jobs' command line: not a param, so a new
+# timeout never measures a finished transfer again.
+COPY_TIMEOUT_ARG = (
+    f"--copy-timeout-s {CAMPAIGN.copy_timeout_s:g}" if CAMPAIGN.copy_timeout_s else ""
+)
 
 
 def retry_token(direction):

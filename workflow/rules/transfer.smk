@@ -32,6 +32,7 @@ rule upload:
         mem_mb=2048,
         tasks=clients_of,
         mpi=launcher_of,
+        runtime=transfer_runtime,
     params:
         spec=spec_json("upload"),
         retry=retry_token("upload"),
@@ -41,7 +42,8 @@ rule upload:
         "$CLOUDBENCH_PYTHON -m cloudbench upload --spec {params.spec:q} --threads {threads}"
         " --dataset-dir {params.dataset} --chunks-root {params.chunks}"
         " --checksums {input.staged} --record {output.record} --series {output.series}"
-        " --rclone-log {log.rclone} 2> {log.job}"
+        " --rclone-log {log.rclone} --walltime-min {resources.runtime} {COPY_TIMEOUT_ARG}"
+        " 2> {log.job}"
 
 
 rule download:
@@ -62,6 +64,7 @@ rule download:
         mem_mb=2048,
         tasks=clients_of,
         mpi=launcher_of,
+        runtime=transfer_runtime,
     params:
         spec=spec_json("download"),
         retry=retry_token("download"),
@@ -70,7 +73,8 @@ rule download:
         "$CLOUDBENCH_PYTHON -m cloudbench download --spec {params.spec:q} --threads {threads}"
         " --manifest {output.manifest} --upload-record={params.upload_record:q}"
         " --record {output.record} --series {output.series}"
-        " --rclone-log {log.rclone} 2> {log.job}"
+        " --rclone-log {log.rclone} --walltime-min {resources.runtime} {COPY_TIMEOUT_ARG}"
+        " 2> {log.job}"
 
 
 rule manifest:

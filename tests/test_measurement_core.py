@@ -1,0 +1,204 @@
+"""One measurement core: what arrived is checked for every client, every timed copy has a
+timeout, and a group of download clients measures disjoint shares.
+
+Unit tests for the pure parts, then real campaigns against ``rclone serve s3``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cloudbench import arrival
+from cloudbench.campaign import ConfigError, auto_runtime_min, load_campaign
+from cloudbench.jobenv import descendants, kill_tree
+from cloudbench.sizes import SizeError, parse_duration
+from cloudbench.transfer import copy_timeout
+from tests.infra.s3 import serve_s3
+from tests.infra.workflow import BIN, snakemake, write_config
+
+KEY, SECRET = "corekeyid0042", "core-Secret-9f3e"
+
+# --- pure parts ------------------------------------------------------------------------
+
+
+def test_object_sizes_give_the_last_chunk_the_rest():
+    files = [
+        {"name": "a", "bytes": 10, "object": "a"},
+        {
+            "name": "b",
+            "bytes": 10,
+            "chunk_bytes": 4,
+            "chunks": [{"object": f"b/b.{i}"} for i in range(3)],
+        },
+    ]
+    assert arrival.object_sizes(files) == {"a": 10, "b/b.0": 4, "b/b.1": 4, "b/b.2": 2}
+
+
+def test_arrival_names_what_is_missing_or_short():
+    expected = {"a": 10, "b": 10, "c": 10}
+    whole = arrival.compare(expected, {"a": 10, "b": 10, "c": 10, "stray": 5})
+    assert whole.whole and whole.problem() is None and whole.bytes_found == 30
+    part = arrival.compare(expected, {"a": 10, "b": 3})
+    assert not part.whole
+    assert (part.objects_found, part.bytes_found) == (1, 13)
+    assert part.missing == ("c",) and part.wrong_size == ("b",)
+    text = part.problem("client 1 (s5cmd)")
+    assert text.startswith("client 1 (s5cmd) exited without error but 1 of 3 objects")
+    assert "13 of 30 bytes" in text
+
+
+@pytest.mark.parametrize(
+    ("walltime_min", "campaign_s", "expected"),
+    [
+        (None, None, None),  # nothing known: no timeout
+        (720, None, 720 * 60 - 300),  # a 12 h job: 5 minutes of margin
+        (10, None, 540),  # a 10 min job: 10% margin
+        (720, 90, 90),  # the campaign's own limit, under the walltime
+        (10, 3600, 540),  # never past the walltime: the scheduler would kill the record too
+    ],
+)
+def test_copy_timeout_is_the_campaigns_capped_by_the_walltime(walltime_min, campaign_s, expected):
+    assert copy_timeout(walltime_min, campaign_s) == expected
+
+
+def test_copy_timeout_key_reads_durations_and_refuses_nonsense():
+    assert parse_duration("90s") == 90 and parse_duration("30m") == 1800
+    assert parse_duration("1.5h") == 5400 and parse_duration(45) == 45
+    for bad in ("5 parsecs", "-3s", 0):
+        with pytest.raises(SizeError):
+            parse_duration(bad)
+    cfg = {
+        "campaign": "c",
+        "remote": "/tmp/r",
+        "bucket": "b",
+        "dataset": {"files": 1, "size": "1MiB"},
+        "strategies": ["plain"],
+        "sites": {"x": {"upload": True, "download": True, "scratch": "s"}},
+    }
+    assert load_campaign(cfg).copy_timeout_s is None  # auto
+    assert load_campaign(cfg | {"copy_timeout": "2h"}).copy_timeout_s == 7200
+    with pytest.raises(ConfigError, match="copy_timeout"):
+        load_campaign(cfg | {"copy_timeout": "2 fortnights"})
+    # without a site profile's runtime: 100 MB at 1 MB/s plus 10 minutes
+    assert auto_runtime_min(100_000_000) == 12
+
+
+def test_kill_tree_ends_the_grandchild_a_shell_started():
+    """A template runs its client under a shell: ending only the shell would leave the
+    client moving data beside the next measurement."""
+    proc = subprocess.Popen(["sh", "-c", "sleep 300 & wait"])
+    deadline = time.monotonic() + 5
+    while not descendants(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (grandchild,) = descendants(proc.pid)
+    kill_tree(proc, grace_s=2)
+    assert proc.returncode is not None
+    time.sleep(0.1)
+    stat = Path(f"/proc/{grandchild}/stat")
+    assert not stat.exists() or stat.read_text().split(") ")[1].startswith("Z")
+
+
+# --- real campaigns against rclone serve s3 -----------------------------------------------
+
+
+def _config(campaign: str, tools: list[str], **over) -> dict:
+    return {
+        "campaign": campaign,
+        "remote": "s3c:",
+        "bucket": "core",
+        "dataset": {"files": 4, "size": "2MiB"},
+        "strategies": ["plain"],
+        "concurrency": {"plain": 2},
+        "repeats": 1,
+        "tools": tools,
+        "sites": {"ams": {"upload": True, "download": True, "scratch": "scratch"}},
+    } | over
+
+
+def _run(tmp_path: Path, cfg: dict, timeout: float = 300):
+    path = write_config(tmp_path, cfg)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET) as s3:
+        t0 = time.monotonic()
+        run = snakemake(tmp_path, path, env=s3.client_env("S3C"), timeout=timeout)
+        took = time.monotonic() - t0
+    table = tmp_path / f"results/{cfg['campaign']}/transfers.tsv"
+    df = pd.read_csv(table, sep="\t") if table.exists() else None
+    return run, df, took
+
+
+@pytest.mark.slow
+def test_a_client_that_exits_0_without_copying_fails_its_upload(tmp_path):
+    """The listing after the copy, not the exit status, says whether the upload happened;
+    the copy is not published, so its download is failed too, never ok."""
+    cfg = _config("lazy", ["command"], command_template="sh -c 'exit 0' lazy {src} {dst}")
+    run, df, _ = _run(tmp_path, cfg)
+    assert run.returncode != 0  # the run says what is not ok
+    rows = df.set_index("direction")
+    up = rows.loc["upload"]
+    assert up["status"] == "failed"
+    assert "exited without error but 0 of 4 objects (0 of 8388608 bytes)" in up["error"]
+    assert up["bytes_moved"] == 0 and up["bytes_moved_from"] == arrival.MOVED_FROM_LISTING
+    assert pd.isna(up["mb_per_s"])  # no rate for what did not move
+    assert rows.loc["download", "status"] != "ok"
+    copy = tmp_path / "s3root/core/lazy/data/plain/command-1x2/r1/copy.json"
+    assert not copy.exists()  # never published
+
+
+@pytest.mark.slow
+def test_a_hung_client_fails_its_measurement_within_the_timeout(tmp_path):
+    """A client that never returns is ended with everything it started, and the
+    measurement fails with how long it was given; the campaign goes on."""
+    cfg = _config(
+        "hung",
+        ["command"],
+        command_template="sh -c 'sleep 600' hung {src} {dst}",
+        copy_timeout="4s",
+    )
+    run, df, took = _run(tmp_path, cfg)
+    up = df.set_index("direction").loc["upload"]
+    assert up["status"] == "failed" and up["error"].startswith("timed out after 4 s")
+    assert 4 <= up["seconds"] < 4 + 6  # the copy's clock: the timeout and the kill's grace
+    assert took < 120
+    sleeping = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True)
+    assert sleeping.stdout.strip() == ""  # nothing left behind
+
+
+@pytest.mark.slow
+def test_four_s5cmd_clients_download_disjoint_shares(tmp_path):
+    """Each client writes into and samples only its own share: the group's series ends at
+    exactly the dataset's bytes and never goes down; every client hashed after the group's
+    copy had ended."""
+    cfg = _config("four", ["s5cmd"], clients=4, dataset={"files": 4, "size": "3MiB"})
+    run, df, _ = _run(tmp_path, cfg)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (df["status"] == "ok").all(), df[["direction", "error"]]
+    total = 4 * 3 * 2**20
+    down = df.set_index("direction").loc["download"]
+    assert down["bytes_moved"] == total
+    series = pd.read_csv(tmp_path / "results/four/timeseries.tsv", sep="\t")
+    s = series[series["direction"] == "download"].sort_values("elapsed_s")
+    assert s["bytes"].iloc[-1] == total
+    assert (s["bytes"].diff().dropna() >= 0).all()
+    assert (s["mb_per_s"] >= 0).all()
+    record = tmp_path / "results/four/sites/ams/transfers/download/main/plain/s5cmd-4x2/r1.json"
+    group = json.loads(record.read_text())
+    ends = [c["started_epoch"] + c["seconds"] for c in group["per_client"]]
+    clients_dir = record.parent / "r1.clients"
+    for k in range(4):
+        c = json.loads((clients_dir / f"client-{k}.json").read_text())
+        assert c["bytes_moved"] == 3 * 2**20  # its own share, not the directory's
+        assert c["waited_for_group_s"] is not None
+        assert c["hashed"]["bytes"] == 3 * 2**20
+    assert max(ends) > min(ends)  # clients ended apart, and the barrier held them
+    assert not (tmp_path / "scratch/four/download/ams/main/plain/s5cmd-4x2/r1/.clients").exists()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-v"]))
