@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 
 from cloudbench.jobenv import die_with_parent, kill_tree
-from cloudbench.secrets import credential_in_value, redact, secret_values
+from cloudbench.secrets import credential_in_value, redact, secret_values, without_credentials
 
 TOOLS = ("rclone", "s5cmd", "aws", "command")
 S3_TOOLS = ("s5cmd", "aws")  # tools that speak S3 only, so need an S3 remote
@@ -77,7 +77,10 @@ class S3Access:
 @dataclass(frozen=True)
 class ToolCommand:
     """One timed copy: its argv, the variables its process needs on top of the caller's
-    environment (credentials live only here), and small files to write before it runs."""
+    environment (credentials live only here), and small files to write before it runs.
+
+    ``remove_env``: the caller's variables the tool must not see (an AWS profile that would
+    override the remote's keys)."""
 
     tool: str
     argv: list[str]
@@ -91,8 +94,21 @@ class ToolCommand:
             path.write_text(text)
 
     def environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The child's full environment: ``base`` (default os.environ) plus ours."""
-        env = dict(os.environ if base is None else base)
+        """The child's full environment: ``base`` (default os.environ) plus ours.
+
+        s5cmd and the AWS CLI get only what they need: every ``RCLONE_CONFIG_*`` variable,
+        every rclone credential (by rclone's own metadata: ``RCLONE_B2_KEY``...) and other
+        clouds' credentials (``AZURE_*``, ``GOOGLE_*``, ``OS_PASSWORD``...) are dropped;
+        PATH, HOME, locale, proxies, TMPDIR and the user's AWS_* variables stay. The
+        ``command`` tool keeps the whole environment: it is the user's own native client
+        (azcopy, uplink, globus-url-copy), which may need the user's own variables and
+        credentials, and cloudbench cannot know which; its template is refused if it holds
+        a credential, and its output is redacted like every tool's.
+        """
+        if self.tool in S3_TOOLS:
+            env = without_credentials(base)
+        else:
+            env = dict(os.environ if base is None else base)
         for name in self.remove_env:
             env.pop(name, None)
         env.update(self.env)
@@ -282,7 +298,8 @@ def is_remote(path: str) -> bool:
 def aws_env(access: S3Access) -> dict[str, str]:
     """The AWS SDK variables both S3 tools read (s5cmd reads AWS_REGION, the CLI
     AWS_DEFAULT_REGION). Without keys in the remote (env_auth) nothing is set, so the
-    tools find the user's own AWS variables or instance role, as rclone would."""
+    tools find the user's own AWS variables or instance role, as rclone would. (With keys,
+    the user's own session token is dropped too: see :func:`_aws_remove`.)"""
     env = {"AWS_REGION": access.region, "AWS_DEFAULT_REGION": access.region}
     if access.access_key and access.secret_key:
         env["AWS_ACCESS_KEY_ID"] = access.access_key
@@ -290,6 +307,15 @@ def aws_env(access: S3Access) -> dict[str, str]:
         if access.session_token:
             env["AWS_SESSION_TOKEN"] = access.session_token
     return env
+
+
+def _aws_remove(access: S3Access) -> tuple[str, ...]:
+    """The caller's AWS variables the tools must not see: a profile would override the
+    remote's keys, and with the remote's keys a session token of the user's own (not the
+    remote's) would be sent with them and refused."""
+    if access.access_key and access.secret_key and not access.session_token:
+        return (*_AWS_SELECTORS, "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+    return _AWS_SELECTORS
 
 
 def aws_config_text(access: S3Access, concurrency: int) -> str:
@@ -444,7 +470,7 @@ def copy_command(
         argv, out_files = _s5cmd_command(
             binary, access, src, dst, concurrency, files, workdir, streams
         )
-        return ToolCommand(tool, argv, env, out_files, _AWS_SELECTORS)
+        return ToolCommand(tool, argv, env, out_files, _aws_remove(access))
     config = workdir / "aws.config"
     env["AWS_CONFIG_FILE"] = str(config)
     if access.endpoint:
@@ -457,7 +483,7 @@ def copy_command(
         _aws_command(binary, access, src, dst, files),
         env,
         {config: aws_config_text(access, concurrency)},
-        _AWS_SELECTORS,
+        _aws_remove(access),
     )
 
 
