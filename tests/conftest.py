@@ -1,9 +1,40 @@
-"""Shared fixtures: the demo config as a dict, the repo root, and the venv's binaries."""
+"""Shared fixtures (the demo config, the demo campaign), and the test tiers.
+
+Every test belongs to exactly one tier; the Makefile runs them:
+
+* ``unit``: pure functions, no process started (``make test-unit``, well under 30 s);
+* ``quick``: starts processes or servers (rclone serve s3, sshd, git, make, a dry run of
+  snakemake, plots drawn in forked workers) but no campaign, scheduler or browser
+  (``make test-quick`` runs unit and quick: under 2 minutes);
+* ``full``: campaigns, schedulers and browsers: every test marked ``slow``, ``scheduler``
+  or ``browser`` (``make test`` runs every tier).
+
+The rule, applied at collection (:func:`tier_of`): a tier mark on the test
+(``@pytest.mark.unit``/``quick``/``full``) wins; else ``slow``/``scheduler``/``browser`` ->
+full; else a test that, through its own code, the fixtures it uses or the functions of
+``tests`` it calls, names a way to start a process (``subprocess``, ``Popen``, ``fork``...)
+-> quick; else unit. That reading cannot see a process started inside the package
+(``plots.build_report(jobs=2)`` forks), so it is checked as the tests run: a unit test that
+starts a process FAILS, naming what it started; mark it ``@pytest.mark.quick``.
+``pytest --tiers`` lists quick tests that started nothing (candidates for unit).
+
+``make test`` runs tests marked ``rates`` (they check measured rates against a bandwidth
+cap, so load from other tests would fail them) after the others, alone; the others run side
+by side under pytest-xdist, where tests that share an expensive module- or session-scoped
+fixture (a campaign, the Slurm cluster) are kept on one worker (``xdist_group``) so it is
+made once.
+"""
 
 from __future__ import annotations
 
 import copy
+import inspect
+import io
+import os
+import re
+import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -25,6 +56,7 @@ def demo_report(tmp_path_factory):
     """The default campaign run once, exactly as `make demo` does, with its report.
 
     Shared by the end-to-end and the browser tests: it is the slowest thing the suite does.
+    Its rates are checked against the demo's bandwidth cap, so its tests are marked ``rates``.
     """
     from tests.infra.workflow import snakemake, write_config
 
@@ -38,3 +70,263 @@ def demo_report(tmp_path_factory):
     rep = snakemake(workdir, cfg, "--report", str(report))
     assert rep.returncode == 0, rep.stderr[-3000:]
     return workdir, config, report
+
+
+# --- tiers ---------------------------------------------------------------------------------
+
+TIERS = ("unit", "quick", "full")
+FULL_MARKS = ("slow", "scheduler", "browser")
+#: Names whose presence in a test's code (or a fixture's, or a helper's of ``tests``) means
+#: it starts a process. ``snakemake`` and the servers of tests/infra are reached through the
+#: helpers' own code, which is read too.
+SPAWNING_NAMES = frozenset(
+    {
+        "subprocess",
+        "Popen",
+        "fork",
+        "forkpty",
+        "posix_spawn",
+        "posix_spawnp",
+        "system",
+        "spawnv",
+        "spawnvp",
+        "execv",
+        "execvp",
+        "multiprocessing",
+        "ProcessPoolExecutor",
+        # the helpers of tests/infra, also when imported inside a function
+        "snakemake",
+        "serve_s3",
+        "serve_ssh",
+        "start_slurm",
+    }
+)
+#: What a unit test may still start: rclone's answers about itself and its config file
+#: (``rclone version``, ``rclone config dump/providers``), which the package asks once per
+#: process and caches, so whichever test comes first would pay for them.
+ALLOWED_IN_UNIT = re.compile(r"^subprocess \S*rclone (version|config (dump|providers|file|paths))")
+#: Fixtures whose tests must run alone (their campaign's rates are checked against a cap).
+RATES_FIXTURES = frozenset({"demo_report"})
+
+_spawns_cache: dict[int, bool] = {}
+
+
+def _names(obj) -> set[str]:
+    """The identifiers in ``obj``'s source: no strings, no comments."""
+    try:
+        source = inspect.getsource(obj)
+    except (OSError, TypeError):
+        return set()
+    names = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.NAME:
+                names.add(tok.string)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return names
+
+
+def _ours(obj) -> bool:
+    module = getattr(obj, "__module__", "") or ""
+    return module == "tests" or module.startswith("tests.") or module == "conftest"
+
+
+def spawns(obj) -> bool:
+    """Whether ``obj`` (a function or class of ``tests``) names a way to start a process,
+    itself or through the functions and classes of ``tests`` that it names."""
+    obj = inspect.unwrap(obj)
+    key = id(obj)
+    if key in _spawns_cache:
+        return _spawns_cache[key]
+    _spawns_cache[key] = False  # a cycle adds nothing
+    names = _names(obj)
+    found = bool(names & SPAWNING_NAMES)
+    scope = getattr(obj, "__globals__", None) or vars(sys.modules.get(obj.__module__, sys))
+    for name in sorted(names):
+        if found:
+            break
+        target = scope.get(name)
+        if (inspect.isfunction(target) or inspect.isclass(target)) and _ours(target):
+            found = spawns(target)
+    _spawns_cache[key] = found
+    return found
+
+
+def _fixturedefs(item: pytest.Item):
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        for fixturedef in info.name2fixturedefs.get(name, ()) if info else ():
+            if _ours(fixturedef.func):
+                yield name, fixturedef
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The tier of ``item`` by the rule in this module's docstring."""
+    own = [m.name for m in item.own_markers if m.name in TIERS]
+    if len(set(own)) > 1:
+        raise pytest.UsageError(f"{item.nodeid}: marked {' and '.join(own)}: give one tier")
+    for mark in item.iter_markers():  # the closest first: the test's, its class's, its module's
+        if mark.name in TIERS:
+            return mark.name
+    if any(item.get_closest_marker(m) for m in FULL_MARKS):
+        return "full"
+    function = getattr(item, "function", None)
+    if function is not None and spawns(function):
+        return "quick"
+    if any(spawns(fixturedef.func) for _, fixturedef in _fixturedefs(item)):
+        return "quick"
+    return "unit"
+
+
+def _shared_group(item: pytest.Item) -> str | None:
+    """The expensive shared fixture of ``item`` (module or session scope, starts processes):
+    its tests go to one xdist worker, so the fixture is made once. The Slurm cluster first:
+    one per machine at a time (it links /run/slurm/conf/slurm.conf)."""
+    shared = sorted(
+        (name != "slurm_cluster", name)
+        for name, fixturedef in _fixturedefs(item)
+        if fixturedef.scope in ("module", "session", "package") and spawns(fixturedef.func)
+    )
+    return shared[0][1] if shared else None
+
+
+TIER = pytest.StashKey[str]()
+STARTED = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks given here
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item)
+        item.stash[TIER] = tier
+        if not item.get_closest_marker(tier):
+            item.add_marker(tier)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & RATES_FIXTURES and not item.get_closest_marker("rates"):
+            item.add_marker("rates")
+        group = _shared_group(item)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tiers",
+        action="store_true",
+        help="list quick tests that started no process (candidates for the unit tier)",
+    )
+
+
+# --- checking the unit tier as it runs ------------------------------------------------------
+
+
+class _Recorder:
+    """Notes every process started in this (the test) process while installed."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.saved: list[tuple[object, str, object]] = []
+
+    def _wrap(self, owner, attr: str, describe) -> None:
+        original = getattr(owner, attr, None)
+        if original is None:
+            return
+
+        def wrapper(*args, **kwargs):
+            self.started.append(describe(args, kwargs))
+            return original(*args, **kwargs)
+
+        self.saved.append((owner, attr, original))
+        setattr(owner, attr, wrapper)
+
+    def install(self) -> None:
+        def popen(args, kwargs):
+            argv = args[1] if len(args) > 1 else kwargs.get("args")
+            argv = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv or ())
+            return "subprocess " + " ".join(str(a) for a in argv[:4])
+
+        self._wrap(subprocess.Popen, "_execute_child", popen)
+        self._wrap(os, "fork", lambda a, k: "os.fork()")
+        for name in ("posix_spawn", "posix_spawnp", "system"):
+            self._wrap(os, name, lambda a, k, n=name: f"os.{n} {a[0] if a else ''}")
+
+    def remove(self) -> None:
+        while self.saved:
+            owner, attr, original = self.saved.pop()
+            setattr(owner, attr, original)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    item.stash[STARTED] = []
+    return (yield)
+
+
+def _recorded(item: pytest.Item):
+    recorder = _Recorder()
+    recorder.install()
+    try:
+        yield
+    finally:
+        recorder.remove()
+        item.stash.setdefault(STARTED, []).extend(recorder.started)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    gen = _recorded(item)
+    next(gen)
+    try:
+        return (yield)
+    finally:
+        next(gen, None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    gen = _recorded(item)
+    next(gen)
+    try:
+        return (yield)
+    finally:
+        next(gen, None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if call.when != "call":
+        return report
+    started = [s for s in item.stash.get(STARTED, []) if not ALLOWED_IN_UNIT.match(s)]
+    tier = item.stash.get(TIER, "")
+    report.user_properties.append(("tier", tier))
+    report.user_properties.append(("processes_started", len(started)))
+    if tier == "unit" and started and report.passed:
+        report.outcome = "failed"
+        shown = "\n  ".join(started[:5]) + ("\n  ..." if len(started) > 5 else "")
+        report.longrepr = (
+            f"{item.nodeid} is in the unit tier (see tests/conftest.py) but started "
+            f"{len(started)} process(es):\n  {shown}\n"
+            "Mark it @pytest.mark.quick (or full), so that `make test-unit` stays pure."
+        )
+    return report
+
+
+_quick_idle: list[tuple[str, float]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when != "call" or not report.passed:
+        return
+    props = dict(report.user_properties)
+    if props.get("tier") == "quick" and props.get("processes_started") == 0:
+        _quick_idle.append((report.nodeid, report.duration))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    if not config.getoption("--tiers", False) or not _quick_idle:
+        return
+    terminalreporter.section("quick tests that started no process")
+    for nodeid, seconds in sorted(_quick_idle):
+        terminalreporter.write_line(f"{seconds:7.2f}s {nodeid}")

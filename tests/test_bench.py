@@ -29,6 +29,7 @@ ROWS = [
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # the whole bench: an end-to-end campaign and a 1,890-job plan
 @needs_tools
 def test_bench_quick_run_writes_every_row(tmp_path):
     out = tmp_path / "out"

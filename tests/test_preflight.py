@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import stat
 
+import pytest
+
 from cloudbench.preflight import PreflightSpec, run_preflight
 
 
@@ -19,6 +21,9 @@ def _spec(tmp_path, **kw) -> PreflightSpec:
         min_rclone_version="1.65.0",
     )
     return PreflightSpec(**{**base, **kw})
+
+
+pytestmark = pytest.mark.quick  # preflight runs rclone (the venv's, or a fake)
 
 
 def test_all_good_writes_the_record(tmp_path):
@@ -74,6 +79,7 @@ def test_rclone_version_is_asked_once_per_binary(tmp_path, monkeypatch):
     assert calls.read_text().count("x") == 2
 
 
+@pytest.mark.unit
 def test_a_remote_without_keys_is_named_as_such():
     from cloudbench.preflight import missing_keys
 

@@ -569,6 +569,7 @@ def test_scaling_section_renders_knee_collapse_and_recommendation(tmp_path):
     assert "Each client's rate" in dom
 
 
+@pytest.mark.full  # draws the whole report twice (30 s on an idle 2-core machine)
 def test_figures_drawn_in_worker_processes_are_the_same_files(tmp_path):
     """plots --jobs N draws the figures in forked processes: every output is still written,
     the same figures as drawn in one process (same size in pixels, same HTML tables)."""

@@ -49,6 +49,7 @@ def _rows(tmp_path):
     return df.set_index("clients").sort_index()
 
 
+@pytest.mark.rates  # N x the cap within 10%: alone on the machine
 def test_local_clients_run_together_and_add_up(tmp_path):
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         cfg = _campaign(tmp_path, [1, 2, 4], download=True)
@@ -134,6 +135,7 @@ def test_a_client_count_above_the_files_is_refused_before_any_work(tmp_path):
 
 
 @pytest.mark.scheduler
+@pytest.mark.rates  # 2 x the cap within 10%: alone on the machine
 def test_slurm_runs_two_clients_as_two_tasks_of_one_job(slurm_cluster, tmp_path):  # noqa: F811
     env = {
         **slurm_cluster.env,
