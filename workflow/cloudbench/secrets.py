@@ -14,9 +14,11 @@ key_pem``, ``s3 sse_customer_key``, also ``sftp host`` and ``user``, which rclon
 it against the installed one). This process's own environment and config file (redacting a
 log, a record's ``rclone_env``, what s5cmd and the AWS CLI may see) are judged by the rclone
 in use, asked once per process, with the snapshot added; pure checks (a campaign's flags and
-values, an explicit mapping) use the snapshot and start no process. A name heuristic (``..._TOKEN``, ``..._PASSWORD``, ``..._KEY``) is kept on top,
-for rclone's global settings (``RCLONE_CONFIG_PASS``, ``RCLONE_PASSWORD_COMMAND``), for
-options rclone does not mark (``s3 ibm_api_key``) and for other clouds' SDK variables.
+values, an explicit mapping) use the snapshot and start no process.
+
+A name heuristic (``..._TOKEN``, ``..._PASSWORD``, ``..._KEY``) is kept on top, for rclone's
+global settings (``RCLONE_CONFIG_PASS``, ``RCLONE_PASSWORD_COMMAND``), for options rclone
+does not mark (``s3 ibm_api_key``) and for other clouds' SDK variables.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ _SECRET_WORDS = {
     "secret", "password", "passwd", "pass", "passphrase", "token", "credential",
     "credentials", "session", "mnemonic",
 }  # fmt: skip
-_NOT_A_VALUE = {"url", "expiry", "duration", "name"}  # token_url, role_session_name
+_NOT_A_VALUE = {"url", "expiry", "duration", "name", "type"}  # token_url, role_session_name
 _KEY_TAILS = ("key", "key_id", "key_pem", "key_md5", "key_sha256", "key_base64", "sas_url")
 
 
@@ -281,9 +283,10 @@ def _parts(value: str) -> list[str]:
     """A secret value and the secrets inside it: a header's value after ``Name:`` and its
     token after ``Bearer``; an OAuth token's JSON fields (access_token, refresh_token)."""
     out = [value]
-    if ":" in value and _SECRET_HEADER.search(value.split(":", 1)[0]):
-        after = value.split(":", 1)[1].strip()
-        out += [after, after.split()[-1] if after.split() else after]
+    header = re.match(r"([A-Za-z][A-Za-z0-9-]*)\s*:\s*(\S.*)$", value, re.DOTALL)
+    if header and _SECRET_HEADER.search(header.group(1)):
+        after = header.group(2).strip()
+        out += [after, after.split()[-1]]
     if ";" in value and "=" in value:  # an Azure connection string: AccountKey=...
         for field in value.split(";"):
             k, _, v = field.partition("=")
@@ -298,7 +301,7 @@ def _parts(value: str) -> list[str]:
             out += [
                 v
                 for k, v in fields.items()
-                if isinstance(v, str) and re.search(r"token|secret|key|pass", k, re.IGNORECASE)
+                if isinstance(v, str) and _heuristic(k)  # access_token, not token_type
             ]
     return [p for p in out if len(p) >= MIN_SECRET_LEN]
 
