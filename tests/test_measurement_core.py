@@ -105,6 +105,20 @@ def test_kill_tree_ends_the_grandchild_a_shell_started():
     assert not stat.exists() or stat.read_text().split(") ")[1].startswith("Z")
 
 
+def test_chunk_digests_taken_while_splitting_equal_a_separate_hash(tmp_path):
+    """The copy manifest's per-chunk digests now come from the chunk step (so a new chunk
+    size re-hashes nothing else): they must equal hashing the file chunk by chunk."""
+    from cloudbench.checksums import hash_stream
+    from cloudbench.chunking import split_file
+
+    src = tmp_path / "f.bin"
+    src.write_bytes(bytes(range(256)) * 4099)  # 1,049,344 bytes: a short last chunk
+    digests: list[str] = []
+    parts = split_file(src, tmp_path / "chunks", 300_000, 4, digests)
+    assert len(parts) == len(digests) == 4
+    assert digests == hash_stream([src], [300_000])[1][300_000]
+
+
 # --- real campaigns against rclone serve s3 -----------------------------------------------
 
 
@@ -202,3 +216,49 @@ def test_four_s5cmd_clients_download_disjoint_shares(tmp_path):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-v"]))
+
+
+def _starts(results: Path) -> dict[str, str]:
+    """Every transfer record's start time, by path: a re-measured transfer gets a new one."""
+    return {
+        str(p.relative_to(results)): json.loads(p.read_text())["started_utc"]
+        for p in (results / "sites").rglob("transfers/**/r*.json")
+    }
+
+
+@pytest.mark.slow
+def test_growing_a_measured_campaign_measures_only_the_new(tmp_path):
+    """Adding a tool, a chunk size, a remote and a concurrency value to a measured campaign
+    measures just the new measurements: every finished one keeps its record and start."""
+    cfg = _config("grow", ["rclone"], dataset={"files": 2, "size": "2MiB", "chunk_sizes": ["1MiB"]})
+    path = write_config(tmp_path, cfg)
+    results = tmp_path / "results/grow"
+    with (
+        serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET) as s3,
+        serve_s3(str(BIN / "rclone"), tmp_path / "s3two", key=KEY, secret=SECRET) as s3b,
+    ):
+        env = s3.client_env("S3C") | s3b.client_env("S3D")
+        first = snakemake(tmp_path, path, env=env)
+        assert first.returncode == 0, first.stderr[-3000:]
+        before = _starts(results)
+        assert len(before) == 2  # upload and download, rclone plain
+        grown = cfg | {
+            "tools": ["rclone", "s5cmd"],
+            "strategies": ["plain", "chunked"],
+            "concurrency": {"plain": [2, 4], "chunked": 2},
+            "remotes": {"main": {"url": "s3c:"}, "other": {"url": "s3d:"}},
+        }
+        grown.pop("remote")
+        write_config(tmp_path, grown)
+        plan = snakemake(tmp_path, path, "-n", "--quiet", "rules", env=env)
+        assert plan.returncode == 0, plan.stderr[-3000:]
+        second = snakemake(tmp_path, path, env=env)
+        assert second.returncode == 0, second.stderr[-3000:]
+        after = _starts(results)
+        third = snakemake(tmp_path, path, env=env)
+    assert {k: after[k] for k in before} == before  # nothing finished was measured again
+    # 2 remotes x (plain: 2 tools x 2 concurrencies + chunked: 2 tools) x 2 directions
+    assert len(after) == 2 * (4 + 2) * 2
+    df = pd.read_csv(results / "transfers.tsv", sep="\t")
+    assert (df["status"] == "ok").all(), df[["setting", "error"]]
+    assert "Nothing to be done" in third.stdout + third.stderr

@@ -175,12 +175,19 @@ def chunk_name(file_name: str, index: int, width: int) -> str:
     return f"{file_name}.{index:0{width}d}"
 
 
-def split_file(src: Path, outdir: Path, chunk_bytes: int, width: int) -> list[Path]:
+def split_file(
+    src: Path, outdir: Path, chunk_bytes: int, width: int, digests: list[str] | None = None
+) -> list[Path]:
     """Split ``src`` into ``outdir/<name>.<index>``; the last chunk holds the remainder.
 
     Chunks are separate files, so ``SPLIT_WORKERS`` threads write alternate chunks at once
     (a write holds only its own file's lock); each copies straight from the mapped source.
+    With ``digests``, each chunk's XXH128 is taken from the very bytes written (one more
+    pass over mapped memory, no more reads), filled in chunk order: a chunk size's digests
+    belong to that size's own step, so adding a chunk size re-hashes nothing else.
     """
+    from cloudbench.checksums import xxh128
+
     outdir.mkdir(parents=True, exist_ok=True)
     fd = os.open(src, os.O_RDONLY)
     try:
@@ -188,6 +195,7 @@ def split_file(src: Path, outdir: Path, chunk_bytes: int, width: int) -> list[Pa
         bounds = [(o, min(o + chunk_bytes, size)) for o in range(0, size, chunk_bytes)]
         bounds = bounds or [(0, 0)]
         paths = [outdir / chunk_name(src.name, i, width) for i in range(len(bounds))]
+        hashers = [xxh128() for _ in bounds] if digests is not None else None
         workers = max(1, min(SPLIT_WORKERS, usable_cores(), len(bounds)))
 
         def work(first: int, failed: threading.Event) -> None:
@@ -211,7 +219,10 @@ def split_file(src: Path, outdir: Path, chunk_bytes: int, width: int) -> list[Pa
                                 win_stop = min(size, win_start + WINDOW)
                                 win = _Window(fd, win_start, win_stop - win_start)
                             end = min(stop, win_stop)
-                            write_all(out, win.view[pos - win_start : end - win_start])
+                            with win.view[pos - win_start : end - win_start] as piece:
+                                if hashers is not None:
+                                    hashers[index].update(piece)
+                                write_all(out, piece)
                             pos = end
                     finally:
                         os.close(out)
@@ -222,6 +233,8 @@ def split_file(src: Path, outdir: Path, chunk_bytes: int, width: int) -> list[Pa
         run_workers(work, workers, "cloudbench-split")
     finally:
         os.close(fd)
+    if digests is not None and hashers is not None:
+        digests[:] = [h.hexdigest() for h in hashers]
     return paths
 
 

@@ -137,7 +137,7 @@ def cmd_download(a):
 def cmd_stage(a):
     from cloudbench import steps
 
-    steps.stage([Path(p) for p in a.checksums], Path(a.out))
+    steps.stage([Path(p) for p in a.checksums], Path(a.out), [Path(p) for p in a.steps])
 
 
 def cmd_client(a):
@@ -229,6 +229,9 @@ def cmd_preflight(a):
 
     data = json.loads(a.spec)
     data["flags"] = tuple(data["flags"])
+    data["tools"] = tuple(data.get("tools", ()))
+    if a.needed_bytes is not None:
+        data["needed_bytes"] = a.needed_bytes
     problems = preflight.run_preflight(preflight.PreflightSpec(**data), Path(a.out))
     if problems:
         raise _step_error(f"preflight failed at site {data['site']}:\n  " + "\n  ".join(problems))
@@ -367,7 +370,13 @@ def build_parser() -> argparse.ArgumentParser:
         ("--checksums", {"nargs": "+", "required": True}),
     )
     add("download", cmd_download, *tx, ("--manifest", req), ("--upload-record", {}))
-    add("stage", cmd_stage, ("--checksums", {"nargs": "+", **req}), ("--out", req))
+    add(
+        "stage",
+        cmd_stage,
+        ("--checksums", {"nargs": "+", **req}),
+        ("--steps", {"nargs": "*", "default": []}),
+        ("--out", req),
+    )
     add("client", cmd_client, ("--plan", req), ("--index", {"type": int, "default": None}))
     add(
         "reassemble",
@@ -409,7 +418,13 @@ def build_parser() -> argparse.ArgumentParser:
         *figures,
     )
     add("plots", cmd_plots, ("--tables", req), *figures)  # figures again from the tables
-    add("preflight", cmd_preflight, ("--spec", req), ("--out", req))
+    add(
+        "preflight",
+        cmd_preflight,
+        ("--spec", req),
+        ("--out", req),
+        ("--needed-bytes", {"type": int, "default": None, "help": "scratch this site needs"}),
+    )
     add(
         "probe",
         cmd_probe,

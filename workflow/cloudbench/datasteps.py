@@ -144,11 +144,17 @@ def chunk(
     with timed_step("chunk") as t:
         if outdir.exists():
             shutil.rmtree(outdir)
+        digests: list[str] = []
         parts = split_file(
-            dataset_dir / name, outdir, chunk_bytes, chunk_index_width(dataset.size, chunk_bytes)
+            dataset_dir / name,
+            outdir,
+            chunk_bytes,
+            chunk_index_width(dataset.size, chunk_bytes),
+            digests,
         )
         t.nbytes = sum(p.stat().st_size for p in parts)
         t.extra["chunks"] = len(parts)
+        t.extra["chunk_xxh128"] = digests  # the copy manifest's per-chunk digests
     write_json(record, t.record(**dataset.context(), item=name, chunk_bytes=chunk_bytes))
 
 

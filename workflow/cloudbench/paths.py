@@ -111,7 +111,14 @@ def checksum_sum(results, site, file) -> str:
 
 
 def preflight(results, site) -> str:
+    """A site's own checks (rclone, scratch, the upload it downloads): every job waits."""
     return f"{sites_dir(results)}/{site}/preflight.json"
+
+
+def preflight_gate(results, site, remote, tool) -> str:
+    """The checks of one remote with one tool at a site: only that pair's transfers wait
+    for it, so adding a tool or a remote to a measured campaign gates only the new ones."""
+    return f"{sites_dir(results)}/{site}/preflight/{remote}/{tool}.json"
 
 
 def probe_record(results, site, remote, when) -> str:

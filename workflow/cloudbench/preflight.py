@@ -11,7 +11,7 @@ import shlex
 import shutil
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +27,23 @@ FREE_SPACE_OVERRIDE = "CLOUDBENCH_FREE_BYTES"  # for tests on machines without a
 
 @dataclass(frozen=True)
 class PreflightSpec:
+    """What one preflight checks. A site's own preflight names its scratch (and the upload
+    it downloads); a gate names one remote and one tool. Each check runs only when its
+    part is given, so neither re-runs, nor re-gates finished transfers, when a campaign
+    gains a tool, a remote, a template or a chunk size."""
+
     campaign: str
     site: str
-    scratch: str
-    needed_bytes: int
-    remote_prefixes: dict[str, str]
     flags: tuple[str, ...]
     min_rclone_version: str
+    scratch: str = ""  # "": not this preflight's check
+    needed_bytes: int = 0
+    remote_prefixes: dict[str, str] = field(default_factory=dict)
     upload_site: str = ""
     needs_upload: bool = False  # downloads, uploads not: the upload must be on the remote
     # (unless the upload site runs in this same run: jobenv.upload_in_this_run)
-    tools: tuple[str, ...] = ("rclone",)
+    upload_prefix: str = ""  # where the campaign's manifest is looked for
+    tools: tuple[str, ...] = ()
     command_template: str | None = None
 
 
@@ -120,7 +126,8 @@ def check_remote(
     binary: str, name: str, prefix: str, site: str, flags: tuple[str, ...]
 ) -> str | None:
     """Write, read back and delete a tiny object: reachable, writable, and consistent."""
-    obj = f"{prefix}/preflight/{site}-{host_info()['host']}.txt"
+    # one name per process: a site's gates (one per tool) check a remote at the same time
+    obj = f"{prefix}/preflight/{site}-{host_info()['host']}-{os.getpid()}.txt"
     token = f"cloudbench preflight {utc_now()}\n"
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as fh:
         fh.write(token)
@@ -163,6 +170,25 @@ def check_remote(
     return None
 
 
+def scratch_problem(scratch: Path, site: str) -> str | None:
+    """Scratch can be created and written: a file is written there and removed. A path
+    under a regular file, or on a read-only or pseudo filesystem (/proc), is named here,
+    not as a traceback from every data step later."""
+    try:
+        scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=scratch, prefix=".cloudbench-preflight-") as fh:
+            fh.write(b"cloudbench preflight\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as err:
+        why = err.strerror or type(err).__name__
+        return (
+            f"scratch {scratch}: not writable ({why}); set sites.{site}.scratch to a directory "
+            "this site can write"
+        )
+    return None
+
+
 def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
     problems: list[str] = []
     version = None
@@ -180,20 +206,26 @@ def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
             if p:
                 problems.append(p)
     if binary and version and spec.needs_upload and not upload_in_this_run() and not problems:
-        prefix = next(iter(spec.remote_prefixes.values()))
+        prefix = spec.upload_prefix or next(iter(spec.remote_prefixes.values()))
         if not exchange.campaign_manifest_exists(prefix, spec.flags):
             problems.append(
                 f"campaign {spec.campaign!r}: nothing uploaded yet ({prefix}/{paths.MANIFEST} "
                 f"missing); run the upload site {spec.upload_site!r} first"
             )
-    scratch = Path(spec.scratch)
-    free = free_bytes(scratch)
-    if free < spec.needed_bytes:
-        problems.append(
-            f"scratch {scratch}: {size_label(free)} free ({free} bytes), this site needs "
-            f"{size_label(spec.needed_bytes)} ({spec.needed_bytes} bytes); free space or set "
-            f"sites.{spec.site}.scratch"
-        )
+    free = None
+    if spec.scratch:
+        scratch = Path(spec.scratch)
+        unusable = scratch_problem(scratch, spec.site)
+        if unusable:
+            problems.append(unusable)
+        else:
+            free = free_bytes(scratch)
+            if free < spec.needed_bytes:
+                problems.append(
+                    f"scratch {scratch}: {size_label(free)} free ({free} bytes), this site "
+                    f"needs {size_label(spec.needed_bytes)} ({spec.needed_bytes} bytes); free "
+                    f"space or set sites.{spec.site}.scratch"
+                )
     problems = [redact(p, secret_values()) for p in problems]
     if not problems:
         result: dict[str, Any] = {
@@ -202,8 +234,9 @@ def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
             "checked_utc": utc_now(),
             "rclone_version": version,
             "scratch_free_bytes": free,
-            "scratch_needed_bytes": spec.needed_bytes,
+            "scratch_needed_bytes": spec.needed_bytes if spec.scratch else None,
             "remotes": list(spec.remote_prefixes),
+            "tools": list(spec.tools),
             **host_info(),
         }
         write_json(out, result)

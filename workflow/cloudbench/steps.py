@@ -61,9 +61,19 @@ def _file_hashes(checksum_jsons: Sequence[Path]) -> dict[str, dict[str, Any]]:
 STAGED_FORMAT = "cloudbench-staged/1"
 
 
-def stage(checksum_jsons: Sequence[Path], out: Path) -> None:
-    """One record saying a layout's data steps are done, with every file's hashes."""
+def stage(checksum_jsons: Sequence[Path], out: Path, step_records: Sequence[Path] = ()) -> None:
+    """One record saying a layout's data steps are done, with every file's hashes: the
+    whole-file XXH128 from ``checksum``, and for a chunked layout each chunk's from the
+    ``chunk`` step records (their ``chunk_xxh128``, taken while splitting)."""
     hashes = _file_hashes(checksum_jsons)
+    for p in step_records:
+        rec = read_json(p)
+        if rec.get("step") == "chunk" and "chunk_xxh128" in rec:
+            entry = hashes[rec["item"]]
+            entry["chunks"] = {
+                **entry.get("chunks", {}),
+                str(rec["chunk_bytes"]): rec["chunk_xxh128"],
+            }
     write_json(out, {"format": STAGED_FORMAT, "files": [hashes[n] for n in sorted(hashes)]})
 
 

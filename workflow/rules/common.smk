@@ -21,6 +21,7 @@ from cloudbench.campaign import (
 from cloudbench.schema import stop
 from cloudbench.sizes import parse_size
 from cloudbench.spec import transfer_spec
+from cloudbench.tools import TOOLS
 
 try:
     CAMPAIGN = load_campaign(config)
@@ -45,7 +46,7 @@ UPLOAD_DATA = str(CAMPAIGN.upload_site.scratch / CAMPAIGN.name)
 # Output patterns of the rules, from the one module that names every path.
 W = {
     k: f"{{{k}}}"
-    for k in ("site", "remote", "layout", "setting", "repeat", "file", "chunk")
+    for k in ("site", "remote", "layout", "setting", "repeat", "file", "chunk", "tool")
 }
 
 jobenv.prepare(
@@ -65,11 +66,13 @@ wildcard_constraints:
     repeat=r"[0-9]+",
     file=r"[^/]+",
     chunk=r"[0-9]+(KiB|MiB|GiB|TiB|B)",
+    tool="|".join(TOOLS),
 
 
 # Cheap bookkeeping runs on the submit host, not as batch jobs.
 localrules:
     preflight,
+    preflight_gate,
     stage,
     publish,
     pull,
@@ -259,7 +262,10 @@ def stage_inputs(wildcards):
 def upload_inputs(wildcards):
     """One record per layout (the stage rule's), so a large sweep's uploads do not each
     depend on every file's records (a DAG of tens of thousands of edges)."""
-    return {"staged": paths.staged(RESULTS, UPLOAD_SITE, wildcards.layout)}
+    return {
+        "staged": paths.staged(RESULTS, UPLOAD_SITE, wildcards.layout),
+        "gate": gate_of(wildcards),
+    }
 
 
 def upload_of(wildcards):
@@ -279,7 +285,7 @@ def download_inputs(wildcards):
     upload measures its downloads again). Params and the preflight do not depend on which
     sites a run names, so switching between site=<name> and site=all measures nothing
     again (the set of inputs may differ: not a rerun trigger, profiles/default)."""
-    inputs = [paths.preflight(RESULTS, wildcards.site)]
+    inputs = [paths.preflight(RESULTS, wildcards.site), gate_of(wildcards)]
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
         inputs.append(upload_of(wildcards))
     return inputs
@@ -421,24 +427,51 @@ def exchange_spec():
 
 
 def preflight_spec(wildcards):
+    """A site's own checks. Nothing here changes when a campaign gains a tool, a remote, a
+    template, a chunk size, a client count or a concurrency value: params are rerun
+    triggers, and every job of the site waits for this file. The scratch it needs is on
+    the command line instead (resources: not a trigger)."""
     site = CAMPAIGN.site_named(wildcards.site)
     return json.dumps(
         {
             "campaign": CAMPAIGN.name,
             "site": site.name,
             "scratch": str(site.scratch),
-            "needed_bytes": CAMPAIGN.scratch_needed(site),
-            "remote_prefixes": {
-                r.name: CAMPAIGN.remote_prefix(r) for r in CAMPAIGN.remotes
-            },
             "flags": list(CAMPAIGN.rclone_flags),
             "min_rclone_version": CAMPAIGN.min_rclone_version,
             "upload_site": UPLOAD_SITE,
             "needs_upload": site.download and site.name != UPLOAD_SITE,
-            "tools": list(CAMPAIGN.tools),
-            "command_template": CAMPAIGN.command_template,
+            "upload_prefix": CAMPAIGN.remote_prefix(CAMPAIGN.remotes[0]),
         }
     )
+
+
+def scratch_needed(wildcards):
+    return CAMPAIGN.scratch_needed(CAMPAIGN.site_named(wildcards.site))
+
+
+def gate_spec(wildcards):
+    """One remote with one tool at one site: reachable, writable, and the tool usable."""
+    remote = CAMPAIGN.remote_named(wildcards.remote)
+    return json.dumps(
+        {
+            "campaign": CAMPAIGN.name,
+            "site": wildcards.site,
+            "remote_prefixes": {remote.name: CAMPAIGN.remote_prefix(remote)},
+            "flags": list(CAMPAIGN.rclone_flags),
+            "min_rclone_version": CAMPAIGN.min_rclone_version,
+            "tools": [wildcards.tool],
+            "command_template": (
+                CAMPAIGN.command_template if wildcards.tool == "command" else None
+            ),
+        }
+    )
+
+
+def gate_of(wildcards):
+    """The preflight gate of a transfer's remote and tool at its site."""
+    tool = Setting.from_label(wildcards.setting).tool
+    return paths.preflight_gate(RESULTS, wildcards.site, wildcards.remote, tool)
 
 
 def cleanup_spec():
@@ -527,12 +560,26 @@ def stopped_line():
             for m in CAMPAIGN.measurements(s)
         ],
         [
-            Path(paths.job_log(RESULTS, s.name, "preflight"))
-            for s in CAMPAIGN.active_sites
-            if not Path(paths.preflight(RESULTS, s.name)).exists()
-            and Path(paths.job_log(RESULTS, s.name, "preflight")).exists()
+            Path(log)
+            for out, log in preflight_outputs_and_logs()
+            if not Path(out).exists() and Path(log).exists()
         ],
     )
+
+
+def preflight_outputs_and_logs():
+    """Every preflight of this run's sites (their own, and each remote-and-tool gate) with
+    its job log: a missing output beside a log is a preflight that failed."""
+    for s in CAMPAIGN.active_sites:
+        yield paths.preflight(RESULTS, s.name), paths.job_log(
+            RESULTS, s.name, "preflight"
+        )
+        for r in CAMPAIGN.remotes:
+            for tool in CAMPAIGN.tools:
+                yield (
+                    paths.preflight_gate(RESULTS, s.name, r.name, tool),
+                    paths.job_log(RESULTS, s.name, "preflight", r.name, tool),
+                )
 
 
 def keep_finished_transfers():

@@ -40,10 +40,9 @@ rule checksum:
     params:
         data=paths.dataset_dir(UPLOAD_DATA),
         dataset=dataset_args(),
-        chunk_sizes=",".join(map(str, CAMPAIGN.chunk_sizes)),
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench checksum --dataset-dir {params.data} --file {wildcards.file}"
-        " --dataset {params.dataset:q} --chunk-sizes={params.chunk_sizes:q} --sum {output.sum}"
+        " --dataset {params.dataset:q} --sum {output.sum}"
         " --chunks {output.chunks} --record {output.record} 2> {log}"
 
 

@@ -9,8 +9,24 @@ rule preflight:
         paths.job_log(RESULTS, W["site"], "preflight"),
     conda:
         "../../envs/cloudbench.yaml"
+    resources:
+        scratch_bytes=scratch_needed,
     params:
         spec=preflight_spec,
+    shell:
+        "$CLOUDBENCH_PYTHON -m cloudbench preflight --spec {params.spec:q}"
+        " --needed-bytes {resources.scratch_bytes} --out {output} 2> {log}"
+
+
+rule preflight_gate:
+    output:
+        paths.preflight_gate(RESULTS, W["site"], W["remote"], W["tool"]),
+    log:
+        paths.job_log(RESULTS, W["site"], "preflight", W["remote"], W["tool"]),
+    conda:
+        "../../envs/cloudbench.yaml"
+    params:
+        spec=gate_spec,
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench preflight --spec {params.spec:q} --out {output} 2> {log}"
 

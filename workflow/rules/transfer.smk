@@ -12,7 +12,8 @@ rule stage:
     conda:
         "../../envs/cloudbench.yaml"
     shell:
-        "$CLOUDBENCH_PYTHON -m cloudbench stage --checksums {input.checksums} --out {output} 2> {log}"
+        "$CLOUDBENCH_PYTHON -m cloudbench stage --checksums {input.checksums}"
+        " --steps {input.steps} --out {output} 2> {log}"
 
 
 rule upload:
