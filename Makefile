@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SNAKEMAKE := PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake
 CAMPAIGN ?= demo
 
-.PHONY: demo test test-quick lint format bench sysdeps clean launch profiles
+.PHONY: demo test test-quick test-unit lint format bench sysdeps clean launch profiles
 
 $(STAMP): pyproject.toml envs/awscli.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,13 +33,39 @@ profiles:
 sysdeps:
 	bash scripts/install-sysdeps.sh
 
-## test: the whole suite (installs what it needs)
-test: $(STAMP) sysdeps
-	$(BIN)/python -m pytest
+# Tiers (tests/conftest.py gives each test one): unit (pure functions), quick (starts
+# processes or servers), full (campaigns, schedulers, browsers). Tests marked `rates` check
+# measured rates against a bandwidth cap and run alone; the rest run side by side.
+PYTEST := $(BIN)/python -m pytest
+## TEST_WORKERS: pytest-xdist workers for the tests that do not check rates (2 cores here;
+## most of their time is spent waiting on capped transfers and process start-up)
+TEST_WORKERS ?= 3
+## ARGS: more pytest arguments, e.g. make test-quick ARGS="-k probe -x"
+ARGS ?=
+# pytest's exit code 5 (no test selected, e.g. by ARGS) is no failure of one phase
+OK5 = || { s=$$?; [ $$s -eq 5 ] || status=$$s; }
 
-## test-quick: the inner loop: no end-to-end campaigns, schedulers or browsers
+## test: the whole suite (installs what it needs): all but `rates` side by side, then `rates`
+## alone; prints the ten slowest tests of both runs at the end
+test: $(STAMP) sysdeps
+	@status=0; durations=$$(mktemp); \
+	echo "== every test but those checking rates, $(TEST_WORKERS) at a time"; \
+	CLOUDBENCH_DURATIONS_FILE=$$durations $(PYTEST) -m "not rates" -n $(TEST_WORKERS) \
+		--dist loadgroup $(ARGS) $(OK5); \
+	echo "== the tests that check measured rates, one at a time"; \
+	CLOUDBENCH_DURATIONS_FILE=$$durations $(PYTEST) -m rates $(ARGS) $(OK5); \
+	echo "== the ten slowest tests of the whole suite (seconds: setup + call + teardown)"; \
+	sort -rn $$durations | head -10; rm -f $$durations; \
+	exit $$status
+
+## test-quick: the inner loop (under 2 minutes): unit and quick tests, no end-to-end
+## campaigns, schedulers or browsers
 test-quick: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow and not scheduler and not browser"
+	$(PYTEST) -m "unit or quick" -n 2 $(ARGS)
+
+## test-unit: pure functions only, no process started (seconds)
+test-unit: $(STAMP)
+	$(PYTEST) -m unit $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check workflow tests bench

@@ -314,14 +314,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 _quick_idle: list[tuple[str, float]] = []
+_seconds: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _seconds[report.nodeid] = _seconds.get(report.nodeid, 0.0) + report.duration
     if report.when != "call" or not report.passed:
         return
     props = dict(report.user_properties)
     if props.get("tier") == "quick" and props.get("processes_started") == 0:
         _quick_idle.append((report.nodeid, report.duration))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With CLOUDBENCH_DURATIONS_FILE set (make test), append each test's seconds (setup,
+    call and teardown) to it, so the ten slowest of several pytest runs can be listed."""
+    path = os.environ.get("CLOUDBENCH_DURATIONS_FILE")
+    if path and not hasattr(session.config, "workerinput"):  # xdist's controller only
+        with open(path, "a") as fh:
+            for nodeid, seconds in _seconds.items():
+                fh.write(f"{seconds:8.2f}s  {nodeid}\n")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
