@@ -40,6 +40,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+try:
+    from _pytest.nodeid import NodeId  # pytest >= 9.2
+except ImportError:  # pragma: no cover
+    NodeId = None
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 BIN = Path(sys.executable).parent
@@ -197,6 +202,10 @@ STARTED = pytest.StashKey[list]()
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks given here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):
+        # xdist hands out tests in this order: the long (full) ones first, so that none of
+        # them starts last while the other workers have nothing left to do
+        items.sort(key=lambda item: TIERS[::-1].index(tier_of(item)))
     for item in items:
         tier = tier_of(item)
         item.stash[TIER] = tier
@@ -208,6 +217,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = _shared_group(item)
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker sends the ids to the controller
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup``, give each xdist_group test its ``@group`` id suffix.
+
+    pytest-xdist 3.8.0 writes the suffix to ``item._nodeid``, which pytest 9.2 no longer
+    reads (pytest-dev/pytest-xdist#1386), so groups are silently not kept together: every
+    worker would start its own Slurm cluster. Here the id pytest does read is set, and a
+    group that still has no suffix stops the run instead of splitting silently.
+    """
+    config = session.config
+    if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")):
+        return
+    for item in session.items:
+        names = {
+            str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+            for mark in item.iter_markers("xdist_group")
+        }
+        if not names:
+            continue
+        suffix = "@" + "_".join(sorted(names))
+        if item.nodeid.endswith(suffix):
+            continue  # xdist did it
+        if isinstance(getattr(item, "_id", None), NodeId):
+            item._id = NodeId.parse(item.nodeid + suffix)
+        else:
+            item._nodeid = item.nodeid + suffix
+        if not item.nodeid.endswith(suffix):
+            raise pytest.UsageError(
+                f"{item.nodeid}: cannot give it its xdist group {suffix[1:]!r}; with this "
+                "pytest/pytest-xdist, run without --dist loadgroup (or -p no:xdist)"
+            )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
