@@ -39,24 +39,26 @@ sysdeps:
 PYTEST := $(BIN)/python -m pytest
 ## TEST_WORKERS: pytest-xdist workers for the tests that do not check rates (2 cores here;
 ## most of their time is spent waiting on capped transfers and process start-up)
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 ## ARGS: more pytest arguments, e.g. make test-quick ARGS="-k probe -x"
 ARGS ?=
 # pytest's exit code 5 (no test selected, e.g. by ARGS) is no failure of one phase
 OK5 = || { s=$$?; [ $$s -eq 5 ] || status=$$s; }
 
-## test: the whole suite (installs what it needs): all but `rates` side by side, then `rates`
-## alone; prints the ten slowest tests of both runs at the end
+## test: the whole suite (installs what it needs): the tests that check rates (marked
+## `rates`) alone, then the others side by side; at the end the ten slowest and the counts
 test: $(STAMP) sysdeps
-	@status=0; durations=$$(mktemp); \
-	echo "== every test but those checking rates, $(TEST_WORKERS) at a time"; \
-	CLOUDBENCH_DURATIONS_FILE=$$durations $(PYTEST) -m "not rates" -n $(TEST_WORKERS) \
-		--dist loadgroup $(ARGS) $(OK5); \
-	echo "== the tests that check measured rates, one at a time"; \
-	CLOUDBENCH_DURATIONS_FILE=$$durations $(PYTEST) -m rates $(ARGS) $(OK5); \
+	@status=0; durations=$$(mktemp); demo=$$(mktemp -d); \
+	export CLOUDBENCH_DURATIONS_FILE=$$durations CLOUDBENCH_DEMO_DIR=$$demo/demo; \
+	echo "== the tests that check measured rates (and the demo campaign), one at a time"; \
+	$(PYTEST) -m rates $(ARGS) $(OK5); \
+	echo "== every other test, $(TEST_WORKERS) at a time"; \
+	$(PYTEST) -m "not rates" -n $(TEST_WORKERS) --dist loadgroup $(ARGS) $(OK5); \
 	echo "== the ten slowest tests of the whole suite (seconds: setup + call + teardown)"; \
-	sort -rn $$durations | head -10; rm -f $$durations; \
-	exit $$status
+	sort -rn $$durations | head -10; \
+	awk '{n[$$2]++} END {printf "total: %d passed, %d failed, %d skipped\n", \
+		n["passed"], n["failed"], n["skipped"]}' $$durations; \
+	rm -rf $$durations $$demo; exit $$status
 
 ## test-quick: the inner loop (under 2 minutes): unit and quick tests, no end-to-end
 ## campaigns, schedulers or browsers

@@ -18,11 +18,12 @@ full; else a test that, through its own code, the fixtures it uses or the functi
 starts a process FAILS, naming what it started; mark it ``@pytest.mark.quick``.
 ``pytest --tiers`` lists quick tests that started nothing (candidates for unit).
 
-``make test`` runs tests marked ``rates`` (they check measured rates against a bandwidth
-cap, so load from other tests would fail them) after the others, alone; the others run side
-by side under pytest-xdist, where tests that share an expensive module- or session-scoped
-fixture (a campaign, the Slurm cluster) are kept on one worker (``xdist_group``) so it is
-made once.
+``make test`` first runs the tests marked ``rates`` (they check measured rates against a
+bandwidth cap, so load from other tests would fail them), one at a time with nothing else
+running; then the others side by side under pytest-xdist, where tests that share an
+expensive module- or session-scoped fixture (a campaign, the Slurm cluster) are kept on one
+worker (``xdist_group``) so that it is made once. The demo campaign is made in the first
+run and read by the second (see :func:`demo_report`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import inspect
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tokenize
@@ -61,19 +63,29 @@ def demo_report(tmp_path_factory):
     """The default campaign run once, exactly as `make demo` does, with its report.
 
     Shared by the end-to-end and the browser tests: it is the slowest thing the suite does.
-    Its rates are checked against the demo's bandwidth cap, so its tests are marked ``rates``.
+    With CLOUDBENCH_DEMO_DIR set, it is made in that directory, and a later pytest run given
+    the same directory uses it as it is: `make test` makes it in its first run, among the
+    tests that run alone (test_demo_summary_tsv checks its rates against the demo's
+    bandwidth cap), and its second run, side by side, only reads it.
     """
     from tests.infra.workflow import snakemake, write_config
 
     with open(ROOT / "config" / "config.yaml") as fh:
         config = yaml.safe_load(fh)
-    workdir = tmp_path_factory.mktemp("demo")
+    shared = os.environ.get("CLOUDBENCH_DEMO_DIR")
+    workdir = Path(shared) if shared else tmp_path_factory.mktemp("demo")
+    report = workdir / "results" / config["campaign"] / "report.html"
+    done = workdir / "demo-made-by-tests"  # written last: the campaign and its report are whole
+    if done.exists():
+        return workdir, config, report
+    if shared:  # what an earlier run left unfinished is not resumed
+        shutil.rmtree(workdir, ignore_errors=True)
     cfg = write_config(workdir, config)
     run = snakemake(workdir, cfg)
     assert run.returncode == 0, run.stderr[-3000:]
-    report = workdir / "results" / config["campaign"] / "report.html"
     rep = snakemake(workdir, cfg, "--report", str(report))
     assert rep.returncode == 0, rep.stderr[-3000:]
+    done.write_text(yaml.safe_dump(config))
     return workdir, config, report
 
 
@@ -110,8 +122,6 @@ SPAWNING_NAMES = frozenset(
 #: (``rclone version``, ``rclone config dump/providers``), which the package asks once per
 #: process and caches, so whichever test comes first would pay for them.
 ALLOWED_IN_UNIT = re.compile(r"^subprocess \S*rclone (version|config (dump|providers|file|paths))")
-#: Fixtures whose tests must run alone (their campaign's rates are checked against a cap).
-RATES_FIXTURES = frozenset({"demo_report"})
 
 _spawns_cache: dict[int, bool] = {}
 
@@ -211,9 +221,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.stash[TIER] = tier
         if not item.get_closest_marker(tier):
             item.add_marker(tier)
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if fixtures & RATES_FIXTURES and not item.get_closest_marker("rates"):
-            item.add_marker("rates")
         group = _shared_group(item)
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
@@ -359,8 +366,17 @@ _quick_idle: list[tuple[str, float]] = []
 _seconds: dict[str, float] = {}
 
 
+_outcome: dict[str, str] = {}
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _seconds[report.nodeid] = _seconds.get(report.nodeid, 0.0) + report.duration
+    if report.failed:
+        _outcome[report.nodeid] = "failed"  # in any phase: an error in setup counts too
+    elif report.skipped:
+        _outcome.setdefault(report.nodeid, "skipped")
+    elif report.when == "call":
+        _outcome.setdefault(report.nodeid, "passed")
     if report.when != "call" or not report.passed:
         return
     props = dict(report.user_properties)
@@ -370,12 +386,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """With CLOUDBENCH_DURATIONS_FILE set (make test), append each test's seconds (setup,
-    call and teardown) to it, so the ten slowest of several pytest runs can be listed."""
+    call and teardown) and outcome to it, so that the ten slowest and the counts of several
+    pytest runs can be told together."""
     path = os.environ.get("CLOUDBENCH_DURATIONS_FILE")
     if path and not hasattr(session.config, "workerinput"):  # xdist's controller only
         with open(path, "a") as fh:
             for nodeid, seconds in _seconds.items():
-                fh.write(f"{seconds:8.2f}s  {nodeid}\n")
+                fh.write(f"{seconds:8.2f}s  {_outcome.get(nodeid, 'failed'):7}  {nodeid}\n")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

@@ -324,6 +324,7 @@ def test_report_opens_on_its_answer(demo_report, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.rates  # the demo's medians against its 16 MiB/s cap: made and checked alone
 def test_demo_summary_tsv(demo_report):
     workdir, config, _ = demo_report
     summary = pd.read_csv(workdir / "results" / config["campaign"] / "summary.tsv", sep="\t")
