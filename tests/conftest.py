@@ -15,8 +15,10 @@ full; else a test that, through its own code, the fixtures it uses or the functi
 ``tests`` it calls, names a way to start a process (``subprocess``, ``Popen``, ``fork``...)
 -> quick; else unit. That reading cannot see a process started inside the package
 (``plots.build_report(jobs=2)`` forks), so it is checked as the tests run: a unit test that
-starts a process FAILS, naming what it started; mark it ``@pytest.mark.quick``.
-``pytest --tiers`` lists quick tests that started nothing (candidates for unit).
+starts a process FAILS, naming what it started; mark it ``@pytest.mark.quick`` (only
+``rclone version`` and ``rclone config ...`` lookups, which the package makes once per process
+and caches, are let through: see ``ALLOWED_IN_UNIT``). ``pytest --tiers`` lists quick tests
+that started nothing (candidates for unit).
 
 ``make test`` first runs the tests marked ``rates`` (they check measured rates against a
 bandwidth cap, so load from other tests would fail them), one at a time with nothing else
