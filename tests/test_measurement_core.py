@@ -18,8 +18,8 @@ import pytest
 from cloudbench import arrival
 from cloudbench.campaign import ConfigError, auto_runtime_min, load_campaign
 from cloudbench.jobenv import descendants, kill_tree
+from cloudbench.measure.copy import copy_timeout
 from cloudbench.sizes import SizeError, parse_duration
-from cloudbench.transfer import copy_timeout
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, snakemake, write_config
 

@@ -283,7 +283,7 @@ def test_a_transfer_that_finished_while_snakemake_stopped_is_told_apart(tmp_path
 
 def test_an_rclone_stopped_by_a_signal_says_which():
     """A user's Ctrl-C'd download was recorded as "rclone failed" (rclone logs nothing then)."""
-    from cloudbench.transfer import exit_reason
+    from cloudbench.measure.clients.rclone import exit_reason
 
     assert exit_reason(130) == "stopped by SIGINT (exit 130)"
     assert exit_reason(-9) == "stopped by SIGKILL (exit -9)"

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from cloudbench import tools
+from cloudbench.measure import series
+from cloudbench.measure.copy import Finished, Watch, run, tree_bytes
 from cloudbench.rclone import find_rclone
 from tests.infra.s3 import serve_s3
 
@@ -231,7 +233,7 @@ def test_bad_templates_are_one_line(template, problem, tmp_path):
 
 
 def test_rate_series_and_sparse_files(tmp_path):
-    assert tools.rate_series([(0.0, 0), (1.0, 10**6), (2.0, 3 * 10**6)]) == [
+    assert series.rates([(0.0, 0), (1.0, 10**6), (2.0, 3 * 10**6)]) == [
         (1.0, 10**6, 1e6),
         (2.0, 3 * 10**6, 2e6),
     ]
@@ -241,8 +243,8 @@ def test_rate_series_and_sparse_files(tmp_path):
         fh.write(b"x")
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "full").write_bytes(b"y" * 100_000)
-    assert tools.tree_bytes(tmp_path) < 2**20 + 100_000
-    assert tools.tree_bytes(tmp_path / "d") == 100_000
+    assert tree_bytes(tmp_path) < 2**20 + 100_000
+    assert tree_bytes(tmp_path / "d") == 100_000
 
 
 # --- real copies against rclone serve s3 ---------------------------------------------
@@ -323,11 +325,18 @@ class ProcessWatch:
         self._thread.join(timeout=10)
 
 
-def _run(cmd: tools.ToolCommand, **kw) -> tuple[tools.ToolRun, ProcessWatch]:
+def run_copy(cmd: tools.ToolCommand, sample_dir=None, timeout=120, on_start=None) -> Finished:
+    """A tool's copy run as every measurement runs one (cloudbench.measure.copy.run)."""
+    cmd.write_files()
+    watch = Watch(cmd.tool, 0, destination=sample_dir)
+    return run(cmd.argv, cmd.environ(), watch, timeout=timeout, on_start=on_start)
+
+
+def _run(cmd: tools.ToolCommand, **kw) -> tuple[Finished, ProcessWatch]:
     watch = ProcessWatch()
-    run = tools.run_copy(cmd, on_start=watch.start, timeout=120, **kw)
+    done = run_copy(cmd, on_start=watch.start, **kw)
     watch.join()
-    return run, watch
+    return done, watch
 
 
 @pytest.mark.parametrize("tool", tools.S3_TOOLS)
@@ -356,7 +365,7 @@ def test_s3_tool_round_trip_is_byte_identical_and_keeps_the_secret_off_ps(
     for name in FILES:
         assert _sha(dest / name) == _sha(dataset / name), name
     assert not any(SECRET in c for c in watch.cmdlines)
-    assert run.samples[-1][1] == len(FILES) * FILE_BYTES  # the final sample sees it all
+    assert run.points[-1][1] == len(FILES) * FILE_BYTES  # the final sample sees it all
     assert SECRET not in run.output
 
 
@@ -367,7 +376,7 @@ def test_s3_tools_copy_exactly_the_listed_objects(server, dataset, tmp_path):
         up = tools.copy_command(
             tool, str(dataset), "s3t:bkt/all", concurrency=2, workdir=tmp_path / f"u{tool}"
         )
-        assert tools.run_copy(up).returncode == 0
+        assert run_copy(up).returncode == 0
         down = tools.copy_command(
             tool,
             "s3t:bkt/all",
@@ -376,7 +385,7 @@ def test_s3_tools_copy_exactly_the_listed_objects(server, dataset, tmp_path):
             files=[FILES[1]],
             workdir=tmp_path / f"d{tool}",
         )
-        assert tools.run_copy(down).returncode == 0
+        assert run_copy(down).returncode == 0
         got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
         assert got == [FILES[1]], (tool, got)
 
@@ -415,12 +424,12 @@ def test_destination_sampler_sees_a_throttled_download_grow(server, dataset, tmp
     cmd = tools.copy_command(
         "command", "s3t:bkt/slow", str(dest), concurrency=1, workdir=tmp_path, template=template
     )
-    run = tools.run_copy(cmd, sample_dir=dest, timeout=60)
+    run = run_copy(cmd, sample_dir=dest, timeout=60)
     assert run.returncode == 0, run.output
-    byte_counts = [b for _t, b in run.samples]
-    assert len(byte_counts) >= 3, run.samples  # ~3 s at 8 MiB/s: a sample a second
+    byte_counts = [b for _t, b in run.points]
+    assert len(byte_counts) >= 3, run.points  # ~3 s at 8 MiB/s: a sample a second
     assert byte_counts == sorted(byte_counts) and byte_counts[-1] == len(FILES) * FILE_BYTES
     middle = [b for b in byte_counts if 0 < b < byte_counts[-1]]
-    assert middle, f"no partial sample: {run.samples}"
-    series = tools.rate_series(run.samples)
-    assert all(rate >= 0 for _t, _b, rate in series) and max(r for *_x, r in series) > 0
+    assert middle, f"no partial sample: {run.points}"
+    got = series.rates(run.points)
+    assert all(rate >= 0 for _t, _b, rate in got) and max(r for *_x, r in got) > 0

@@ -18,7 +18,8 @@ from typing import Any
 
 from cloudbench import chunking
 from cloudbench import rclone as rc
-from cloudbench import tools as tools_mod
+from cloudbench.measure import clients
+from cloudbench.measure.clients.template import PLACEHOLDERS, TemplateError, template_argv
 from cloudbench.schema import SchemaError, validate
 from cloudbench.secrets import credential_flag, credential_in_remote, credential_in_value
 from cloudbench.sizes import SizeError, parse_duration, parse_size, size_label
@@ -26,8 +27,10 @@ from cloudbench.sizes import SizeError, parse_duration, parse_size, size_label
 STRATEGIES = ("plain", "chunked", "multithread")
 NESTED = "nested"  # dataset.layout of many small files in nested directories
 FILES_PER_DIR = 100  # nested: files per leaf directory; leaves grouped 10 per top directory
-TOOLS = tools_mod.TOOLS  # clients that move the data; each builds its command lines in one module
-RCLONE_ONLY_STRATEGIES = ("multithread",)  # rclone's per-file streams: no other tool's knob
+TOOLS = clients.NAMES  # clients that move the data, by the registry (one module each)
+# Strategies only a client that can split one file into parallel streams measures
+# (clients.REGISTRY's multithread capability: rclone's per-file streams).
+MULTI_STREAM_STRATEGIES = ("multithread",)
 AUTO = "auto"  # concurrency: the job's threads (the cores of one node), as without a sweep
 DIRECTIONS = ("upload", "download")
 ALL_SITES = "all"
@@ -183,9 +186,10 @@ class Campaign:
         return self.dataset_layout == NESTED
 
     def tools_for(self, strategy: str) -> tuple[str, ...]:
-        """The tools that measure a strategy: all of them, but multithread only rclone."""
-        if strategy in RCLONE_ONLY_STRATEGIES:
-            return tuple(t for t in self.tools if t == "rclone")
+        """The tools that measure a strategy: all of them, but multithread only the clients
+        that can split one file into streams (rclone)."""
+        if strategy in MULTI_STREAM_STRATEGIES:
+            return tuple(t for t in self.tools if clients.REGISTRY[t].multithread)
         return self.tools
 
     def concurrency_of(self, strategy: str) -> tuple[int | None, ...]:
@@ -508,25 +512,25 @@ def _tools(cfg: Mapping[str, Any], strategies: tuple[str, ...], remotes) -> tupl
         if not template:
             raise ConfigError("command_template: tools lists command, so give its template")
         try:
-            tools_mod.template_argv(template, {p: p for p in tools_mod.PLACEHOLDERS})
-        except tools_mod.ToolError as err:
+            template_argv(template, {p: p for p in PLACEHOLDERS})
+        except TemplateError as err:
             raise ConfigError(f"command_template: {err}") from None
     elif template:
         raise ConfigError("command_template: given, but tools does not list command")
-    if "rclone" not in chosen:
-        only = [s for s in strategies if s in RCLONE_ONLY_STRATEGIES]
+    if not any(clients.REGISTRY[t].multithread for t in chosen):
+        only = [s for s in strategies if s in MULTI_STREAM_STRATEGIES]
         if only:
             raise ConfigError(
                 f"tools: strategy {only[0]} is rclone's per-file multi-stream copy, which "
                 f"{', '.join(chosen)} cannot do; add rclone to tools or drop {only[0]}"
             )
     for tool in chosen:
-        if tool not in tools_mod.S3_TOOLS:
+        if not clients.REGISTRY[tool].s3_only:
             continue
         for r in remotes:
             if r.url.startswith(":"):  # its parameters are not echoed: they may hold a secret
                 what = "a connection string"
-            elif not tools_mod.is_remote(r.url):
+            elif not clients.is_remote(r.url):
                 what = "a local path"
             else:
                 continue

@@ -29,6 +29,8 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import xxhash
+
 from cloudbench.parallel import run_workers, usable_cores
 
 WINDOW = 32 * 2**20  # bytes of a source mapped at once (page-aligned)
@@ -186,7 +188,6 @@ def split_file(
     pass over mapped memory, no more reads), filled in chunk order: a chunk size's digests
     belong to that size's own step, so adding a chunk size re-hashes nothing else.
     """
-    from cloudbench.checksums import xxh128
 
     outdir.mkdir(parents=True, exist_ok=True)
     fd = os.open(src, os.O_RDONLY)
@@ -195,7 +196,7 @@ def split_file(
         bounds = [(o, min(o + chunk_bytes, size)) for o in range(0, size, chunk_bytes)]
         bounds = bounds or [(0, 0)]
         paths = [outdir / chunk_name(src.name, i, width) for i in range(len(bounds))]
-        hashers = [xxh128() for _ in bounds] if digests is not None else None
+        hashers = [xxhash.xxh3_128() for _ in bounds] if digests is not None else None
         workers = max(1, min(SPLIT_WORKERS, usable_cores(), len(bounds)))
 
         def work(first: int, failed: threading.Event) -> None:

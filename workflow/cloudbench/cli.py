@@ -114,7 +114,7 @@ def cmd_upload(a):
 
 
 def _timeout(a) -> float | None:
-    from cloudbench.transfer import copy_timeout
+    from cloudbench.measure.copy import copy_timeout
 
     return copy_timeout(a.walltime_min, a.copy_timeout_s)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.jobenv import die_with_parent
+from cloudbench.measure import series
 from cloudbench.records import rate_mb_s, read_json, write_json
 
 # Environment variables that carry a task's rank under the launchers HPC centres use.
@@ -224,45 +225,12 @@ def aggregate(
 
 
 def sum_series(
-    clients: Sequence[tuple[float, Sequence[tuple[float, int]], int]], min_gap_s: float = 0.1
+    clients: Sequence[tuple[float, Sequence[tuple[float, int]], int]],
 ) -> list[tuple[float, int, float]]:
-    """The group's series: each client's cumulative bytes, put on one clock.
-
-    ``clients``: (start offset from the first start in s, [(elapsed s, cumulative bytes)],
-    final bytes) per client. A client has moved 0 bytes before it starts and its final
-    count after its last sample; in between, its count is interpolated. The sum is taken
-    at every client's sample times (points closer than ``min_gap_s`` merged, so no spike
-    comes from a few milliseconds), and ends at the last client's end with every byte.
-    Returns (elapsed s, total bytes, MB/s over the interval before it).
-    """
-    if not clients:
-        return []
-    times = sorted({round(off + e, 6) for off, s, _ in clients for e, _ in s if off + e > 0})
-    grid: list[float] = []
-    for t in times:
-        if grid and t - grid[-1] < min_gap_s:
-            grid[-1] = t
-        elif not grid or t > grid[-1]:
-            grid.append(t)
-    out, prev_t, prev_b = [], 0.0, 0
-    for t in grid:
-        total = 0.0
-        for off, samples, final in clients:
-            pts = [(off, 0)] + [(off + e, b) for e, b in samples]
-            total += _interp(t, pts, final)
-        b = int(round(total))
-        out.append((round(t, 3), b, (b - prev_b) / (t - prev_t) / 1e6 if t > prev_t else 0.0))
-        prev_t, prev_b = t, b
-    return out
-
-
-def _interp(t: float, pts: Sequence[tuple[float, float]], final: float) -> float:
-    if t <= pts[0][0]:
-        return 0.0
-    for (t0, b0), (t1, b1) in zip(pts, pts[1:], strict=False):
-        if t <= t1:
-            return b0 + (b1 - b0) * (t - t0) / (t1 - t0) if t1 > t0 else b1
-    return float(final)
+    """The group's series, (elapsed s, total bytes, MB/s over the interval before it): its
+    clients' points added up on one clock (:func:`cloudbench.measure.series.added_up`),
+    at the one rate convention of every series."""
+    return [(t, b, r / series.MB) for t, b, r in series.rates(series.added_up(clients))]
 
 
 def read_clients(folder: Path, n: int) -> list[dict[str, Any] | None]:

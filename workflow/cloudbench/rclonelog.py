@@ -45,6 +45,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cloudbench.measure import series
+
 # Levels that mean "something went wrong".  slog-era rclone (>= 1.70) uses error,
 # critical, alert, emergency; logrus-era rclone wrote fatal/panic for the worst ones.
 _ERROR_LEVELS = frozenset({"error", "critical", "alert", "emergency", "fatal", "panic"})
@@ -54,7 +56,7 @@ _ATTEMPT_RE = re.compile(r"^Attempt (\d+)/(\d+) (failed|succeeded)\b")
 # Both the pacer's "low level retry 1/2 (error ...)" and operations' "Received error:
 # ... - low level retry 3/10"; older releases capitalised "Low".
 _LOW_LEVEL_RE = re.compile(r"low level retry \d+/\d+", re.IGNORECASE)
-MIN_GAP_S = 0.1  # stats lines closer than this are one sample (see rate_series)
+MIN_GAP_S = series.MIN_GAP_S  # stats lines closer than this are one sample
 _VERSION_RE = re.compile(r'\bVersion "v?([^"]+)" starting\b')
 
 
@@ -248,45 +250,11 @@ def on_wall_clock(samples: Sequence[StatsSample], start_epoch: float) -> list[St
 
 
 def rate_series(samples: Iterable[StatsSample]) -> list[tuple[float, int, float]]:
-    """Per-interval transfer rate: ``(elapsed s, cumulative bytes, bytes/s)`` per sample.
-
-    Why not rclone's ``speed``: since 1.56 it is an exponentially weighted average, which
-    smooths away exactly the stalls and ramps a benchmark wants to see.  Instead the rate
-    of each point is the byte delta since the previous point divided by the elapsed-time
-    delta; the first point is measured from the origin (0 s, 0 bytes), i.e. its rate is
-    ``bytes / elapsed``.  So ``sum(rate * dt)`` telescopes to the last point's cumulative
-    bytes, which is the final stats line's ``bytes``.
-
-    Time deltas that are not positive are handled so that the byte total survives:
-
-    * a sample less than ``MIN_GAP_S`` after the previous point (two lines written in the
-      same instant; rclone's final stats line milliseconds after the last periodic one)
-      replaces that point's byte count and its rate is recomputed over that point's own
-      interval: the bytes were moved by then, and a few ms would turn them into a spike;
-    * a sample at elapsed time 0 before any point (nothing to divide by) is skipped; its
-      bytes are attributed to the next interval;
-    * a sample whose elapsed time goes *backwards* is skipped (``elapsedTime`` is
-      monotonic within one rclone process, so this means two logs were concatenated).
-
-    Rates are not clamped: rclone's byte counter has not been seen to decrease (not even
-    across failed attempts, where it plateaus), and if it ever did, a negative rate keeps
-    the byte total right rather than hiding the anomaly.
-    """
-    out: list[tuple[float, int, float]] = []
-    base_t, base_b = 0.0, 0  # start of the last emitted point's interval
-    prev_t, prev_b = 0.0, 0  # the last emitted point (or the origin)
-    for s in samples:
-        dt = s.elapsed - prev_t
-        if dt >= MIN_GAP_S or (dt > 0 and not out):
-            out.append((s.elapsed, s.bytes, (s.bytes - prev_b) / dt))
-            base_t, base_b = prev_t, prev_b
-            prev_t, prev_b = s.elapsed, s.bytes
-        elif dt >= 0 and out:
-            prev_t = max(prev_t, s.elapsed)
-            out[-1] = (prev_t, s.bytes, (s.bytes - base_b) / (prev_t - base_t))
-            prev_b = s.bytes
-        # else: elapsed 0 before any point, or time went backwards: skip.
-    return out
+    """Per-interval transfer rate of rclone's stats lines, ``(elapsed s, cumulative bytes,
+    bytes/s)`` per sample, by the one convention of every series
+    (:func:`cloudbench.measure.series.rates`): byte deltas, never rclone's smoothed
+    ``speed``."""
+    return series.rates((s.elapsed, s.bytes) for s in samples)
 
 
 def longest_stall(elapsed: Sequence[float], moved: Sequence[int]) -> float:

@@ -11,7 +11,6 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +24,17 @@ from cloudbench.datasteps import (
     ensure_chunks,
     ensure_file,
 )
+from cloudbench.measure import series as series_file
+from cloudbench.measure.clients.base import CopyJob
+from cloudbench.measure.copy import measure
 from cloudbench.progress import label_of, result_line
 from cloudbench.records import clip_tail, host_info, read_json, timed_step, utc_now, write_json
 from cloudbench.secrets import redact, secret_values
 from cloudbench.spec import TransferSpec
 from cloudbench.transfer import (
-    SERIES_HEADER,
     fresh_dir,
     keep_attempt,
     last_attempt,
-    measure,
-    measure_tool,
     purge,
     set_aside_unrecorded,
 )
@@ -130,39 +129,33 @@ def client_copy(
     ready: Callable[[], object] | None = None,
     timeout: float | None = None,
 ) -> dict[str, Any]:
-    """One client's timed copy of ``files`` (manifest entries): rclone gets the exact
-    object list (--files-from), so nothing else that sits in the source is moved or
-    counted. Past ``timeout`` seconds the client is ended and the copy fails."""
+    """One client's timed copy of ``files`` (manifest entries), by the setting's tool:
+    every client gets the exact object list, so nothing else that sits in the source is
+    moved or counted. Past ``timeout`` seconds the client is ended and the copy fails."""
     objects = _objects_of(files)
-    if spec.setting.tool != "rclone":
-        rec = measure_tool(
-            spec,
-            src,
-            dst,
-            threads=threads,
-            objects=objects,
-            expected_bytes=sum(f["bytes"] for f in files),
-            log_path=log,
-            series_path=series,
-            ready=ready,
-            timeout=timeout,
-        )
-        rec["files"] = len(files)
-        if client is not None:
-            rec["client"] = client
-        return rec
-    with tempfile.TemporaryDirectory() as tmp:
-        listing = Path(tmp) / "objects"
-        listing.write_text("".join(f"{n}\n" for n in objects))
-        rec = measure(
-            replace(spec, flags=(*spec.flags, "--files-from", str(listing))),
-            src,
-            dst,
-            threads=threads,
-            expected_files=len(objects),
+    with tempfile.TemporaryDirectory(prefix="cloudbench-copy-") as tmp:
+        job = CopyJob(
+            direction=spec.direction,
+            strategy=spec.layout.strategy,
+            src=src,
+            dst=dst,
+            objects=tuple(objects),
             expected_bytes=sum(f["bytes"] for f in files),
             object_bytes=spec.layout.chunk_bytes or spec.file_bytes,
+            threads=threads,
+            remote_url=spec.remote_url,
             log_path=log,
+            workdir=Path(tmp),
+            flags=spec.flags,
+            multi_thread_cutoff=spec.multi_thread_cutoff,
+            multi_thread_chunk_size=spec.multi_thread_chunk_size,
+            min_rclone_version=spec.min_rclone_version,
+            template=spec.command_template,
+        )
+        rec = measure(
+            job,
+            spec.setting.tool,
+            keys=spec.row_keys(),
             series_path=series,
             label=_label(spec, client),
             ready=ready,
@@ -261,25 +254,17 @@ def _client_summary(index: int, c: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def write_group_series(series: Path, folder: Path, per: Sequence[dict[str, Any] | None]) -> None:
-    """The group's series: its clients' cumulative bytes summed on one clock."""
+    """The group's series: its clients' cumulative bytes (each its own share) added up on
+    one clock, by the one convention of every series (cloudbench.measure.series)."""
     got = [c for c in per if c is not None and c.get("started_epoch") is not None]
     first = min((c["started_epoch"] for c in got), default=0.0)
     inputs = []
     for c in got:
-        path = clients.client_series_path(folder, c["client"])
-        samples = []
-        if path.exists():
-            for line in path.read_text().splitlines()[1:]:
-                elapsed, nbytes, _ = line.split("\t")
-                samples.append((float(elapsed), int(nbytes)))
-        final = c.get("bytes_moved") or (samples[-1][1] if samples else 0)
-        samples.append((float(c.get("seconds") or 0.0), int(final)))
-        inputs.append((c["started_epoch"] - first, samples, int(final)))
-    series.parent.mkdir(parents=True, exist_ok=True)
-    with open(series, "w") as fh:
-        fh.write(SERIES_HEADER)
-        for elapsed, nbytes, rate in clients.sum_series(inputs):
-            fh.write(f"{elapsed:.3f}\t{nbytes}\t{rate:.3f}\n")
+        points = series_file.read(clients.client_series_path(folder, c["client"]))
+        final = c.get("bytes_moved") or (points[-1][1] if points else 0)
+        points.append((float(c.get("seconds") or 0.0), int(final)))
+        inputs.append((c["started_epoch"] - first, points, int(final)))
+    series_file.write(series, series_file.added_up(inputs))
 
 
 def hash_share(local: Path, files: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -548,7 +533,7 @@ def download(
             "started_utc": utc_now(),
             **host_info(),
         }
-        series.write_text(SERIES_HEADER)
+        series_file.write(series, ())
         _finish(record, rec, log)  # the record last: a job with its record has every output
         return
     write_json(manifest_out, man)

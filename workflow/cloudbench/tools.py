@@ -19,26 +19,24 @@ import shlex
 import shutil
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from cloudbench.jobenv import die_with_parent, kill_tree
-from cloudbench.secrets import credential_in_value, redact, secret_values, without_credentials
+from cloudbench.measure import clients
+from cloudbench.measure.clients import is_remote
+from cloudbench.measure.clients.template import TemplateError, template_argv
+from cloudbench.secrets import without_credentials
 
-TOOLS = ("rclone", "s5cmd", "aws", "command")
-S3_TOOLS = ("s5cmd", "aws")  # tools that speak S3 only, so need an S3 remote
+TOOLS = clients.NAMES
+S3_TOOLS = clients.S3_ONLY  # tools that speak S3 only, so need an S3 remote
 # Where a user points cloudbench at their own copy of a tool (a site module, a newer build).
 BINARY_OVERRIDE = {"s5cmd": "CLOUDBENCH_S5CMD", "aws": "CLOUDBENCH_AWS"}
 # awscli pins docutils<=0.19 and snakemake needs >=0.20, so `make` installs the AWS CLI
 # in its own venv inside the main one (<venv>/awscli); a copy beside Python works too.
 AWSCLI_VENV = "awscli"
 DEFAULT_REGION = "us-east-1"  # rclone's and the AWS SDKs' default when a remote names none
-PLACEHOLDERS = ("src", "dst", "threads", "files_from")
-SAMPLE_INTERVAL_S = 1.0
 # Variables that would make a tool read a profile or credentials other than the remote's.
 _AWS_SELECTORS = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE")
 _REMOTE_RE = re.compile(r"^([A-Za-z0-9_.][A-Za-z0-9_. -]*?):(.*)$")
@@ -287,11 +285,6 @@ def s3_url(remote_path: str) -> str:
     return f"s3://{path}/"
 
 
-def is_remote(path: str) -> bool:
-    m = _REMOTE_RE.match(path)
-    return bool(m) and len(m.group(1)) > 1
-
-
 # --- each tool's environment and command line ----------------------------------------
 
 
@@ -400,38 +393,6 @@ def _aws_command(
     return cmd
 
 
-def template_argv(template: str, values: Mapping[str, str]) -> list[str]:
-    """A campaign's command template as argv: split like a shell would (quotes respected),
-    then each word filled in, so a path with spaces stays one argument.
-
-    Refused with one line: an unknown placeholder, no {src} or {dst}, or a credential in
-    the template (it would be visible in ``ps`` and kept in every record).
-    """
-    try:
-        words = shlex.split(template)
-    except ValueError as err:
-        raise ToolError(f"command template {template!r}: {err}") from None
-    if not words:
-        raise ToolError("command template is empty")
-    used = set(re.findall(r"{(\w*)}", template))
-    unknown = sorted(used - set(PLACEHOLDERS))
-    if unknown:
-        raise ToolError(
-            f"command template: unknown placeholder {{{unknown[0]}}}; use "
-            + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
-        )
-    missing = [p for p in ("src", "dst") if p not in used]
-    if missing:
-        raise ToolError(f"command template {template!r} lacks {{{missing[0]}}}")
-    secret = credential_in_value(template)
-    if secret:
-        raise ToolError(
-            f"command template holds a credential ({secret}): give it to the tool "
-            "through its environment or config file"
-        )
-    return [w.format_map(dict(values)) for w in words]
-
-
 def copy_command(
     tool: str,
     src: str,
@@ -459,7 +420,11 @@ def copy_command(
         listing = workdir / "files-from.txt"
         out_files = {listing: "".join(f"{n}\n" for n in files or ())}
         values = {"src": src, "dst": dst, "threads": str(concurrency), "files_from": str(listing)}
-        return ToolCommand(tool, template_argv(template, values), {}, out_files)
+        try:
+            argv = template_argv(template, values)
+        except TemplateError as err:
+            raise ToolError(str(err)) from None
+        return ToolCommand(tool, argv, {}, out_files)
     if tool not in S3_TOOLS:
         raise ToolError(f"unknown tool {tool!r}: use one of {', '.join(TOOLS)}")
     remote = dst if is_remote(dst) else src
@@ -485,133 +450,3 @@ def copy_command(
         {config: aws_config_text(access, concurrency)},
         _aws_remove(access),
     )
-
-
-# --- running and sampling ------------------------------------------------------------
-
-
-def tree_bytes(root: Path) -> int:
-    """Bytes written under ``root`` so far: allocated blocks, capped at the apparent size,
-    so a file a tool pre-sized (seeked to its end, parts still arriving) counts only what
-    is really there."""
-    total = 0
-    for dirpath, _dirs, names in os.walk(root):
-        for n in names:
-            try:
-                st = os.lstat(os.path.join(dirpath, n))
-            except OSError:
-                continue  # renamed or removed between listing and stat
-            total += min(st.st_size, st.st_blocks * 512)
-    return total
-
-
-class DirSampler:
-    """Records a directory's total bytes every ``interval`` seconds while a download runs.
-
-    This gives any tool a per-second series on downloads. Uploads have no such view from
-    outside the tool (the bytes leave through a socket), so for uploads only rclone's own
-    stats give a series.
-    """
-
-    def __init__(self, root: Path, interval: float = SAMPLE_INTERVAL_S) -> None:
-        self.root = Path(root)
-        self.interval = interval
-        self.samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._t0 = 0.0
-
-    def _sample(self) -> None:
-        self.samples.append((time.perf_counter() - self._t0, tree_bytes(self.root)))
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._sample()
-
-    def __enter__(self) -> DirSampler:
-        self._t0 = time.perf_counter()
-        self.samples = [(0.0, tree_bytes(self.root))]
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-
-def rate_series(samples: Sequence[tuple[float, int]]) -> list[tuple[float, int, float]]:
-    """(elapsed s, bytes, bytes/s since the previous sample) from cumulative samples."""
-    out = []
-    for (t0, b0), (t1, b1) in zip(samples, samples[1:], strict=False):
-        if t1 > t0:
-            out.append((t1, b1, max(0, b1 - b0) / (t1 - t0)))
-    return out
-
-
-def write_series(path: Path, samples: Sequence[tuple[float, int]]) -> None:
-    """The same columns as rclone's series (transfer.SERIES_HEADER)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write("elapsed_s\tbytes\tmb_per_s\n")
-        for elapsed, nbytes, rate in rate_series(samples):
-            fh.write(f"{elapsed:.3f}\t{nbytes}\t{rate / 1e6:.3f}\n")
-
-
-@dataclass
-class ToolRun:
-    returncode: int
-    seconds: float
-    output: str
-    samples: list[tuple[float, int]]
-    pid: int
-    timed_out: bool = False
-
-
-def run_copy(
-    cmd: ToolCommand,
-    *,
-    sample_dir: Path | None = None,
-    timeout: float | None = None,
-    on_start=None,
-) -> ToolRun:
-    """Run ``cmd`` timed by the wall clock from spawn to exit, sampling ``sample_dir``
-    (a download's destination) every second. ``on_start(pid)`` runs once it is spawned
-    (tests read the process list there)."""
-    cmd.write_files()
-    if sample_dir is not None:
-        sample_dir.mkdir(parents=True, exist_ok=True)
-    sampler = DirSampler(sample_dir) if sample_dir is not None else None
-    env = cmd.environ()
-    timed_out = False
-    if sampler:
-        sampler.__enter__()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd.argv,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=die_with_parent,  # a killed job leaves no tool moving data
-    )
-    try:
-        if on_start is not None:
-            on_start(proc.pid)
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_tree(proc)  # a template's shell does its work in a grandchild
-        output, _ = proc.communicate()
-        output = (output or "") + f"\n{cmd.tool} timed out after {timeout:g} s"
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
-        seconds = time.perf_counter() - t0
-        if sampler:
-            sampler.__exit__(None, None, None)
-    output = redact(output or "", secret_values(env))
-    samples = sampler.samples if sampler else []
-    return ToolRun(proc.returncode, seconds, output, samples, proc.pid, timed_out)

@@ -21,7 +21,7 @@ from cloudbench.campaign import (
 from cloudbench.schema import stop
 from cloudbench.sizes import parse_size
 from cloudbench.spec import transfer_spec
-from cloudbench.tools import TOOLS
+from cloudbench.measure.clients import NAMES as TOOLS
 
 try:
     CAMPAIGN = load_campaign(config)

@@ -1,0 +1,28 @@
+"""A site's native client (uplink, azcopy, globus-url-copy) as the campaign's command
+template: ``{src}``, ``{dst}``, ``{threads}`` and ``{files_from}`` filled in per copy."""
+
+from __future__ import annotations
+
+from cloudbench import tools
+from cloudbench.measure.clients.base import CopyJob, ExternalClient
+
+
+class Command(ExternalClient):
+    name = "command"
+
+    def version(self, binary: str) -> str | None:
+        return None  # a template's tool has no known way to say its version
+
+    def command(self, job: CopyJob) -> tools.ToolCommand:
+        return tools.copy_command(
+            self.name,
+            job.src,
+            job.dst,
+            concurrency=max(1, job.threads),
+            files=list(job.objects),
+            workdir=job.workdir,
+            template=job.template,
+        )
+
+
+CLIENT = Command()

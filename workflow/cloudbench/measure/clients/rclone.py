@@ -1,0 +1,143 @@
+"""rclone as a client: the study's tool, and the only one that reports its own progress
+(a JSON log with a stats line every second) and splits one file into parallel streams.
+
+Its credentials stay where the user put them (rclone's config file or
+``RCLONE_CONFIG_<NAME>_*`` variables): rclone inherits the environment and needs nothing
+handed over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from cloudbench import rclone as rc
+from cloudbench.measure.clients.base import (
+    MOVED_FROM_CLIENT_STATS,
+    PROGRESS_FROM_LOG,
+    SERIES_FROM_LOG,
+    ClientError,
+    CopyJob,
+    Outcome,
+    Plan,
+    Run,
+)
+from cloudbench.paths import live_log
+from cloudbench.rclonelog import on_wall_clock, parse_rclone_log
+from cloudbench.records import clip_tail
+from cloudbench.secrets import rclone_env_flags, redact, redact_file, secret_values
+
+
+def exit_reason(returncode: int) -> str:
+    """How a process ended, by its exit status: a signal (negative, or 128 + N as a shell
+    reports it and rclone exits after SIGINT) is named, since rclone logs nothing then."""
+    import signal
+
+    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    try:
+        return f"stopped by {signal.Signals(number).name} (exit {returncode})"
+    except ValueError:  # 0: no signal; or not a signal's number
+        return f"failed (exit {returncode})"
+
+
+def _lines(path: Path):
+    with open(path, errors="replace") as fh:
+        yield from fh
+
+
+class Rclone:
+    name = "rclone"
+
+    def plan(self, job: CopyJob) -> Plan:
+        try:
+            binary = rc.find_rclone()
+            version = rc.rclone_version(binary)
+            rc.check_version(version, job.min_rclone_version)
+        except rc.RcloneError as err:
+            raise ClientError(str(err)) from None
+        conc = rc.concurrency(
+            job.strategy,
+            job.threads,
+            objects=len(job.objects),
+            object_bytes=job.object_bytes,
+            cutoff=job.multi_thread_cutoff,
+            part_bytes=job.multi_thread_chunk_size,
+            backend=rc.backend_type(binary, job.remote_url),
+            direction=job.direction,
+        )
+        log = job.log_path
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.unlink(missing_ok=True)
+        log.touch()  # rclone appends to it, so a second name sees every line
+        live_log(log).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a filesystem without hard links: no second name
+            os.link(log, live_log(log))
+        listing = job.workdir / "objects"  # the exact object list: nothing else is moved
+        argv = rc.copy_command(
+            binary,
+            job.src,
+            job.dst,
+            conc=conc,
+            log_file=log,
+            multi_thread_cutoff=job.multi_thread_cutoff,
+            extra_flags=(*job.flags, "--files-from", str(listing)),
+        )
+        return Plan(
+            argv=argv,
+            version=version,
+            columns={
+                "concurrency": max(1, job.threads),
+                "transfers": conc.transfers,
+                "objects_in_flight": conc.objects_in_flight,
+                "streams_per_object": conc.streams_per_object,
+                "connections": conc.connections,
+                "backend": conc.backend,
+                "backend_concurrency": conc.backend_concurrency,
+            },
+            progress=PROGRESS_FROM_LOG,
+            files={listing: "".join(f"{n}\n" for n in job.objects)},
+            output_is_log=False,
+        )
+
+    def outcome(self, job: CopyJob, plan: Plan, run: Run) -> Outcome:
+        secrets = secret_values()
+        log_path = job.log_path
+        redact_file(log_path, secrets)
+        log = parse_rclone_log(_lines(log_path)) if log_path.exists() else None
+        samples = on_wall_clock(log.samples, run.start_epoch) if log else []
+        final = log.final if log else None
+        moved = final.bytes if final else None
+        moved_files = final.transfers if final else 0
+        error = None
+        if run.timed_out:
+            pass  # measure() says so
+        elif run.returncode != 0:
+            last = log.last_error if log else None
+            error = last or clip_tail(run.output, 500) or f"rclone {exit_reason(run.returncode)}"
+            error = redact(error, secrets)
+        elif (moved or 0) < job.expected_bytes or moved_files < len(job.objects):
+            # rclone's byte count includes what failed attempts sent, so a retried transfer
+            # reports more than the dataset; fewer means something was skipped or lost.
+            error = (
+                f"rclone moved {moved_files} files / {moved or 0} bytes, expected "
+                f"{len(job.objects)} files / {job.expected_bytes} bytes"
+            )
+        return Outcome(
+            bytes_moved=moved,
+            files_moved=moved_files,
+            moved_from=MOVED_FROM_CLIENT_STATS,
+            series_from=SERIES_FROM_LOG,
+            points=tuple((s.elapsed, s.bytes) for s in samples),
+            error=error,
+            retries=log.retries if log else 0,
+            columns={
+                "rclone_errors": final.errors if final else None,
+                "rclone_exit": run.returncode,
+                "rclone_version": plan.version,
+                "rclone_env": rclone_env_flags(),
+            },
+        )
+
+
+CLIENT = Rclone()

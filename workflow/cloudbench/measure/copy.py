@@ -1,0 +1,293 @@
+"""The one timed copy, for every client.
+
+The wall clock starts just before the client starts and stops when it exits, so the rate
+includes everything a user would wait for; the client's own numbers feed only the series
+and the accounting of what moved. Everything that is not the client's business is here,
+the same for all of them: the start barrier of a group, progress lines in the job log, the
+timeout (the client and everything it started are ended, and the copy fails with how long
+it had), redaction of its output, the series file and the record.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cloudbench.jobenv import die_with_parent, kill_tree
+from cloudbench.measure import series
+from cloudbench.measure.clients import load
+from cloudbench.measure.clients.base import (
+    PROGRESS_FROM_DESTINATION,
+    PROGRESS_FROM_LOG,
+    ClientError,
+    CopyJob,
+    Plan,
+    Run,
+)
+from cloudbench.progress import (
+    LogTail,
+    Progress,
+    human_seconds,
+    progress_interval,
+    progress_of,
+)
+from cloudbench.records import host_info, rate_mb_s, utc_now
+from cloudbench.secrets import redact, secret_values
+
+SAMPLE_INTERVAL_S = 1.0  # a destination's bytes, every second: the series of a download
+
+
+# A copy gets the batch job's walltime less this share of it (at most WALLTIME_MARGIN_S), so
+# a hung client is ended, and recorded as failed, before the scheduler kills the job.
+WALLTIME_MARGIN = 0.1
+WALLTIME_MARGIN_S = 300.0
+
+
+def copy_timeout(walltime_min: float | None, campaign_timeout_s: float | None) -> float | None:
+    """Seconds a timed copy may take: the campaign's ``copy_timeout`` when it sets one,
+    capped by the job's walltime less a margin (a scheduler would kill the job, record
+    and all, at its walltime); None when neither is known."""
+    limits = []
+    if campaign_timeout_s:
+        limits.append(float(campaign_timeout_s))
+    if walltime_min:
+        wall = float(walltime_min) * 60
+        limits.append(max(wall - min(WALLTIME_MARGIN_S, WALLTIME_MARGIN * wall), 1.0))
+    return min(limits) if limits else None
+
+
+def timed_out_error(timeout: float) -> str:
+    return f"timed out after {timeout:g} s (copy_timeout, or the job's walltime less a margin)"
+
+
+def command_line(argv: Sequence[str], secrets: Sequence[str]) -> str:
+    """The copy's command as one shell line for its record and job log: what ``transfers``,
+    ``connections`` and the other concurrency columns were set by (the binary by name;
+    credentials never reach a command line, and are redacted if one did)."""
+    return redact(shlex.join([Path(argv[0]).name, *argv[1:]]), secrets)
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes written under ``root`` so far: allocated blocks, capped at the apparent size,
+    so a file a client pre-sized (seeked to its end, parts still arriving) counts only what
+    is really there."""
+    total = 0
+    for dirpath, _dirs, names in os.walk(root):
+        for n in names:
+            try:
+                st = os.lstat(os.path.join(dirpath, n))
+            except OSError:
+                continue  # renamed or removed between listing and stat
+            total += min(st.st_size, st.st_blocks * 512)
+    return total
+
+
+class _Sampler:
+    """A directory's total bytes every second while a download runs, on the copy's clock."""
+
+    def __init__(self, root: Path, t0: float) -> None:
+        self.root, self.t0 = root, t0
+        self.points: list[series.Point] = [(0.0, tree_bytes(root))]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        self.points.append((time.perf_counter() - self.t0, tree_bytes(self.root)))
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_INTERVAL_S):
+            self._sample()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What the measuring side watches while a client runs: its log (rclone's stats), or a
+    download's destination, and how many bytes the copy should reach."""
+
+    label: str
+    expected_bytes: int
+    log_path: Path | None = None
+    destination: Path | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int
+    seconds: float
+    start_epoch: float
+    output: str
+    points: tuple[series.Point, ...]  # the destination's bytes, when it was sampled
+    timed_out: bool
+
+
+def _progress_line(watch: Watch, tail, sampler, t0: float) -> str:
+    elapsed = time.perf_counter() - t0
+    if tail is not None:
+        tail.poll()
+        return progress_of(watch.label, tail.samples, watch.expected_bytes, elapsed).line()
+    if sampler is None:  # an upload by a client that reports nothing while it runs
+        return f"{watch.label}: {human_seconds(elapsed)} elapsed (this client reports no progress)"
+    done = sampler.points[-1][1] if sampler.points else 0
+    rate = done / elapsed / 1e6 if elapsed > 0 else 0.0
+    return Progress(watch.label, done, watch.expected_bytes, rate, elapsed).line()
+
+
+def run(
+    argv: Sequence[str],
+    environ: Mapping[str, str] | None,
+    watch: Watch,
+    timeout: float | None = None,
+    on_start: Callable[[int], object] | None = None,
+) -> Finished:
+    """Run a client timed by the wall clock from spawn to exit; every
+    ``progress_interval()`` seconds print a progress line to the job log. Waiting wakes up
+    the moment the client exits, so the clock is not stretched by the polling. Past
+    ``timeout`` seconds the client and everything it started are ended. ``on_start(pid)``
+    runs once it is spawned (tests read the process list there)."""
+    interval = progress_interval()
+    tail = LogTail(watch.log_path) if watch.log_path is not None else None
+    timed_out = False
+    with tempfile.TemporaryFile("w+") as captured:
+        epoch = time.time()
+        t0 = time.perf_counter()
+        sampler = None
+        if watch.destination is not None:
+            watch.destination.mkdir(parents=True, exist_ok=True)
+            sampler = _Sampler(watch.destination, t0)
+        proc = subprocess.Popen(
+            list(argv),
+            env=None if environ is None else dict(environ),
+            stdout=captured,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=die_with_parent,  # a killed job leaves no client moving data
+        )
+        deadline = None if timeout is None else t0 + timeout
+        try:
+            if on_start is not None:
+                on_start(proc.pid)
+            while True:
+                now = time.perf_counter()
+                if deadline is not None and now >= deadline:
+                    timed_out = True
+                    kill_tree(proc)
+                    break
+                wait = interval if deadline is None else min(interval, deadline - now)
+                try:
+                    proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    if deadline is not None and time.perf_counter() >= deadline:
+                        continue
+                    print(_progress_line(watch, tail, sampler, t0), file=sys.stderr, flush=True)
+        except BaseException:
+            kill_tree(proc, grace_s=2.0)  # Ctrl-C: the client goes with the job
+            raise
+        finally:
+            seconds = time.perf_counter() - t0
+            if sampler is not None:
+                sampler.stop()
+        captured.seek(0)
+        output = captured.read()
+    points = tuple(sampler.points) if sampler else ()
+    return Finished(proc.returncode, seconds, epoch, output, points, timed_out)
+
+
+def measure(
+    job: CopyJob,
+    client_name: str,
+    *,
+    keys: dict[str, Any],
+    series_path: Path,
+    label: str,
+    ready: Callable[[], object] | None = None,
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """Run one timed copy by ``client_name`` and return its record (status ok or failed,
+    never an exception). ``keys`` are the measurement's identity columns. ``ready`` is
+    called after every preparation, right before the clock starts: the start barrier of a
+    group of clients."""
+    client = load(client_name)
+    secrets = secret_values()
+    started, epoch = utc_now(), time.time()
+    plan: Plan | None = None
+    try:
+        plan = client.plan(job)
+    except ClientError as err:
+        error = redact(str(err), secrets)
+    if plan is None:
+        outcome, seconds, command, proc_code, version = None, 0.0, None, None, None
+    else:
+        plan.write_files()
+        command = command_line(plan.argv, secrets)
+        print(f"{label}: {command}", file=sys.stderr, flush=True)
+        if ready is not None:
+            ready()
+        started = utc_now()
+        watch = Watch(
+            label,
+            job.expected_bytes,
+            job.log_path if plan.progress == PROGRESS_FROM_LOG else None,
+            job.local if plan.progress == PROGRESS_FROM_DESTINATION else None,
+        )
+        done = run(plan.argv, plan.environ, watch, timeout)
+        seconds, epoch = done.seconds, done.start_epoch
+        output = redact(done.output, secret_values(plan.environ) if plan.environ else secrets)
+        if plan.output_is_log:
+            job.log_path.parent.mkdir(parents=True, exist_ok=True)
+            job.log_path.write_text(output)
+        outcome = client.outcome(
+            job, plan, Run(done.returncode, seconds, epoch, output, done.points, done.timed_out)
+        )
+        error = timed_out_error(timeout) if done.timed_out else outcome.error
+        proc_code, version = done.returncode, plan.version
+    if outcome is not None:
+        series.write(series_path, outcome.points)
+    else:
+        series.write(series_path, ())
+        if not job.log_path.exists():
+            job.log_path.parent.mkdir(parents=True, exist_ok=True)
+            job.log_path.write_text(error or "")
+    columns = dict(plan.columns) if plan else {"concurrency": max(1, job.threads)}
+    return {
+        **keys,
+        "files": None,  # the caller knows how many files the objects make
+        "objects": len(job.objects),
+        "bytes_requested": job.expected_bytes,
+        "bytes_moved": outcome.bytes_moved if outcome else None,
+        "bytes_moved_from": outcome.moved_from if outcome else None,
+        "series_from": outcome.series_from if outcome else None,
+        "started_utc": started,
+        "started_epoch": epoch,
+        "seconds": round(seconds, 6),
+        "mb_per_s": round(rate_mb_s(job.expected_bytes, seconds), 3) if not error else None,
+        "status": "failed" if error else "ok",
+        "error": redact(error, secrets) if error else None,
+        "retries": outcome.retries if outcome else None,
+        **columns,
+        "rclone_exit": None,
+        "rclone_version": None,
+        "rclone_errors": None,
+        **(dict(outcome.columns) if outcome else {}),
+        "tool_exit": proc_code,
+        "tool_version": version,
+        "source": job.src,
+        "destination": job.dst,
+        "command": command,
+        **host_info(),
+    }
