@@ -159,11 +159,10 @@ def transfer_runtime(wildcards):
     return auto_runtime_min(CAMPAIGN.file_bytes * CAMPAIGN.files)
 
 
-# The campaign's copy_timeout for the transfer jobs' command line: not a param, so a new
-# timeout never measures a finished transfer again.
-COPY_TIMEOUT_ARG = (
-    f"--copy-timeout-s {CAMPAIGN.copy_timeout_s:g}" if CAMPAIGN.copy_timeout_s else ""
-)
+def copy_timeout_s(wildcards):
+    """The campaign's copy_timeout in whole seconds (0: auto, the walltime decides): a
+    resource, not a param, so a new timeout never measures a finished transfer again."""
+    return int(CAMPAIGN.copy_timeout_s or 0)
 
 
 def retry_token(direction):

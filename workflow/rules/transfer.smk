@@ -34,6 +34,7 @@ rule upload:
         tasks=clients_of,
         mpi=launcher_of,
         runtime=transfer_runtime,
+        copy_timeout_s=copy_timeout_s,
     params:
         spec=spec_json("upload"),
         retry=retry_token("upload"),
@@ -43,7 +44,8 @@ rule upload:
         "$CLOUDBENCH_PYTHON -m cloudbench upload --spec {params.spec:q} --threads {threads}"
         " --dataset-dir {params.dataset} --chunks-root {params.chunks}"
         " --checksums {input.staged} --record {output.record} --series {output.series}"
-        " --rclone-log {log.rclone} --walltime-min {resources.runtime} {COPY_TIMEOUT_ARG}"
+        " --rclone-log {log.rclone} --walltime-min {resources.runtime}"
+        " --copy-timeout-s {resources.copy_timeout_s}"
         " 2> {log.job}"
 
 
@@ -66,6 +68,7 @@ rule download:
         tasks=clients_of,
         mpi=launcher_of,
         runtime=transfer_runtime,
+        copy_timeout_s=copy_timeout_s,
     params:
         spec=spec_json("download"),
         retry=retry_token("download"),
@@ -74,7 +77,8 @@ rule download:
         "$CLOUDBENCH_PYTHON -m cloudbench download --spec {params.spec:q} --threads {threads}"
         " --manifest {output.manifest} --upload-record={params.upload_record:q}"
         " --record {output.record} --series {output.series}"
-        " --rclone-log {log.rclone} --walltime-min {resources.runtime} {COPY_TIMEOUT_ARG}"
+        " --rclone-log {log.rclone} --walltime-min {resources.runtime}"
+        " --copy-timeout-s {resources.copy_timeout_s}"
         " 2> {log.job}"
 
 
