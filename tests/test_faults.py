@@ -176,7 +176,7 @@ def test_wrong_key_stops_in_preflight_before_any_data(tmp_path, demo_config):
         env = {**s3.client_env("S3T"), "RCLONE_CONFIG_S3T_SECRET_ACCESS_KEY": "wrong-secret-x"}
         run = snakemake(tmp_path, cfg, env=env)
     assert run.returncode != 0
-    log = (tmp_path / "results/demo/sites/tursa/logs/preflight.log").read_text()
+    log = (tmp_path / "results/demo/sites/tursa/logs/preflight/main/rclone.log").read_text()
     assert "remote main (s3t:cloudbench/demo): cannot write a test object" in log
     assert (
         "access denied (HTTP 403): check the credentials of remote 's3t' (rclone's config "
