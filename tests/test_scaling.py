@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from cloudbench.clients import aggregate, shares, sum_series
-from cloudbench.scaling import collapses, knee, recommendations, scaling_table
+from cloudbench.scaling import collapses, knee, point_table, recommendations, scaling_table
 
 
 def _curve(medians: dict[int, float], repeats: int = 5, noise: float = 0.03, seed: int = 1):
@@ -67,7 +67,7 @@ def test_scaling_table_and_recommendation_from_a_transfers_table():
     by_conc = table[(table["axis"] == "concurrency") & (table["held"] == 4)].iloc[0]
     assert by_conc["knee"] == 8 and by_conc["collapse"] == ""
     (line,) = recommendations(df)
-    assert line.startswith("from tursa to mys3 (upload): 4 client(s) x 8 transfers")
+    assert line.startswith("from tursa to mys3 (upload) with rclone: 4 client(s) x 8 transfers")
     assert "90% of the best" in line and "with 8 x 8" in line
 
 
@@ -115,5 +115,55 @@ def test_a_sweep_that_still_grows_at_its_end_is_said_to_have_no_knee():
     (row,) = scaling_table(df).itertuples()
     assert row.knee == 4 and not row.saturated
     (line,) = recommendations(df)
-    assert "from labstore to lumi (download): 4 client(s)" in line
+    assert "from labstore to lumi (download) with rclone: 4 client(s)" in line
     assert "still grows at the largest clients swept: no knee yet" in line
+
+
+def _sweep(tool: str, medians: dict[int, float], statuses: dict[int, list[str]] | None = None):
+    statuses = statuses or {}
+    return [
+        {"site": "a", "remote": "s3", "direction": "upload", "layout": "plain",
+         "strategy": "plain", "tool": tool, "setting": f"{tool}-1x{c}", "clients": 1,
+         "concurrency": c, "repeat": rep + 1,
+         "status": (statuses.get(c) or ["ok"] * 3)[rep],
+         "mb_per_s": m * (1 + 0.01 * rep) if (statuses.get(c) or ["ok"] * 3)[rep] == "ok"
+         else None}
+        for c, m in medians.items() for rep in range(3)
+    ]  # fmt: skip
+
+
+def test_two_tools_in_one_sweep_are_two_curves_with_their_own_knees_and_recommendations():
+    """rclone at 200/400/410 and s5cmd at 300/600/900 MB/s over concurrency 4/16/64 once
+    became one pooled curve recommending a rate neither tool reached, naming no tool."""
+    df = pd.DataFrame(
+        _sweep("rclone", {4: 200, 16: 400, 64: 410}) + _sweep("s5cmd", {4: 300, 16: 600, 64: 900})
+    )
+    table = scaling_table(df).set_index("tool")
+    assert sorted(table.index) == ["rclone", "s5cmd"]
+    assert table.loc["rclone", "knee"] == 16 and table.loc["rclone", "saturated"]
+    assert table.loc["s5cmd", "knee"] == 64 and not table.loc["s5cmd", "saturated"]
+    lines = recommendations(df)
+    assert len(lines) == 2
+    (rc,) = [x for x in lines if "with rclone" in x]
+    (s5,) = [x for x in lines if "with s5cmd" in x]
+    assert "1 client(s) x 16 transfers" in rc and "against 410 MB/s" in rc.replace("414", "410")
+    assert "1 client(s) x 64 transfers" in s5 and "no knee yet" in s5
+    points = point_table(df)
+    assert set(points.groupby(["tool", "concurrency"])["n"].max()) == {3}  # nothing pooled
+
+
+def test_failed_repeats_count_in_a_sweep_and_make_a_collapse():
+    """A value whose repeats failed is shown, counted as 0 MB/s, and flagged as a collapse;
+    before, curves used ok rows only and the value dropped out silently."""
+    df = pd.DataFrame(_sweep("rclone", {4: 200, 16: 400, 64: 410}, {64: ["failed"] * 3}))
+    (row,) = scaling_table(df).itertuples()
+    assert row.failed == 3 and row.collapse.startswith("64 is x0.00")
+    assert "(3 failed)" in row.collapse and "90% of 16" in row.collapse
+    # one of three at full speed: shown with its failures, but no collapse at 90%
+    df = pd.DataFrame(
+        _sweep("rclone", {4: 200, 16: 400, 64: 410}, {64: ["failed", "failed", "ok"]})
+    )
+    (row,) = scaling_table(df).itertuples()
+    assert row.failed == 2 and row.collapse == ""
+    pts = point_table(df).set_index("concurrency")
+    assert pts.loc[64, "n"] == 3 and pts.loc[64, "failed"] == 2 and pts.loc[64, "median"] == 0

@@ -22,7 +22,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from cloudbench import stats  # noqa: E402
+from cloudbench import stats
+from cloudbench.intervals import level_text  # noqa: E402
 from cloudbench.labels import layout_order, num  # noqa: E402
 
 DPI = 110
@@ -124,6 +125,13 @@ def _empty(path: Path, message: str) -> None:
     ax.text(0.5, 0.5, "\n".join(textwrap.wrap(message, 60)), ha="center", va="center",
             fontsize=16, fontweight="bold")  # fmt: skip
     _save(fig, path)
+
+
+def _median_interval_label(summary: pd.DataFrame) -> str:
+    """The legend's words for the medians' intervals, with the coverages they have (75% at 3
+    repeats: a reader would otherwise assume 95%)."""
+    levels = sorted({level_text(v) for v in summary["sustained_ci_level"].dropna()})
+    return f"interval of the median ({', '.join(levels)} coverage)" if levels else "interval"
 
 
 def _legend(fig, pal: Mapping[str, Any], extra: list[Line2D] | None = None) -> None:
@@ -258,7 +266,8 @@ def sustained(
     metrics: pd.DataFrame, summary: pd.DataFrame, info: Mapping[str, Any], path: Path
 ) -> None:
     """Sustained rate per site x direction x layout: each repeat a point, the median a black
-    bar, its bootstrap interval a black line; outliers ringed in red, fall-backs as crosses."""
+    bar, its order-statistic interval a black line; outliers ringed in red, fall-backs as
+    crosses."""
     ok = metrics[(metrics["status"] == "ok") & metrics["sustained_mb_per_s"].notna()]
     if ok.empty:
         return _empty(path, "no successful transfers: no sustained rates")
@@ -333,7 +342,7 @@ def sustained(
         ax.set_ylabel("sustained " + RATE_LABEL)
     extra = [
         Line2D([], [], color="black", lw=2.2, label="median"),
-        Line2D([], [], color="black", lw=1.4, marker="|", label=f"{stats.CI_LEVEL:.0%} bootstrap"),
+        Line2D([], [], color="black", lw=1.4, marker="|", label=_median_interval_label(sm)),
         Line2D([], [], color="grey", marker="x", lw=0, label="whole-transfer rate (fall-back)"),
         Line2D([], [], color="red", marker="o", mfc="none", lw=0, ms=10, label="outlier"),
     ]
@@ -347,7 +356,7 @@ def sustained(
 def speedups(
     metrics: pd.DataFrame, summary: pd.DataFrame, info: Mapping[str, Any], path: Path
 ) -> None:
-    """Speed-up of each layout over plain (ratio of medians) with its bootstrap interval;
+    """Speed-up of each layout over plain (ratio of medians) with its exact interval;
     faint points are each repeat's rate / the plain median."""
     s = summary[(summary["layout"] != "plain") & summary["speedup_vs_plain"].notna()]
     if s.empty:
@@ -405,7 +414,8 @@ def speedups(
                 )
                 if not math.isnan(lo):
                     ax.vlines(i + 0.25, lo, hi, color="black", lw=1.6, zorder=4)
-                    txt = f"×{num(r.speedup_vs_plain)}\n[{num(lo)}, {num(hi)}]"
+                    level = level_text(r.speedup_ci_level)
+                    txt = f"×{num(r.speedup_vs_plain)}\n[{num(lo)}, {num(hi)}] {level}"
                 else:
                     txt = f"×{num(r.speedup_vs_plain)}\n(no interval)"
                 ax.annotate(txt, (i + 0.32, r.speedup_vs_plain), fontsize=8, va="center")
@@ -423,7 +433,7 @@ def speedups(
         ax.set_ylabel("speed-up over plain (×)")
     extra = [
         Line2D([], [], color="grey", marker="D", mec="black", lw=0, label="ratio of medians"),
-        Line2D([], [], color="black", lw=1.6, label=f"{stats.CI_LEVEL:.0%} bootstrap"),
+        Line2D([], [], color="black", lw=1.6, label="interval of the factor"),
         Line2D([], [], color="grey", ls="--", lw=1, label="= plain"),
     ]
     _legend(fig, {k: v for k, v in pal.items() if k != "plain"}, extra)

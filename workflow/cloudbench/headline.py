@@ -2,9 +2,10 @@
 
 The Snakemake report opens on its global description (``workflow/report/workflow.rst``),
 which includes this fragment as raw HTML. A researcher sees, without a click: per site x
-remote x direction x layout the median rate with its 95% interval and n (or "too few
-repeats"), the best layout and its speed-up over plain, failures and corruptions, and the key
-figure. Pure formatting of numbers that ``cloudbench.stats`` computes; nothing new is measured.
+remote x direction x layout the median rate with its interval, that interval's real
+coverage and n (or why there is none), the best layout and its speed-up over plain,
+failures and corruptions, and the key figure. Pure formatting of numbers that
+``cloudbench.stats`` computes; nothing new is measured.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ from typing import Any
 import pandas as pd
 
 from cloudbench import stats
+from cloudbench.intervals import (
+    MIN_REPEATS_FOR_INTERVAL,
+    level_text,
+    median_interval,
+    ratio_interval,
+)
+from cloudbench.labels import with_interval
 
 STYLE = (
     "<style>"
@@ -41,8 +49,9 @@ STYLE = (
 
 
 ROW_COLUMNS = [
-    "site", "remote", "direction", "layout", "n", "median", "low", "high", "speedup",
-    "speedup_low", "speedup_high", "failed", "corrupt", "retries", "resent", "stalls",
+    "site", "remote", "direction", "layout", "n", "median", "low", "high", "level", "speedup",
+    "speedup_low", "speedup_high", "speedup_level", "failed", "corrupt", "retries", "resent",
+    "stalls", "rates",
 ]  # fmt: skip
 
 
@@ -57,14 +66,20 @@ def _ratio(v: float) -> str:
     return "–" if v is None or math.isnan(v) else f"{v:.2f}"
 
 
-def _clear(group: pd.DataFrame, best: Mapping[str, Any]) -> bool:
-    """Whether the fastest layout of a group is clearly the fastest: its speed-up over plain
-    has an interval above 1 (plain fastest: every other layout's interval is below 1).
-    Without an interval (too few repeats) nothing is clear, however large the gap."""
-    if best["layout"].startswith("plain"):
-        others = group[~group["layout"].str.startswith("plain")]
-        return not others.empty and bool((others["speedup_high"] < 1).all())
-    return bool(best["speedup_low"] > 1)
+def _clear(group: pd.DataFrame, best: Mapping[str, Any]) -> tuple[bool, float]:
+    """Whether the fastest row of a group is clearly faster than every other row (layout and
+    setting alike): the interval of its factor over each of them lies above 1. Returns that
+    and the lowest coverage among those intervals (the level the claim holds at). Without an
+    interval against one of them (too few repeats) nothing is clear, however large the gap."""
+    levels = []
+    for other in group.itertuples(index=False):
+        if other.layout == best["layout"]:
+            continue
+        r = ratio_interval(best["rates"], other.rates)
+        if not r.low > 1:
+            return False, math.nan
+        levels.append(r.level)
+    return bool(levels), min(levels) if levels else math.nan
 
 
 def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
@@ -81,7 +96,7 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
             & (metrics["setting"] == r.setting)
         ]
         rates = stats.ok_rates(sel)["mb_per_s"].to_numpy(float)
-        lo, hi = stats.bootstrap_ci(rates)
+        iv = median_interval(rates)
         out.append(
             {
                 "site": r.site,
@@ -90,16 +105,19 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
                 "layout": f"{r.layout} ({r.setting})" if several else r.layout,
                 "n": int(r.n),
                 "median": float(r.p50),
-                "low": lo,
-                "high": hi,
+                "low": iv.low,
+                "high": iv.high,
+                "level": iv.level,
                 "speedup": float(r.speedup_vs_plain),
                 "speedup_low": float(r.speedup_ci_low),
                 "speedup_high": float(r.speedup_ci_high),
+                "speedup_level": float(r.speedup_ci_level),
                 "failed": int(r.failed),
                 "corrupt": int(r.corrupt),
                 "retries": int(r.retries),
                 "resent": stats.resent_bytes(sel),
                 "stalls": stats.stalls(sel),
+                "rates": rates,
             }
         )
     df = pd.DataFrame(out, columns=ROW_COLUMNS)
@@ -108,26 +126,39 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     best = df.groupby(["site", "remote", "direction"])["median"].transform("max")
     df["best"] = (df["median"] == best) & df["median"].notna()
     df["clear"] = False
+    df["clear_level"] = math.nan
     for _, g in df.groupby(["site", "remote", "direction"], sort=False):
         for i in g.index[g["best"]]:
-            df.loc[i, "clear"] = _clear(g, df.loc[i])
+            df.loc[i, ["clear", "clear_level"]] = _clear(g, df.loc[i])
+    df["clear"] = df["clear"].astype(bool)
     return df
 
 
 def _rate_cell(r: Mapping[str, Any]) -> str:
-    if math.isnan(r["median"]):
-        return "–"
-    if math.isnan(r["low"]):
-        return f"{_num(r['median'])} <small>(too few repeats for an interval)</small>"
-    return f"{_num(r['median'])} [{_num(r['low'])}, {_num(r['high'])}]"
+    return with_interval(r["median"], r["low"], r["high"], r["level"], n=r["n"], fmt=_num)
 
 
 def _speedup_cell(r: Mapping[str, Any]) -> str:
     if r["layout"].startswith("plain") or math.isnan(r["speedup"]):
         return "–"
-    if math.isnan(r["speedup_low"]):
-        return f"×{_ratio(r['speedup'])}"
-    return f"×{_ratio(r['speedup'])} [{_ratio(r['speedup_low'])}, {_ratio(r['speedup_high'])}]"
+    return with_interval(
+        r["speedup"], r["speedup_low"], r["speedup_high"], r["speedup_level"], "×", fmt=_ratio
+    )
+
+
+def _verdict(group: pd.DataFrame, best: Mapping[str, Any]) -> tuple[str, str]:
+    """How sure the page may be that ``best`` is the fastest of ``group``, in words that give
+    the real reason when it cannot say (not "too few repeats" when the repeats were enough)."""
+    if best["clear"]:
+        return "best ", f" ({level_text(best['clear_level'])} intervals)"
+    few = [
+        str(o.layout)
+        for o in group.itertuples(index=False)
+        if o.layout != best["layout"] and min(o.n, best["n"]) < MIN_REPEATS_FOR_INTERVAL
+    ]
+    if few:
+        return "fastest ", f"; too few ok repeats to compare with {', '.join(few)}"
+    return "fastest ", "; not clearly (an interval of its factor over another includes ×1)"
 
 
 def sentences(table: pd.DataFrame) -> list[str]:
@@ -141,14 +172,9 @@ def sentences(table: pd.DataFrame) -> list[str]:
         b = best.iloc[0]
         where = f" ({remote})" if table["remote"].nunique() > 1 else ""
         gain = f", {_speedup_cell(b)} over plain" if not b["layout"].startswith("plain") else ""
-        if len(g) == 1:
-            lead, doubt = "", ""
-        elif b["clear"]:
-            lead, doubt = "best ", ""
-        elif math.isnan(b["speedup_low"] if gain else g["speedup_low"].max()):
-            lead, doubt = "fastest ", "; too few repeats for an interval"
-        else:
-            lead, doubt = "fastest ", "; not clearly (speed-up interval includes ×1)"
+        lead, doubt = "", ""
+        if len(g) > 1:
+            lead, doubt = _verdict(g, b)
         compared = g[g["best"] | g["layout"].str.startswith("plain")]
         retried = [f"{r.layout} {r.retries}" for r in compared.itertuples() if r.retries]
         resent = [
@@ -199,11 +225,10 @@ def headline_html(
         '<div class="cb-headline">',
         f"<p><b>Campaign {html.escape(str(info.get('campaign', '')))}</b>: {status}. "
         "Median whole-transfer rate in MB/s (10<sup>6</sup> B/s) over the ok repeats, "
-        f"{stats.CI_LEVEL:.0%} bootstrap interval (from {stats.MIN_REPEATS_FOR_INTERVAL} "
-        "repeats); n = ok repeats. Each strategy may open clients × concurrency connections "
-        "(e.g. rclone-4x32; auto = the job's threads). Green: clearly the fastest layout of its "
-        "group (speed-up interval excludes ×1); red: a failed or corrupt repeat; retried: "
-        "rclone's whole-copy retries (their time is in the rate).</p>",
+        "[interval] and its real coverage; n = ok repeats. Each strategy may open clients × "
+        "concurrency connections (e.g. rclone-4x32; auto = the job's threads). Green: faster "
+        "than every other layout of its group (each factor's interval above ×1); red: a "
+        "failed or corrupt repeat; retried: rclone's whole-copy retries (time in the rate).</p>",
     ]
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
     if env := environment_flags(metrics):
@@ -218,7 +243,8 @@ def headline_html(
     if not table.empty:
         show_remote = table["remote"].nunique() > 1
         head = ["site", *(["remote"] if show_remote else []), "direction", "layout"]
-        head += ["median MB/s [95% CI]", "n", "vs plain [95% CI]", "failed", "corrupt", "retried"]
+        head += ["median MB/s [interval]", "n", "vs plain [interval]", "failed", "corrupt"]
+        head += ["retried"]
         cells = "".join(
             f'<th class="{"l" if i < len(head) - 6 else ""}">{h}</th>' for i, h in enumerate(head)
         )

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from cloudbench import headline, stats
-from cloudbench.labels import NA, num
+from cloudbench.intervals import INTERVALS_NOTE
+from cloudbench.labels import NA, with_interval
 from cloudbench.sizes import size_label
 
 CSS = """
@@ -123,20 +124,6 @@ def transfers_html(transfers: pd.DataFrame, missing: pd.DataFrame, path: Path) -
     path.write_text(_page("Every transfer", body))
 
 
-def _with_ci(v: float, lo: float, hi: float, prefix: str = "", n: int | None = None) -> str:
-    """A value with its interval, or with the reason it has none (too few repeats)."""
-    if math.isnan(v):
-        return NA
-    if math.isnan(lo):
-        few = n is not None and n < stats.MIN_REPEATS_FOR_INTERVAL
-        return (
-            f"{prefix}{num(v)} (too few repeats for an interval, n={n})"
-            if few
-            else (f"{prefix}{num(v)}")
-        )
-    return f"{prefix}{num(v)} [{num(lo)}, {num(hi)}]"
-
-
 def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> None:
     """Rate statistics, failures and outliers per site x direction x layout, then the lists
     of outliers and of failed or corrupt transfers."""
@@ -145,15 +132,15 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
         "site": sm["site"], "remote": sm["remote"], "direction": sm["direction"],
         "layout": sm["layout"], "n ok": sm["n"], "mean": sm["mean"], "P10": sm["p10"],
         "P50": sm["p50"], "P90": sm["p90"],
-        "sustained median [95% CI]": [
-            _with_ci(v, lo, hi, n=n) for v, lo, hi, n in
+        "sustained median [interval] coverage": [
+            with_interval(v, lo, hi, lvl, n=n) for v, lo, hi, lvl, n in
             zip(sm["sustained_median"], sm["sustained_ci_low"], sm["sustained_ci_high"],
-                sm["n"], strict=True)],
-        "speed-up vs plain [95% CI]": [
-            _with_ci(v, lo, hi, "×", n=n) if layout != "plain" else NA
-            for v, lo, hi, n, layout in
+                sm["sustained_ci_level"], sm["n"], strict=True)],
+        "speed-up vs plain [interval] coverage": [
+            with_interval(v, lo, hi, lvl, "×", n=n) if layout != "plain" else NA
+            for v, lo, hi, lvl, n, layout in
             zip(sm["speedup_vs_plain"], sm["speedup_ci_low"], sm["speedup_ci_high"],
-                sm["n"], sm["layout"], strict=True)],
+                sm["speedup_ci_level"], sm["n"], sm["layout"], strict=True)],
         "connections": sm["connections"],
         "failed": sm["failed"], "corrupt": sm["corrupt"], "unverified": sm["unverified"],
         "retries": sm["retries"],
@@ -164,10 +151,8 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
     flag = (summary["failed"] + summary["corrupt"] + summary["outliers"]) > 0
     body = (
         f'<p class="note">Rates in MB/s (10<sup>6</sup> B/s) over the <code>ok</code> '
-        f"repeats; P10/P50/P90 by linear interpolation. Intervals: percentile bootstrap of "
-        f"the median, {stats.N_BOOT:,} resamples, seed {stats.SEED}, "
-        f"{stats.CI_LEVEL:.0%}; none with fewer than {stats.MIN_REPEATS_FOR_INTERVAL} ok "
-        f"repeats. <b>What is equalised</b>: every strategy may open as many connections as "
+        f"repeats; P10/P50/P90 by linear interpolation. {INTERVALS_NOTE} "
+        f"<b>What is equalised</b>: every strategy may open as many connections as "
         f"the transfer job has threads; <i>connections</i> (objects in flight × streams per "
         f"object) is what it actually used. Sustained: the rate after "
         f"the first {stats.RAMP_FRACTION:.0%} of the transfer (see the figure's caption). "

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
+from cloudbench.intervals import level_text
 from cloudbench.sizes import SizeError, parse_size
 
 NA = "–"  # a value that does not exist (no interval, no rate), in every figure and table
@@ -49,3 +51,23 @@ def num(v: float) -> str:
     if abs(v) >= 100:
         return f"{v:,.0f}"
     return f"{v:#.3g}".rstrip(".")
+
+
+def with_interval(
+    v: float,
+    low: float,
+    high: float,
+    level: float,
+    prefix: str = "",
+    n: int | None = None,
+    fmt: Callable[[float], str] = num,
+) -> str:
+    """A value with its interval and the interval's coverage, ``218 [200, 230] 75%``, or with
+    the reason it has none: ``218 (n=2: too few repeats for an interval)``. The coverage is
+    always printed, since at 3 repeats it is 75%, not the 95% a reader would assume."""
+    if v is None or math.isnan(v):
+        return NA
+    if math.isnan(low):
+        why = f" (n={n}: too few repeats for an interval)" if n is not None and n < 3 else ""
+        return f"{prefix}{fmt(v)}{why}"
+    return f"{prefix}{fmt(v)} [{fmt(low)}, {fmt(high)}] {level_text(level)}"

@@ -13,8 +13,8 @@ Definitions (captions repeat them; change both together):
   window is known (a site's configured or measured window), never guessed.
 * **failure rate** of a tool: rows whose status is not ``ok`` (failed, corrupt,
   unverified) over all its rows, as SaladCloud tabulated it.
-* **tool x strategy rate**: median of the ``ok`` rates with ``stats.bootstrap_ci``'s
-  interval (none with fewer than 3 repeats).
+* **tool x strategy rate**: per measurement identity, median of the ``ok`` rates with its
+  order-statistic interval and coverage (:mod:`cloudbench.intervals`; none below 3 repeats).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cloudbench.stats import LinearFit, bootstrap_ci, linear_fit
+from cloudbench.intervals import median_interval
+from cloudbench.stats import LinearFit, linear_fit
 
 MS = 1000.0
 PROBE_COLUMNS = [
@@ -43,7 +44,16 @@ CEILING_COLUMNS = [
 # The buffer that bounds a direction's window at the site: it receives downloads, sends uploads.
 WINDOW_OF = {"download": "tcp_rmem_max_bytes", "upload": "tcp_wmem_max_bytes"}
 FAILURE_COLUMNS = ["tool", "direction", "rows", "not_ok", "failed", "corrupt", "failure_rate"]
-TOOL_COLUMNS = ["tool", "strategy", "direction", "n", "median", "ci_low", "ci_high", "not_ok"]
+# A measurement's identity less the repeat, in the order tables show it: a statistic pools
+# the repeats of one identity and nothing else (a table without a column has one value of it)
+IDENTITY = ["site", "remote", "direction", "tool", "strategy", "layout", "setting"]
+TOOL_COLUMNS = [*IDENTITY, "n", "median", "ci_low", "ci_high", "ci_level", "not_ok"]
+PER_OBJECT_COLUMNS = [*IDENTITY, "n", "files_per_s", "s_per_object"]
+
+
+def identity_of(table: pd.DataFrame) -> list[str]:
+    """The identity columns ``table`` has: the keys its statistics group by."""
+    return [c for c in IDENTITY if c in table.columns]
 
 
 def _ms(record: Mapping[str, Any], key: str, stat: str) -> float:
@@ -138,16 +148,19 @@ def window_ceilings(transfers: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFra
 
 
 def per_object_by_tool(transfers: pd.DataFrame) -> pd.DataFrame:
-    """Per tool and direction: median files/s and seconds per object of the ok rows (what
-    many small files cost each tool), with the number of rows."""
-    cols = ["tool", "direction", "n", "files_per_s", "s_per_object"]
+    """Per measurement identity (tool, layout and setting apart, never pooled): median
+    files/s and seconds per object of the ok rows (what many small files cost each tool),
+    with the number of rows."""
+    cols = [
+        c for c in PER_OBJECT_COLUMNS if c in (*identity_of(transfers), *PER_OBJECT_COLUMNS[-3:])
+    ]
     need = {"files_per_s", "s_per_object"}
     if transfers.empty or not need <= set(transfers.columns):
         return pd.DataFrame(columns=cols)
     ok = transfers[(transfers["status"] == "ok") & transfers["s_per_object"].notna()]
     if ok.empty:
         return pd.DataFrame(columns=cols)
-    g = ok.groupby(["tool", "direction"], sort=True)
+    g = ok.groupby(identity_of(ok), sort=True)
     return g.agg(
         n=("s_per_object", "size"),
         files_per_s=("files_per_s", "median"),
@@ -172,19 +185,21 @@ def failure_rate_by_tool(transfers: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=FAILURE_COLUMNS)
 
 
-def tool_strategy_rates(transfers: pd.DataFrame, **boot: Any) -> pd.DataFrame:
-    """Per tool x strategy x direction: n ok, median rate (MB/s) with its bootstrap
-    interval, and how many rows were not ok (they have no rate, so they are not in n)."""
+def tool_strategy_rates(transfers: pd.DataFrame) -> pd.DataFrame:
+    """Per measurement identity: n ok, median rate (MB/s) with its order-statistic interval
+    and that interval's coverage, and how many rows were not ok (they have no rate, so they
+    are not in n)."""
+    keys = identity_of(transfers)
     if transfers.empty:
         return pd.DataFrame(columns=TOOL_COLUMNS)
     rows = []
-    keys = ["tool", "strategy", "direction"]
-    for (tool, strategy, direction), g in transfers.groupby(keys, sort=True):
+    for key, g in transfers.groupby(keys, sort=True):
         ok = g[(g["status"] == "ok") & g["mb_per_s"].notna()]["mb_per_s"].to_numpy(float)
-        lo, hi = bootstrap_ci(ok, np.median, **boot)
+        iv = median_interval(ok)
         rows.append({
-            "tool": tool, "strategy": strategy, "direction": direction, "n": int(ok.size),
+            **dict(zip(keys, key, strict=True)), "n": int(ok.size),
             "median": float(np.median(ok)) if ok.size else math.nan,
-            "ci_low": lo, "ci_high": hi, "not_ok": int((g["status"] != "ok").sum()),
+            "ci_low": iv.low, "ci_high": iv.high, "ci_level": iv.level,
+            "not_ok": int((g["status"] != "ok").sum()),
         })  # fmt: skip
-    return pd.DataFrame(rows, columns=TOOL_COLUMNS)
+    return pd.DataFrame(rows, columns=[c for c in TOOL_COLUMNS if c in keys or c not in IDENTITY])

@@ -17,7 +17,16 @@ from typing import Any
 
 import pandas as pd
 
-from cloudbench import figures, html_tables, paths, scaling_report, stats, tools_report
+from cloudbench import (
+    figures,
+    html_tables,
+    latency,
+    paths,
+    scaling,
+    scaling_report,
+    stats,
+    tools_report,
+)
 from cloudbench.headline import headline_html
 
 
@@ -36,8 +45,10 @@ def by_variant(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(layout=df["layout"] + " " + df["setting"])
 
 
-def write_summary_tsv(summary: pd.DataFrame, path: Path) -> None:
-    out = summary.copy()
+def write_tsv(table: pd.DataFrame, path: Path) -> None:
+    """A table of the report as the page shows it, unrounded but for float noise, so users
+    can post-process what they read."""
+    out = table.copy()
     floats = out.select_dtypes("float").columns
     out[floats] = out[floats].round(4)
     out.to_csv(path, sep="\t", index=False, na_rep="")
@@ -121,13 +132,18 @@ def build_report(
             drawers.submit(tools_report.latency_png, transfers, probes, out["latency"]),
         ]
         html_tables.transfers_html(transfers, missing, out["table"])
-        write_summary_tsv(summary, out["summary_tsv"])
+        write_tsv(summary, out["summary_tsv"])
         html_tables.summary_html(summary, metrics, out["summary_html"])
         html_tables.cost_html(transfers, summary, info, out["cost"])
         html_tables.campaign_html(info, manifest, transfers, out["campaign"])
         scaling_report.scaling_html(transfers, clients, out["scaling_html"], info)
         tools_report.tools_html(transfers, out["tools_html"])
         tools_report.latency_html(transfers, probes, out["latency_html"])
+        write_tsv(scaling.scaling_table(transfers), out["scaling_tsv"])
+        write_tsv(latency.tool_strategy_rates(tools_report.with_tool(transfers)), out["tools_tsv"])
+        write_tsv(
+            latency.pair_rtt(probes) if not probes.empty else pd.DataFrame(), out["latency_tsv"]
+        )
         for figure in drawn:
             figure.result()  # a figure that failed fails the report, with its traceback
     # the headline embeds the rate-by-strategy figure: written once that is drawn

@@ -51,10 +51,13 @@ REPORT_OUTPUTS: dict[str, ReportOutput] = {
     "campaign": ReportOutput("figures/campaign.html", "campaign", "Campaign"),
     "scaling": ReportOutput("figures/scaling.png", "scaling", "Scaling"),
     "scaling_html": ReportOutput("figures/scaling.html", "scaling_table", "Scaling"),
+    "scaling_tsv": ReportOutput("scaling.tsv", "scaling_tsv", "Tables"),
     "tools": ReportOutput("figures/tools.png", "tools", "Tools"),
     "tools_html": ReportOutput("figures/tools.html", "tools_table", "Tools"),
+    "tools_tsv": ReportOutput("tools.tsv", "tools_tsv", "Tables"),
     "latency": ReportOutput("figures/latency.png", "latency", "Latency"),
     "latency_html": ReportOutput("figures/latency.html", "latency_table", "Latency"),
+    "latency_tsv": ReportOutput("latency.tsv", "latency_tsv", "Tables"),
     # the report's front page embeds it (workflow/report/workflow.rst)
     "headline": ReportOutput("figures/headline.html", None, None),
 }

@@ -18,6 +18,7 @@ import seaborn as sns
 from cloudbench import scaling
 from cloudbench.figures import RATE_LABEL, _empty, _grid, _save
 from cloudbench.html_tables import _page, _table
+from cloudbench.intervals import level_text
 
 SHADES = sns.color_palette("colorblind", 10)
 NO_SWEEP = (
@@ -28,10 +29,10 @@ NO_SWEEP = (
 
 
 def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
-    """One row of panels per site, remote and direction: median rate (bars: 95% interval)
-    against clients, and against each client's concurrency; one line per layout and the
-    other knob's value; the knee as a dashed line with its interval shaded, collapses as
-    red crosses."""
+    """One row of panels per site, remote and direction: median rate (bars: its
+    order-statistic interval) against clients, and against each client's concurrency; one
+    line per tool, layout and the other knob's value; the knee as a dashed line with its
+    bootstrap range shaded, collapses as red crosses."""
     pts = scaling.point_table(transfers)
     table = scaling.scaling_table(transfers)
     if table.empty:
@@ -50,7 +51,7 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
                 & (table["direction"] == direction)
                 & (table["axis"] == axis)
             ]
-            layouts = list(dict.fromkeys(sel["layout"]))
+            layouts = list(dict.fromkeys(zip(sel["tool"], sel["layout"], strict=True)))
             for k, row in enumerate(sel.itertuples(index=False)):
                 # a colour per line (its legend names layout and the other knob), a line
                 # style per layout
@@ -59,6 +60,7 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
                     (pts["site"] == site)
                     & (pts["remote"] == remote)
                     & (pts["direction"] == direction)
+                    & (pts["tool"] == row.tool)
                     & (pts["layout"] == row.layout)
                     & (pts[other] == row.held)
                 ].sort_values(axis)
@@ -68,8 +70,8 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
                 ]
                 ax.errorbar(
                     p[axis], p["median"], yerr=err, color=colour, marker="o",
-                    ls=styles[layouts.index(row.layout) % len(styles)], capsize=3,
-                    label=f"{row.layout}, {other} {scaling._n(row.held)}",
+                    ls=styles[layouts.index((row.tool, row.layout)) % len(styles)], capsize=3,
+                    label=f"{row.tool} {row.layout}, {other} {scaling._n(row.held)}",
                 )  # fmt: skip
                 ax.axvline(row.knee, color=colour, ls="--", lw=1)
                 if not math.isnan(row.knee_low):
@@ -110,10 +112,12 @@ def scaling_html(
         frac = f"{scaling.KNEE_FRACTION:.0%}"
         body.append(
             f'<h2>Knee of each sweep</h2><p class="note">knee: the smallest value whose median '
-            f"reaches {frac} of the best median of its sweep; [low, high]: 95% bootstrap "
-            "interval of the knee (from 3 repeats at every value). collapse: a value whose "
-            "median is at least 10% below the best smaller value's, with the 95% interval of "
-            "the ratio entirely below 1.</p>"
+            f"reaches {frac} of the best median of its sweep (one sweep per tool and layout); "
+            "knee_interval: the middle 95% of knees found again on resampled repeats, a "
+            "bootstrap range with no coverage claimed. failed: repeats that delivered nothing, "
+            "counted as 0 MB/s. collapse: a value whose median is at least 10% below the best "
+            "smaller value's, with the exact (Mann-Whitney) interval of the factor, at the "
+            "coverage written beside it, entirely below 1.</p>"
         )
         shown = table.assign(
             saturated=["yes" if v else "no: still growing" for v in table["saturated"]],
@@ -123,8 +127,9 @@ def scaling_html(
             ]
         )[
             [
-                "site", "remote", "direction", "layout", "axis", "held", "values", "knee",
-                "knee_interval", "best", "best_median", "saturated", "collapse",
+                "site", "remote", "direction", "tool", "layout", "axis", "held", "values",
+                "knee", "knee_interval", "best", "best_median", "saturated", "failed",
+                "collapse",
             ]
         ]  # fmt: skip
         body.append(
@@ -136,10 +141,13 @@ def scaling_html(
         )
     points = scaling.point_table(transfers)
     body.append(
-        '<h2>Every clients × concurrency point</h2><p class="note">median MB/s of the ok '
-        "repeats with its 95% bootstrap interval (from 3 repeats), n = ok repeats.</p>"
+        '<h2>Every clients × concurrency point</h2><p class="note">median MB/s of the '
+        "repeats, failed ones counted as 0 MB/s (n = repeats, failed = of which failed), with "
+        "the order-statistic interval of the median and its real coverage (75% for 3 "
+        "repeats, 95% needs 6).</p>"
     )
-    body.append(_table(points, headers={"low": "95% low", "high": "95% high"}))
+    shown = points.assign(level=[level_text(v) for v in points["level"]])
+    body.append(_table(shown, flag=points["failed"] > 0, headers={"level": "coverage"}))
     if not clients.empty:
         spread = (
             clients.groupby(

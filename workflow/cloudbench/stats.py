@@ -15,14 +15,15 @@ Definitions (the report captions repeat them; change both together):
   sample (process start, connection set-up) is therefore never in the window. With fewer
   than ``MIN_SERIES_POINTS`` (3) distinct samples, or an empty window, it falls back to the
   whole-transfer rate and says so (``method == "whole-transfer"``).
-* **bootstrap interval** (:func:`bootstrap_ci`): percentile bootstrap, ``N_BOOT`` (10,000)
-  resamples with replacement, generator ``numpy.random.default_rng(SEED)`` with ``SEED`` =
-  2026, central ``CI_LEVEL`` (95%) interval. Fewer than ``MIN_REPEATS_FOR_INTERVAL`` (3)
-  values give no interval (NaN, shown as "too few repeats"): the bootstrap of 2 values is
-  just [min, max], which is no 95% interval.
+* **interval of a median** (:func:`cloudbench.intervals.median_interval`): the
+  distribution-free order-statistic interval, with its exact coverage stated beside it
+  (``*_ci_level``): 95% where n allows (n >= 6), else [min, max] of the repeats with its real
+  coverage (75% at n = 3). Fewer than ``MIN_REPEATS_FOR_INTERVAL`` (3) values give none.
 * **speed-up** (:func:`speedup`): median rate of a strategy / median rate of ``plain`` for
-  the same site, remote and direction (whole-transfer rates); its interval bootstraps both
-  groups independently and takes percentiles of the ratio of the resampled medians.
+  the same site, remote, direction and setting (whole-transfer rates); its interval is the
+  exact Mann-Whitney interval of the factor between the two groups
+  (:func:`cloudbench.intervals.ratio_interval`: 90% at 3 against 3 repeats), which assumes
+  that one layout multiplies the other's rates.
 * **outlier** (:func:`outlier_flags`): an ``ok`` repeat whose rate is below
   ``OUTLIER_FRACTION`` (0.5) x the median rate of its group (same site, remote, direction and
   layout, the repeat itself included), judged only in groups with at least
@@ -42,18 +43,20 @@ import numpy as np
 import pandas as pd
 
 from cloudbench.campaign import Setting
+from cloudbench.intervals import (
+    TARGET_LEVEL,
+    RatioInterval,
+    median_interval,
+    ratio_interval,
+)
 
 RAMP_FRACTION = 0.10
 MIN_SERIES_POINTS = 3
-N_BOOT = 10_000
-SEED = 2026
-CI_LEVEL = 0.95
 OUTLIER_FRACTION = 0.5
 OUTLIER_MIN_REPEATS = 3
 # rclone moving nothing this long inside an ok transfer is an outage it waited out, not
 # jitter (stats lines come every second; a multipart upload's completion takes a few)
 STALL_NOTED_S = 10.0
-MIN_REPEATS_FOR_INTERVAL = 3
 EARTH_RADIUS_KM = 6371.0088  # IUGG mean Earth radius
 MIN_SAMPLE_GAP_S = 0.1
 BYTES_PER_GB = 10**9
@@ -73,8 +76,9 @@ PHASES = {
 SUMMARY_COLUMNS = [
     "site", "remote", "direction", "strategy", "layout", "setting", "n", "mean", "p10", "p50",
     "p90",
-    "sustained_median", "sustained_ci_low", "sustained_ci_high", "sustained_from_whole",
-    "speedup_vs_plain", "speedup_ci_low", "speedup_ci_high", "failed", "corrupt",
+    "sustained_median", "sustained_ci_low", "sustained_ci_high", "sustained_ci_level",
+    "sustained_from_whole", "speedup_vs_plain", "speedup_ci_low", "speedup_ci_high",
+    "speedup_ci_level", "failed", "corrupt",
     "unverified", "retries", "outliers", "connections",
 ]  # fmt: skip
 
@@ -158,70 +162,9 @@ def interval_rates(series: pd.DataFrame, min_gap_s: float = MIN_SAMPLE_GAP_S) ->
 # --- intervals ---------------------------------------------------------------------------------
 
 
-def _clean(values: Iterable[float]) -> np.ndarray:
-    x = np.asarray(list(values), dtype=float)
-    return x[~np.isnan(x)]
-
-
-def bootstrap_ci(
-    values: Iterable[float],
-    stat: Stat = np.median,
-    n: int = N_BOOT,
-    seed: int = SEED,
-    level: float = CI_LEVEL,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``stat`` over ``values`` (NaNs dropped).
-
-    ``n`` resamples of the same size, drawn with replacement by
-    ``numpy.random.default_rng(seed)``; the interval is the (1-level)/2 and (1+level)/2
-    percentiles of the resampled statistics. ``stat`` must accept ``axis=1``. With fewer
-    than ``MIN_REPEATS_FOR_INTERVAL`` values there is no interval: (nan, nan).
-    """
-    x = _clean(values)
-    if x.size < MIN_REPEATS_FOR_INTERVAL:
-        return (math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    boots = stat(x[rng.integers(0, x.size, size=(n, x.size))], axis=1)
-    tail = 100 * (1 - level) / 2
-    lo, hi = np.percentile(boots, [tail, 100 - tail])
-    return (float(lo), float(hi))
-
-
-class Ratio(NamedTuple):
-    ratio: float
-    low: float
-    high: float
-
-
-def speedup(
-    values: Iterable[float],
-    baseline: Iterable[float],
-    n: int = N_BOOT,
-    seed: int = SEED,
-    level: float = CI_LEVEL,
-) -> Ratio:
-    """median(values) / median(baseline), with a percentile-bootstrap interval.
-
-    Both groups are resampled independently (same generator, ``n`` resamples each); the
-    interval is the percentiles of median(resampled values) / median(resampled baseline).
-    The interval is NaN unless both groups have at least ``MIN_REPEATS_FOR_INTERVAL`` values;
-    the ratio is NaN if either group is empty or the baseline median is 0.
-    """
-    v, b = _clean(values), _clean(baseline)
-    if v.size == 0 or b.size == 0 or np.median(b) == 0:
-        return Ratio(math.nan, math.nan, math.nan)
-    ratio = float(np.median(v) / np.median(b))
-    if min(v.size, b.size) < MIN_REPEATS_FOR_INTERVAL:
-        return Ratio(ratio, math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    mv = np.median(v[rng.integers(0, v.size, size=(n, v.size))], axis=1)
-    mb = np.median(b[rng.integers(0, b.size, size=(n, b.size))], axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        boots = mv / mb
-    boots = boots[np.isfinite(boots)]
-    tail = 100 * (1 - level) / 2
-    lo, hi = np.percentile(boots, [tail, 100 - tail])
-    return Ratio(ratio, float(lo), float(hi))
+def speedup(values: Iterable[float], baseline: Iterable[float]) -> RatioInterval:
+    """median(values) / median(baseline) with the factor's exact interval (module doc)."""
+    return ratio_interval(values, baseline, TARGET_LEVEL)
 
 
 # --- distance ------------------------------------------------------------------------------
@@ -385,13 +328,11 @@ def _connections(group: pd.DataFrame) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def summarise(
-    transfers: pd.DataFrame, series: pd.DataFrame, n: int = N_BOOT, seed: int = SEED
-) -> pd.DataFrame:
+def summarise(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
     """One row per site x remote x direction x layout: rate statistics of the ``ok`` repeats
-    (n, mean, P10/P50/P90), the sustained median with its bootstrap interval, the speed-up
-    over ``plain`` with its interval, and counts of failed/corrupt/unverified transfers,
-    retries and outliers. Columns: ``SUMMARY_COLUMNS``."""
+    (n, mean, P10/P50/P90), the sustained median with its interval and that interval's
+    coverage, the speed-up over ``plain`` with its interval and coverage, and counts of
+    failed/corrupt/unverified transfers, retries and outliers. Columns: ``SUMMARY_COLUMNS``."""
     if transfers.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     m = transfer_metrics(with_setting(transfers), series)
@@ -401,7 +342,7 @@ def summarise(
         ok = g[(g["status"] == "ok") & g["mb_per_s"].notna()]
         rates = ok["mb_per_s"].to_numpy(float)
         sus = ok["sustained_mb_per_s"].to_numpy(float)
-        lo, hi = bootstrap_ci(sus, np.median, n, seed)
+        sus_iv = median_interval(sus)
         plain = m[
             (m["site"] == site)
             & (m["remote"] == remote)
@@ -411,9 +352,9 @@ def summarise(
             & (m["status"] == "ok")
         ]["mb_per_s"]
         if layout == "plain":
-            sp = Ratio(1.0 if rates.size else math.nan, math.nan, math.nan)
+            sp = RatioInterval(1.0 if rates.size else math.nan, math.nan, math.nan, math.nan)
         else:
-            sp = speedup(rates, plain, n, seed)
+            sp = speedup(rates, plain)
         rows.append({
             "site": site, "remote": remote, "direction": direction,
             "strategy": g["strategy"].iloc[0], "layout": layout, "setting": setting,
@@ -421,9 +362,11 @@ def summarise(
             "mean": float(rates.mean()) if rates.size else math.nan,
             "p10": _pct(rates, 10), "p50": _pct(rates, 50), "p90": _pct(rates, 90),
             "sustained_median": float(np.median(sus)) if sus.size else math.nan,
-            "sustained_ci_low": lo, "sustained_ci_high": hi,
+            "sustained_ci_low": sus_iv.low, "sustained_ci_high": sus_iv.high,
+            "sustained_ci_level": sus_iv.level,
             "sustained_from_whole": int((ok["sustained_method"] == "whole-transfer").sum()),
             "speedup_vs_plain": sp.ratio, "speedup_ci_low": sp.low, "speedup_ci_high": sp.high,
+            "speedup_ci_level": sp.level,
             "failed": int((g["status"] == "failed").sum()),
             "corrupt": int((g["status"] == "corrupt").sum()),
             "unverified": int((g["status"] == "unverified").sum()),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,7 @@ import pandas as pd
 from cloudbench import latency
 from cloudbench.figures import DIRECTIONS, RATE_LABEL, _empty, _grid, _save
 from cloudbench.html_tables import _page, _table
+from cloudbench.intervals import level_text
 
 NO_ROWS = "no successful transfers yet"
 ONE_TOOL = (
@@ -34,7 +36,6 @@ NO_PROBES = (
 NO_PROBE_TIMES = "no probe times: the probe measures S3 remotes only"
 QUANTILES = ("p50", "p90", "p99")
 MS_PER_S = 1000.0
-_BOOT = {"seed": 0}  # the report's intervals do not change from one drawing to the next
 
 
 def with_tool(transfers: pd.DataFrame) -> pd.DataFrame:
@@ -54,46 +55,60 @@ def _tool_colors(tools) -> dict[str, tuple]:
     return dict(zip(names, sns.color_palette("colorblind", len(names) or 1), strict=False))
 
 
+def _panels(rates: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    """One panel per site, remote and direction (only the keys the table has)."""
+    keys = [k for k in ("site", "remote", "direction") if k in rates.columns]
+    return list(rates.groupby(keys, sort=False)) if keys else [((), rates)]
+
+
+def _x_label(row: Any, several: bool) -> str:
+    """The bar's place: its strategy or layout, with clients x concurrency where a panel
+    holds several (the tool is the bar's colour, so it is not repeated)."""
+    base = str(getattr(row, "layout", None) or row.strategy)
+    setting = str(getattr(row, "setting", "") or "")
+    return f"{base} {setting.partition('-')[2]}" if several and setting else base
+
+
 def tools_png(transfers: pd.DataFrame, path: Path) -> None:
-    """One panel per direction: the median rate of each tool per strategy, bars the 95%
-    bootstrap interval (none with fewer than 3 repeats); the failure rate under each bar."""
+    """One panel per site, remote and direction: the median rate of each tool per layout
+    and setting, bars its order-statistic interval (none with fewer than 3 repeats); the
+    failure rate in the title. Nothing is pooled across sites, layouts or settings."""
     transfers = with_tool(transfers)
     if transfers.empty:
         return _empty(path, NO_ROWS)
-    rates = latency.tool_strategy_rates(transfers, **_BOOT)
+    rates = latency.tool_strategy_rates(transfers)
     fails = latency.failure_rate_by_tool(transfers)
     rates = rates[rates["n"] > 0]
     if rates.empty:
         return _empty(path, NO_ROWS)
     if rates["tool"].nunique() == 1:
         return _empty(path, ONE_TOOL.format(tool=rates["tool"].iloc[0]))
-    dirs = [d for d in DIRECTIONS if (rates["direction"] == d).any()]
-    fig, axes = _grid(len(dirs), width=6.2, height=4.0)
+    panels = _panels(rates)
+    fig, axes = _grid(len(panels), width=6.2, height=4.0)
     colors = _tool_colors(transfers["tool"])
-    for ax, direction in zip(axes, dirs, strict=True):
-        sel = rates[rates["direction"] == direction]
-        strategies = list(dict.fromkeys(sel["strategy"]))
+    for ax, (key, sel) in zip(axes, panels, strict=False):
+        several = "setting" in sel and sel["setting"].str.partition("-")[2].nunique() > 1
+        places = list(dict.fromkeys(_x_label(r, several) for r in sel.itertuples()))
         tools = sorted(set(sel["tool"]))
         width = 0.8 / max(1, len(tools))
-        for k, tool in enumerate(tools):
-            for j, strategy in enumerate(strategies):
-                row = sel[(sel["tool"] == tool) & (sel["strategy"] == strategy)]
-                if row.empty:
-                    continue
-                r = row.iloc[0]
-                x = j + (k - (len(tools) - 1) / 2) * width
-                lo, hi = r["ci_low"], r["ci_high"]
-                err = None
-                if not (math.isnan(lo) or math.isnan(hi)):
-                    err = [[max(0, r["median"] - lo)], [max(0, hi - r["median"])]]
-                ax.bar(x, r["median"], width * 0.9, color=colors[tool], yerr=err, capsize=3,
-                       label=tool if j == 0 else None)  # fmt: skip
-        ax.set_xticks(range(len(strategies)), strategies)
+        for r in sel.itertuples(index=False):
+            k, j = tools.index(r.tool), places.index(_x_label(r, several))
+            x = j + (k - (len(tools) - 1) / 2) * width
+            err = None
+            if not (math.isnan(r.ci_low) or math.isnan(r.ci_high)):
+                err = [[max(0, r.median - r.ci_low)], [max(0, r.ci_high - r.median)]]
+            ax.bar(x, r.median, width * 0.9, color=colors[r.tool], yerr=err, capsize=3,
+                   label=r.tool)  # fmt: skip
+        ax.set_xticks(range(len(places)), places)
         ax.set_ylabel(RATE_LABEL)
+        direction = key[-1] if isinstance(key, tuple) and key else str(key)
         f = fails[fails["direction"] == direction]
         note = ", ".join(f"{t.tool} {t.failure_rate:.0%}" for t in f.itertuples(index=False))
-        ax.set_title(f"{direction}: median rate per tool\nfailure rate: {note}", fontsize=10)
-        ax.legend(fontsize=8, loc="best", framealpha=0.9)
+        where = " ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+        ax.set_title(f"{where}: median rate per tool\nfailure rate: {note}", fontsize=10)
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=True))
+        ax.legend(unique.values(), unique.keys(), fontsize=8, loc="best", framealpha=0.9)
     fig.tight_layout()
     _save(fig, path)
 
@@ -105,14 +120,19 @@ def tools_html(transfers: pd.DataFrame, path: Path) -> None:
         empty = pd.DataFrame(columns=latency.TOOL_COLUMNS)
         path.write_text(_page("Tools", f'<p class="note">{NO_ROWS}</p>' + _table(empty)))
         return
-    rates = latency.tool_strategy_rates(transfers, **_BOOT)
+    rates = latency.tool_strategy_rates(transfers)
     body = [
         "<h2>Rate per tool and strategy</h2>"
-        '<p class="note">median MB/s of the ok transfers (n), with the 95% bootstrap '
-        "interval of the median (from 3 repeats); not_ok: rows without a rate (failed, "
-        "corrupt, unverified). Every download of every tool was verified against the "
-        "manifest.</p>",
-        _table(rates, headers={"median": "median MB/s", "ci_low": "low", "ci_high": "high"}),
+        '<p class="note">median MB/s of the ok transfers (n) of each measurement (site, '
+        "remote, direction, tool, layout, clients and concurrency: nothing pooled), with "
+        "the order-statistic interval of the median and its real coverage (75% for 3 "
+        "repeats, 95% needs 6); not_ok: rows without a rate (failed, corrupt, unverified). "
+        "Every download of every tool was verified against the manifest.</p>",
+        _table(
+            rates.assign(ci_level=[level_text(v) for v in rates["ci_level"]]),
+            headers={"median": "median MB/s", "ci_low": "low", "ci_high": "high"}
+            | {"ci_level": "coverage"},
+        ),
         "<h2>Failure rate per tool</h2>"
         '<p class="note">rows not ok over all rows of the tool and direction (as SaladCloud '
         "tabulated it): failed (the tool exited non-zero or moved too few bytes) and "
@@ -124,8 +144,9 @@ def tools_html(transfers: pd.DataFrame, path: Path) -> None:
     body.append(
         "<h2>Per object</h2>"
         '<p class="note">median files/s (files / wall seconds) and seconds per object '
-        "(wall seconds / objects) of the ok transfers: with many small files the cost per "
-        "object, not per byte, decides the rate.</p>"
+        "(wall seconds / objects) of the ok transfers of each measurement (concurrency "
+        "values apart): with many small files the cost per object, not per byte, decides "
+        "the rate.</p>"
     )
     body.append(_table(per, digits={"s_per_object": 3}))
     path.write_text(_page("Tools", "\n".join(body)))
