@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
-from datetime import UTC, datetime
+import time
 
 import pytest
 
@@ -40,25 +41,64 @@ def test_summary_is_ordered_and_bounded(values):
     assert probe.summary([]) is None
 
 
-def test_sigv4_matches_awss_documented_example():
-    """AWS's "GET Object" example of Signature V4 for S3 (its documented signature)."""
-    headers = probe.sigv4_headers(
-        "GET",
-        "examplebucket.s3.amazonaws.com",
-        "/test.txt",
-        payload_sha256=probe.EMPTY_SHA256,
-        access_key="AKIAIOSFODNN7EXAMPLE",
-        secret_key="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-        region="us-east-1",
-        when=datetime(2013, 5, 24, tzinfo=UTC),
-        extra={"Range": "bytes=0-9"},
-    )
-    assert headers["authorization"] == (
-        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
-        "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
-        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"
-    )
-    assert not any("wJalrXUtnFEMI" in v for v in headers.values())
+def test_requests_are_signed_by_botocore_and_carry_no_secret():
+    acc = S3Access("m", "http://127.0.0.1:9000", "eu-west-2", True, "AKIDEXAMPLE", SECRET)
+    headers = probe.signed_headers(acc, "http://127.0.0.1:9000/bkt/k", "PUT", b"abc")
+    auth = headers["Authorization"]
+    assert auth.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    assert "/eu-west-2/s3/aws4_request" in auth and "host" in auth
+    # http: the payload is signed (its SHA-256), as botocore does for plain-text endpoints
+    assert headers["X-Amz-Content-SHA256"] == hashlib.sha256(b"abc").hexdigest()
+    assert not any(SECRET in v for v in headers.values())
+
+
+def test_time_to_first_byte_never_holds_the_connection_set_up(tmp_path):
+    """http.client connects lazily inside the first request; the probe opens the connection
+    before the clock. A connection that takes 0.3 s to open must not show in any TTFB."""
+    import http.client
+    import http.server
+    import threading
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_PUT(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        acc = S3Access("m", f"http://127.0.0.1:{server.server_port}", "us-east-1", True, "k", "s")
+        ep = probe.endpoint_of(acc)
+
+        class SlowToOpen(http.client.HTTPConnection):
+            opened = 0
+
+            def connect(self):
+                time.sleep(0.3)
+                SlowToOpen.opened += 1
+                super().connect()
+
+        conn = SlowToOpen(ep.host, ep.port, timeout=10)
+        conn.response_class = probe._Timed
+        times = []
+        for i in range(3):
+            status, seconds, _ = probe.signed_request(conn, acc, ep, "PUT", "b", f"k{i}", b"x")
+            assert status == 200
+            times.append(seconds)
+            if i == 1:
+                conn.close()  # as after an error: the next request reopens, off the clock
+        conn.close()
+    finally:
+        server.shutdown()
+    assert SlowToOpen.opened == 2
+    assert max(times) < 0.25, times
 
 
 def test_endpoints_and_addressing():

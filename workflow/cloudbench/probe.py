@@ -13,8 +13,6 @@ The record names the endpoint host and port, never a credential.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import http.client
 import math
 import os
@@ -22,9 +20,8 @@ import socket
 import ssl
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +33,6 @@ DEFAULT_COUNT = 16
 DEFAULT_OBJECT_BYTES = 4096
 TIMEOUT_S = 30.0
 PERCENTILES = (50, 90, 99)
-EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _UNRESERVED = "-_.~"
 
 
@@ -106,59 +102,22 @@ def object_target(access: S3Access, ep: Endpoint, bucket: str, key: str) -> tupl
     return f"{bucket}.{ep.netloc}", f"/{quoted}"
 
 
-def sigv4_headers(
+def signed_headers(
+    access: S3Access,
+    url: str,
     method: str,
-    host: str,
-    path: str,
-    *,
-    payload_sha256: str,
-    access_key: str,
-    secret_key: str,
-    region: str,
-    when: datetime,
-    session_token: str | None = None,
-    extra: Mapping[str, str] | None = None,
-    query: str = "",
+    body: bytes = b"",
 ) -> dict[str, str]:
-    """The headers of an AWS Signature V4 signed S3 request (``path`` already URI-encoded).
+    """The headers of one SigV4-signed S3 request to ``url`` (already URI-encoded), from
+    botocore's own signer: the secret only ever enters its HMAC, never a header."""
+    from botocore.auth import S3SigV4Auth  # imported here: only the probe job needs it
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
 
-    The canonical request, string to sign and signing key follow AWS's specification;
-    the secret only ever enters the HMAC, never a header.
-    """
-    amz_date = when.strftime("%Y%m%dT%H%M%SZ")
-    day = amz_date[:8]
-    headers = {
-        "host": host,
-        "x-amz-content-sha256": payload_sha256,
-        "x-amz-date": amz_date,
-        **{k.lower(): v.strip() for k, v in (extra or {}).items()},
-    }
-    if session_token:
-        headers["x-amz-security-token"] = session_token
-    names = sorted(headers)
-    canonical = "\n".join(
-        [
-            method,
-            path,
-            query,
-            "".join(f"{n}:{headers[n]}\n" for n in names),
-            ";".join(names),
-            payload_sha256,
-        ]
-    )
-    scope = f"{day}/{region}/s3/aws4_request"
-    to_sign = "\n".join(
-        ["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()]
-    )
-    key = ("AWS4" + secret_key).encode()
-    for part in (day, region, "s3", "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["authorization"] = (
-        f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, "
-        f"SignedHeaders={';'.join(names)}, Signature={signature}"
-    )
-    return headers
+    creds = Credentials(access.access_key or "", access.secret_key or "", access.session_token)
+    request = AWSRequest(method=method, url=url, data=body)
+    S3SigV4Auth(creds, "s3", access.region).add_auth(request)
+    return dict(request.headers.items())
 
 
 # --- measuring -----------------------------------------------------------------------
@@ -205,6 +164,15 @@ def _connection(ep: Endpoint, timeout: float) -> http.client.HTTPConnection:
     return conn
 
 
+def connected(conn: http.client.HTTPConnection) -> bool:
+    """Open ``conn`` if it is not (TCP and, for https, TLS) and say whether it had to:
+    http.client would otherwise connect lazily inside the first request, on the clock."""
+    if conn.sock is not None:
+        return False
+    conn.connect()
+    return True
+
+
 def signed_request(
     conn: http.client.HTTPConnection,
     access: S3Access,
@@ -213,23 +181,14 @@ def signed_request(
     bucket: str,
     key: str,
     body: bytes = b"",
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> tuple[int, float, bytes]:
     """(status, seconds from the request's first byte sent to the response's first byte
-    received, body) of one signed request."""
+    received, body) of one signed request; the connection is opened before the clock."""
     host, path = object_target(access, ep, bucket, key)
-    headers = sigv4_headers(
-        method,
-        host,
-        path,
-        payload_sha256=hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256,
-        access_key=access.access_key or "",
-        secret_key=access.secret_key or "",
-        region=access.region,
-        when=now(),
-        session_token=access.session_token,
-    )
-    headers["content-length"] = str(len(body))
+    headers = signed_headers(access, f"{ep.scheme}://{host}{path}", method, body)
+    headers["Content-Length"] = str(len(body))
+    headers.setdefault("Host", host)  # signed by botocore from the URL; sent by us
+    connected(conn)
     conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
     for name, value in headers.items():
         conn.putheader(name, value)
@@ -327,7 +286,10 @@ def probe(
         "tls": "measured" if ep.scheme == "https" else "none: http endpoint, no TLS handshake",
         "put_ttfb_s": summary(puts),
         "get_ttfb_s": summary(gets),
-        "requests": "one kept-alive connection; time from request sent to first response byte",
+        "requests": (
+            "one kept-alive connection opened before the clock (reopened untimed after an "
+            "error); time from request sent to first response byte; signed by botocore"
+        ),
         "errors": errors,
         "status": "ok" if not errors else "failed",
         **host_info(),
