@@ -207,6 +207,18 @@ def test_config_readme_is_the_schema():
     assert (ROOT / "config" / "README.md").read_text() == config_doc()
 
 
+def test_columns_page_is_the_record_definition():
+    """docs/columns.md and transfers.tsv's columns come from one definition (TransferRow)."""
+    from cloudbench.aggregate import TRANSFER_COLUMNS
+    from cloudbench.columns import TransferRow, columns_doc
+    from tests.conftest import ROOT
+
+    assert (ROOT / "docs" / "columns.md").read_text() == columns_doc()
+    assert TRANSFER_COLUMNS == list(TransferRow.__dataclass_fields__)
+    documented = [line.split(" | ")[0].lstrip("| ") for line in columns_doc().splitlines()[7:]]
+    assert documented == TRANSFER_COLUMNS
+
+
 def test_sweeps_multiply_measurements_and_downloads_read_an_uploaded_copy(demo_config):
     demo_config["clients"] = [1, 2]
     demo_config["sites"]["tesseract"]["clients"] = [1, 4]

@@ -14,23 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 from cloudbench import paths
+from cloudbench.columns import TRANSFER_COLUMNS, WHOLE_TRANSFER_COLUMNS
 from cloudbench.rclonelog import longest_stall, parse_rclone_log
 from cloudbench.report_outputs import TABLES
 
-# Counts that a column of blanks would otherwise turn into floats.
-WHOLE_TRANSFER_COLUMNS = (
-    "chunk_bytes", "bytes_moved", "backend_concurrency", "attempts", "bytes_moved_all_attempts",
-)  # fmt: skip
-TRANSFER_COLUMNS = [
-    "campaign", "site", "remote", "direction", "strategy", "layout", "chunk_bytes", "setting",
-    "tool", "clients", "concurrency", "repeat", "status", "mb_per_s", "seconds", "started_utc",
-    "start_skew_s", "client_mb_per_s_min", "client_mb_per_s_median", "client_mb_per_s_max",
-    "files", "objects", "bytes_requested", "bytes_moved", "transfers", "objects_in_flight",
-    "streams_per_object", "connections", "backend", "backend_concurrency", "retries", "error",
-    "rclone_version", "rclone_env", "host", "node_cores", "files_per_s", "s_per_object",
-    "tool_version", "bytes_moved_from", "attempts", "bytes_moved_all_attempts",
-    "longest_stall_s",
-]  # fmt: skip
 # One row per client of a measurement with several clients (its row in transfers.tsv is the
 # aggregate); start_offset_s is the client's start after the group's first.
 CLIENT_TABLE_COLUMNS = [

@@ -453,6 +453,11 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stdout.write(config_doc())
         return 0
+    if argv[:1] == ["columns-doc"]:
+        from cloudbench.columns import columns_doc
+
+        sys.stdout.write(columns_doc())
+        return 0
     if argv[:1] == ["watch"]:
         return cmd_watch(argv[1:])
     if argv[:1] == ["launch"]:
