@@ -288,3 +288,13 @@ def test_an_rclone_stopped_by_a_signal_says_which():
     assert exit_reason(130) == "stopped by SIGINT (exit 130)"
     assert exit_reason(-9) == "stopped by SIGKILL (exit -9)"
     assert exit_reason(1) == "failed (exit 1)" and exit_reason(255) == "failed (exit 255)"
+
+
+@pytest.mark.quick  # importing snakemake.api loads the executor plugins, which start `which`
+def test_snakemake_private_api_we_rely_on_is_still_there():
+    """cloudbench.snakemake_internals is the one place that touches Snakemake's private API
+    (keeping a transfer that finished while Snakemake stopped); an upgrade that changes it
+    must fail here, not silently re-measure finished transfers."""
+    from cloudbench.snakemake_internals import api_problems
+
+    assert api_problems() == []

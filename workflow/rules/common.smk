@@ -584,21 +584,25 @@ def preflight_outputs_and_logs():
 def keep_finished_transfers():
     """Register the transfers that finished while Snakemake was stopping (see
     cloudbench.status.finished_while_stopping), so the next run does not measure them
-    again: their incomplete marks go (Snakemake's --cleanup-metadata, for these files).
+    again: their incomplete marks go (cloudbench.snakemake_internals, the one place that
+    touches Snakemake's private API).
     """
+    from cloudbench.snakemake_internals import (
+        forget_incomplete,
+        marked_incomplete,
+        transfer_jobs,
+    )
     from cloudbench.status import finished_while_stopping
 
-    for job in workflow.dag.jobs:
-        if job.rule.name not in ("upload", "download"):
-            continue
+    for job in transfer_jobs(workflow):
         outputs = [
             job.output.record,
             *(f for f in job.output if f != job.output.record),
         ]
-        marked = bool(workflow.async_run(workflow.persistence.incomplete(job)))
+        marked = marked_incomplete(workflow, job)
         if finished_while_stopping([Path(f) for f in outputs], marked):
             for f in outputs:
-                workflow.persistence.cleanup_metadata(f)
+                forget_incomplete(workflow, f)
             print(
                 f"cloudbench: kept {job.output.record}: it finished while Snakemake stopped",
                 file=sys.stderr,
