@@ -167,3 +167,19 @@ def test_failed_repeats_count_in_a_sweep_and_make_a_collapse():
     assert row.failed == 2 and row.collapse == ""
     pts = point_table(df).set_index("concurrency")
     assert pts.loc[64, "n"] == 3 and pts.loc[64, "failed"] == 2 and pts.loc[64, "median"] == 0
+
+
+def test_a_group_series_ends_at_exactly_every_byte_and_never_goes_down():
+    """Four clients whose start offsets are not round numbers (as measured): the summed
+    series ends at the copy's bytes exactly (CI once saw 12582902 of 12582912: times were
+    rounded before interpolating) and never decreases."""
+    from cloudbench.measure.series import added_up
+
+    share = 3 * 2**20
+    clients = [
+        (off, [(0.0312345678, 0), (0.1371234567, share // 3), (0.2412345671, share)], share)
+        for off in (0.0, 0.0123456789, 0.0234567891, 0.0345678912)
+    ]
+    pts = added_up(clients)
+    assert pts[-1][1] == 4 * share
+    assert all(b1 >= b0 for (_, b0), (_, b1) in zip(pts, pts[1:], strict=False))
