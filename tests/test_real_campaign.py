@@ -200,9 +200,11 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         _start_killed_multipart(
             env, tmp_path, "mystore:bench/trust/data/plain/rclone-1xauto/r1/objects"
         )
-        readme = (ROOT / "README.md").read_text()
-        assert "snakemake cleanup --configfile" in readme
-        clean = snakemake(tmp_path, cfg, "cleanup", env=env)
+        # the command exactly as the README and docs/failures.md write it: no profile (the
+        # README's once failed with "Workflow requires a total number of cores")
+        for page in ("README.md", "docs/failures.md"):
+            assert "snakemake cleanup --cores 1 --configfile " in (ROOT / page).read_text()
+        clean = snakemake(tmp_path, cfg, "cleanup", "--cores", "1", env=env, profile=None)
         assert clean.returncode == 0, clean.stderr[-3000:]
         assert _multipart_uploads(env) == []
         listing = _rclone(env, "lsf", "-R", "mystore:bench/trust/data")

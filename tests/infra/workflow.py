@@ -22,8 +22,11 @@ def write_config(workdir: Path, config: dict, name: str = "campaign.yaml") -> Pa
     return path
 
 
-def snakemake_command(workdir: Path, configfile: Path, *args: str, profile: str) -> list[str]:
-    """``snakemake --profile profiles/<profile>`` on the repo's workflow, run in ``workdir``.
+def snakemake_command(
+    workdir: Path, configfile: Path, *args: str, profile: str | None
+) -> list[str]:
+    """``snakemake --profile profiles/<profile>`` on the repo's workflow, run in ``workdir``
+    (``profile=None``: no global profile, as a command typed without one).
 
     ``workdir`` is not the checkout, so the workflow profile (profiles/default, which
     Snakemake applies by itself only from the checkout) is named explicitly.
@@ -33,7 +36,7 @@ def snakemake_command(workdir: Path, configfile: Path, *args: str, profile: str)
         *args,  # first: --configfile takes several values and would swallow a target
         "--snakefile", str(ROOT / "workflow" / "Snakefile"),
         "--directory", str(workdir),
-        "--profile", str(ROOT / "profiles" / profile),
+        *(["--profile", str(ROOT / "profiles" / profile)] if profile else []),
         "--workflow-profile", str(WORKFLOW_PROFILE),
         "--configfile", str(configfile),
     ]  # fmt: skip
@@ -49,7 +52,7 @@ def snakemake(
     configfile: Path,
     *args: str,
     env: dict | None = None,
-    profile: str = "local",
+    profile: str | None = "local",
     timeout: float = RUN_TIMEOUT,
 ) -> subprocess.CompletedProcess:
     """Run :func:`snakemake_command` to the end."""
