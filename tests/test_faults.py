@@ -176,7 +176,7 @@ def test_wrong_key_stops_in_preflight_before_any_data(tmp_path, demo_config):
         env = {**s3.client_env("S3T"), "RCLONE_CONFIG_S3T_SECRET_ACCESS_KEY": "wrong-secret-x"}
         run = snakemake(tmp_path, cfg, env=env)
     assert run.returncode != 0
-    log = (tmp_path / "results/demo/sites/tursa/logs/preflight/main/rclone.log").read_text()
+    log = (tmp_path / "results/demo/sites/tursa/logs/preflight.log").read_text()
     assert "remote main (s3t:cloudbench/demo): cannot write a test object" in log
     assert (
         "access denied (HTTP 403): check the credentials of remote 's3t' (rclone's config "
@@ -184,6 +184,17 @@ def test_wrong_key_stops_in_preflight_before_any_data(tmp_path, demo_config):
     ) in log
     assert "wrong-secret-x" not in log
     assert not list((tmp_path / "scratch").rglob("*.bin"))  # nothing was generated
+    # on the terminal: the problem once, in one line, at the end beside what to do; the
+    # site's preflight checked the gate's remote, so the gate itself never ran
+    said = [ln for ln in run.stderr.splitlines() if ln.startswith("cloudbench: preflight at")]
+    assert sorted(said) == [
+        f"cloudbench: preflight at site {site}: remote main (s3t:cloudbench/demo): cannot "
+        "write a test object: access denied (HTTP 403): check the credentials of remote 's3t' "
+        "(rclone's config for 's3t:' or the RCLONE_CONFIG_S3T_* variables)"
+        for site in ("tesseract", "tursa")
+    ]
+    assert "Error in rule preflight_gate" not in run.stderr
+    assert "wrong-secret-x" not in run.stderr
 
 
 def _small_filesystem(path: Path, size: str) -> bool:

@@ -225,13 +225,15 @@ def cmd_plots(a, tables: Path | None = None):
 
 
 def cmd_preflight(a):
-    from cloudbench import preflight
+    from cloudbench import jobenv, preflight
 
     data = json.loads(a.spec)
     data["flags"] = tuple(data["flags"])
     data["tools"] = tuple(data.get("tools", ()))
     if a.needed_bytes is not None:
         data["needed_bytes"] = a.needed_bytes
+    if data.get("scratch"):  # a site's own preflight: its gates too, before any data
+        data = preflight.with_gates(data, jobenv.gates_of(data["site"]))
     problems = preflight.run_preflight(preflight.PreflightSpec(**data), Path(a.out))
     if problems:
         raise _step_error(f"preflight failed at site {data['site']}:\n  " + "\n  ".join(problems))

@@ -12,7 +12,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from cloudbench.paths import attempts_dir
 
@@ -98,6 +100,26 @@ def end_with_job_shell() -> None:
     call is not caught: telling it from a shell that is PID 1 of a container would need the
     shell's pid, and a false refusal costs more than that window.)"""
     die_with_parent()
+
+
+# Every remote-and-tool gate of each site of this run (JSON: site -> list of gate specs): a
+# site's own preflight checks them all before any data is made. An environment variable for
+# the same reason as above: a param would be a rerun trigger of the preflight and everything
+# below it whenever the campaign gains a remote or a tool.
+GATES_VARIABLE = "CLOUDBENCH_PREFLIGHT_GATES"
+
+
+def announce_gates(gates: Mapping[str, list[dict[str, Any]]]) -> None:
+    """Tell this run's jobs (the preflight runs on the submit host) every site's gates."""
+    os.environ[GATES_VARIABLE] = json.dumps(gates)
+
+
+def gates_of(site: str) -> list[dict[str, Any]]:
+    """The gate specs of ``site`` announced by this run ([] when none were)."""
+    try:
+        return list(json.loads(os.environ.get(GATES_VARIABLE, "{}")).get(site, []))
+    except ValueError:
+        return []
 
 
 def upload_in_this_run() -> bool:

@@ -47,6 +47,21 @@ class PreflightSpec:
     command_template: str | None = None
 
 
+def with_gates(data: dict[str, Any], gates: list[dict[str, Any]]) -> dict[str, Any]:
+    """A site preflight's spec widened by its gates: every remote and tool they check, so
+    that a wrong key or a missing tool stops the site before any data is made (the gates
+    still run, and are what the transfers wait for)."""
+    out = dict(data)
+    out["remote_prefixes"] = dict(data.get("remote_prefixes") or {})
+    tools = list(data.get("tools") or ())
+    for g in gates:
+        out["remote_prefixes"].update(g.get("remote_prefixes") or {})
+        tools += [t for t in g.get("tools") or () if t not in tools]
+        out["command_template"] = out.get("command_template") or g.get("command_template")
+    out["tools"] = tuple(tools)
+    return out
+
+
 def check_tools(spec: PreflightSpec) -> list[str]:
     """Every tool other than rclone is installed, and the S3-only tools can read each
     remote's S3 side (an S3 remote, named, its options found): one line per problem.

@@ -76,11 +76,34 @@ def cleanup(spec: dict[str, Any]) -> None:
         print(f"removed {path}")
 
 
+PREFLIGHT_FAILED = "preflight failed at site "
+
+
+def preflight_problems(logs: Sequence[Path]) -> list[str]:
+    """The problems failed preflights wrote to their job logs, one line each, without
+    repeats (a site's preflight and its gate find the same wrong key)."""
+    out: list[str] = []
+    for log in logs:
+        try:
+            text = log.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        site = ""
+        for line in text:
+            if PREFLIGHT_FAILED in line:
+                site = line.split(PREFLIGHT_FAILED, 1)[1].rstrip(":")
+            elif site and line.startswith("  ") and line.strip():
+                problem = f"cloudbench: preflight at site {site}: {line.strip()}"
+                if problem not in out:
+                    out.append(problem)
+    return out
+
+
 def stopped_summary(records: list[Path], failed_checks: Sequence[Path] = ()) -> str:
     """One line for a run that stopped early (Ctrl-C, a failed job): what is finished, and
     that the same command measures what is left (finished measurements are kept). A site
     whose preflight did not pass (``failed_checks``: its logs) needs a fix first, not a
-    rerun: the line says so and names the log."""
+    rerun: each of its problems comes first, one line each, and the line names the log."""
     counts = {"ok": 0, "failed": 0}
     missing = 0
     for path in records:
@@ -100,10 +123,12 @@ def stopped_summary(records: list[Path], failed_checks: Sequence[Path] = ()) -> 
         if todo
         else "every measurement is recorded; rerun the same command to finish the report"
     )
+    problems = ""
     if failed_checks:
         logs = ", ".join(str(p) for p in failed_checks)
         what = f"the preflight failed (see {logs}): fix what it says, then {what}"
-    return (
+        problems = "".join(f"{line}\n" for line in preflight_problems(failed_checks))
+    return problems + (
         f"cloudbench: stopped with {done} of {len(records)} measurements recorded "
         f"({counts['ok']} ok, {counts['failed']} failed), {missing} not measured yet; {what}"
     )

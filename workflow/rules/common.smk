@@ -449,22 +449,37 @@ def scratch_needed(wildcards):
     return CAMPAIGN.scratch_needed(CAMPAIGN.site_named(wildcards.site))
 
 
-def gate_spec(wildcards):
+def gate_spec_of(site, remote_name, tool):
     """One remote with one tool at one site: reachable, writable, and the tool usable."""
-    remote = CAMPAIGN.remote_named(wildcards.remote)
-    return json.dumps(
-        {
-            "campaign": CAMPAIGN.name,
-            "site": wildcards.site,
-            "remote_prefixes": {remote.name: CAMPAIGN.remote_prefix(remote)},
-            "flags": list(CAMPAIGN.rclone_flags),
-            "min_rclone_version": CAMPAIGN.min_rclone_version,
-            "tools": [wildcards.tool],
-            "command_template": (
-                CAMPAIGN.command_template if wildcards.tool == "command" else None
-            ),
-        }
-    )
+    remote = CAMPAIGN.remote_named(remote_name)
+    return {
+        "campaign": CAMPAIGN.name,
+        "site": site,
+        "remote_prefixes": {remote.name: CAMPAIGN.remote_prefix(remote)},
+        "flags": list(CAMPAIGN.rclone_flags),
+        "min_rclone_version": CAMPAIGN.min_rclone_version,
+        "tools": [tool],
+        "command_template": CAMPAIGN.command_template if tool == "command" else None,
+    }
+
+
+def gate_spec(wildcards):
+    return json.dumps(gate_spec_of(wildcards.site, wildcards.remote, wildcards.tool))
+
+
+# A site's own preflight also runs every gate of the site before any data is made (a wrong
+# key must stop the campaign before generate), told through the environment: a param would
+# re-run the preflight, and everything below it, whenever a remote or tool is added.
+jobenv.announce_gates(
+    {
+        s.name: [
+            gate_spec_of(s.name, r.name, t)
+            for r in CAMPAIGN.remotes
+            for t in CAMPAIGN.tools
+        ]
+        for s in CAMPAIGN.active_sites
+    }
+)
 
 
 def gate_of(wildcards):

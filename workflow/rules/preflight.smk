@@ -19,6 +19,8 @@ rule preflight:
 
 
 rule preflight_gate:
+    input:
+        paths.preflight(RESULTS, W["site"]),  # the site's preflight checked the gates first
     output:
         paths.preflight_gate(RESULTS, W["site"], W["remote"], W["tool"]),
     log:
