@@ -561,3 +561,38 @@ def test_rate_over_time_leaves_out_transfers_too_short_for_a_curve(tmp_path, mon
     monkeypatch.setattr(figures, "_empty", lambda path, message: said.append(message))
     figures.rate_vs_time(one, t, {"campaign": "c"}, tmp_path / "r.png")
     assert said and "too short for a rate over time" in said[0]
+
+
+def test_front_page_gives_the_real_reason_and_names_every_cap():
+    """A new user saw "too few repeats for an interval" at n=3 when plain was never measured
+    at that setting, and 15.6 MB/s for a local directory with no word of its 16 MiB/s cap."""
+    from cloudbench import headline
+
+    def sentence(rows):
+        t = transfers_frame(rows).assign(setting="rclone-1x8")
+        return headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))[0]
+
+    only = sentence([("a", "upload", "chunked-4MiB", r, 10.0 + r) for r in (1, 2, 3)])
+    assert only == "a upload: chunked-4MiB at 12 MB/s (the only layout measured here)."
+    two = sentence(
+        [("a", "upload", "chunked-4MiB", r, 10.0 + r) for r in (1, 2, 3)]
+        + [("a", "upload", "multithread", r, 20.0 + r) for r in (1, 2, 3)]
+    )
+    assert two.startswith("a upload: best multithread at 22 MB/s (90% intervals)")
+    assert "plain was not measured at this setting, so no speed-up" in two
+    assert "too few" not in two and "over plain" not in two
+    t = transfers_frame([("a", "upload", "plain", 1, 15.6)]).assign(
+        setting="rclone-1x8", rclone_env=[None]
+    )
+    page = headline.headline_html(
+        t,
+        summarise(t, pd.DataFrame()),
+        {"campaign": "c", "rclone": {"flags": ["--bwlimit", "16M"]}},
+        None,
+    )
+    assert "Rates capped</b>: --bwlimit 16M = 16 MiB/s = 16.8 MB/s per rclone process" in page
+    t["rclone_env"] = "RCLONE_BWLIMIT=4M"
+    page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, None)
+    assert (
+        "RCLONE_BWLIMIT=4M = 4 MiB/s = 4.19 MB/s per rclone process, from the environment" in page
+    )

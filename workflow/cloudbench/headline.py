@@ -171,10 +171,17 @@ def sentences(table: pd.DataFrame) -> list[str]:
             continue
         b = best.iloc[0]
         where = f" ({remote})" if table["remote"].nunique() > 1 else ""
-        gain = f", {_speedup_cell(b)} over plain" if not b["layout"].startswith("plain") else ""
-        lead, doubt = "", ""
+        plain_here = g["layout"].str.startswith("plain").any()
+        gain = (
+            f", {_speedup_cell(b)} over plain"
+            if plain_here and not b["layout"].startswith("plain")
+            else ""
+        )
+        lead, doubt = "", " (the only layout measured here)"
         if len(g) > 1:
             lead, doubt = _verdict(g, b)
+            if not plain_here:
+                doubt += "; plain was not measured at this setting, so no speed-up"
         compared = g[g["best"] | g["layout"].str.startswith("plain")]
         retried = [f"{r.layout} {r.retries}" for r in compared.itertuples() if r.retries]
         resent = [
@@ -192,6 +199,48 @@ def sentences(table: pd.DataFrame) -> list[str]:
             f"{gain}{doubt}{caveat}."
         )
     return out
+
+
+def _bwlimit_text(value: str) -> str:
+    """rclone's --bwlimit value in words with its unit: a bare number or K/M/G suffix is
+    KiB/MiB/GiB per second (rclone's binary units); ``UP:DOWN`` and timetables as given."""
+    from cloudbench.sizes import SizeError, parse_size
+
+    if ":" in value or "," in value or " " in value:
+        return f"{value} (rclone's upload:download or timetable form)"
+    try:
+        unit = value[-1].upper() if value[-1].isalpha() else "K"
+        nbytes = parse_size(f"{value.rstrip('bBkKmMgGtT')}{unit}iB")
+    except (SizeError, IndexError, ValueError):
+        return value
+    return f"{value} = {nbytes / 2**20:g} MiB/s = {nbytes / 1e6:.3g} MB/s"
+
+
+def rate_caps(info: Mapping[str, Any], transfers: pd.DataFrame) -> list[str]:
+    """Every bandwidth cap the rates ran under, from any source, with its unit: the
+    campaign's rclone.flags and rclone flags set in the environment. A capped rate read as a
+    slow store is the mistake this prevents (the demo's 16 MiB/s cap once went unnamed)."""
+    flags = list(((info.get("rclone") or {}).get("flags")) or [])
+    caps = []
+    for i, flag in enumerate(flags):
+        value = None
+        if flag == "--bwlimit" and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif flag.startswith("--bwlimit="):
+            value = flag.split("=", 1)[1]
+        if value:
+            caps.append(
+                f"--bwlimit {_bwlimit_text(value)} per rclone process, from the campaign's "
+                "rclone.flags"
+            )
+    if not transfers.empty and "rclone_env" in transfers:
+        env = transfers["rclone_env"].fillna("").astype(str)
+        for value in sorted({m for v in env for m in v.split() if m.startswith("RCLONE_BWLIMIT=")}):
+            caps.append(
+                f"{value.split('=', 1)[0]}={_bwlimit_text(value.split('=', 1)[1])} per rclone "
+                "process, from the environment"
+            )
+    return caps
 
 
 def environment_flags(transfers: pd.DataFrame) -> str:
@@ -230,6 +279,12 @@ def headline_html(
         "than every other layout of its group (each factor's interval above ×1); red: a "
         "failed or corrupt repeat; retried: rclone's whole-copy retries (time in the rate).</p>",
     ]
+    if caps := rate_caps(info, metrics):
+        parts.append(
+            "<p><b>Rates capped</b>: "
+            + html.escape("; ".join(caps))
+            + ". They measure the cap as much as the store.</p>"
+        )
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
     if env := environment_flags(metrics):
         parts.append(
