@@ -596,3 +596,28 @@ def test_front_page_gives_the_real_reason_and_names_every_cap():
     assert (
         "RCLONE_BWLIMIT=4M = 4 MiB/s = 4.19 MB/s per rclone process, from the environment" in page
     )
+
+
+def test_small_files_front_page_leads_with_files_per_second_per_setting():
+    """A small-files campaign spoke in MB/s on its front page, and pooled concurrency 4 and
+    16 into one median; now each setting has its own files/s line, with its interval."""
+    from cloudbench import headline
+
+    rows = [("a", "upload", "plain", r, 1.0) for r in (1, 2, 3)]
+    rows += [("a", "upload", "plain", r, 2.0) for r in (1, 2, 3)]
+    t = transfers_frame(rows)
+    t["setting"] = ["rclone-1x4"] * 3 + ["rclone-1x16"] * 3
+    t["files_per_s"] = [100.0, 110.0, 120.0, 400.0, 410.0, 420.0]
+    t["s_per_object"] = 1 / t["files_per_s"]
+    lines = headline.per_object_lines(t)
+    assert lines == [
+        "a upload plain rclone-1x4: 110 [100, 120] 75% files/s, 0.00909 s per object (n=3)",
+        "a upload plain rclone-1x16: 410 [400, 420] 75% files/s, 0.00244 s per object (n=3)",
+    ]
+    info = {"campaign": "c", "dataset": {"small_files": True}}
+    page = headline.headline_html(t, summarise(t, pd.DataFrame()), info, None)
+    assert page.index("Many small files") < page.index("a upload")
+    info["dataset"]["small_files"] = False
+    assert "Many small files" not in headline.headline_html(
+        t, summarise(t, pd.DataFrame()), info, None
+    )

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from cloudbench import stats
@@ -243,6 +244,31 @@ def rate_caps(info: Mapping[str, Any], transfers: pd.DataFrame) -> list[str]:
     return caps
 
 
+def per_object_lines(metrics: pd.DataFrame) -> list[str]:
+    """A small-files campaign's answer, per measurement (site, remote, direction, tool,
+    layout and setting apart): files/s with the interval of its median and that interval's
+    coverage, and seconds per object. With many small files the cost per object decides."""
+    if metrics.empty or "files_per_s" not in metrics:
+        return []
+    ok = stats.ok_rates(metrics)
+    ok = ok[pd.to_numeric(ok["files_per_s"], errors="coerce").notna()]
+    keys = [k for k in ("site", "remote", "direction", "layout", "setting") if k in ok]
+    out = []
+    several = ok["remote"].nunique() > 1 if "remote" in ok else False
+    for key, g in ok.groupby(keys, sort=False):
+        k = dict(zip(keys, key, strict=True))
+        fps = pd.to_numeric(g["files_per_s"]).to_numpy(float)
+        iv = median_interval(fps)
+        spo = float(pd.to_numeric(g["s_per_object"]).median())
+        where = f" ({k['remote']})" if several else ""
+        rate = with_interval(float(np.median(fps)), iv.low, iv.high, iv.level, n=len(fps), fmt=_num)
+        out.append(
+            f"{k['site']} {k['direction']}{where} {k['layout']} {k.get('setting', '')}: "
+            f"{rate} files/s, {spo:.3g} s per object (n={len(fps)})"
+        )
+    return out
+
+
 def environment_flags(transfers: pd.DataFrame) -> str:
     """rclone settings that came from the environment (RCLONE_BWLIMIT=4M ...), with how many
     transfers ran under each: they shape the rates as much as the config's flags, but no
@@ -285,6 +311,15 @@ def headline_html(
             + html.escape("; ".join(caps))
             + ". They measure the cap as much as the store.</p>"
         )
+    if (info.get("dataset") or {}).get("small_files"):
+        lines = per_object_lines(metrics)
+        if lines:
+            parts.append(
+                "<p><b>Many small files</b>: the cost per object decides, so files/s comes "
+                "first (median [interval] coverage), then seconds per object:<br>"
+                + "<br>".join(html.escape(x) for x in lines)
+                + "</p>"
+            )
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
     if env := environment_flags(metrics):
         parts.append(
