@@ -7,6 +7,7 @@ Unit tests for the pure parts, then real campaigns against ``rclone serve s3``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -262,3 +263,16 @@ def test_growing_a_measured_campaign_measures_only_the_new(tmp_path):
     df = pd.read_csv(results / "transfers.tsv", sep="\t")
     assert (df["status"] == "ok").all(), df[["setting", "error"]]
     assert "Nothing to be done" in third.stdout + third.stderr
+
+
+def test_process_seconds_counts_from_the_kernels_start_of_the_process():
+    """The job's own age includes the interpreter's start-up (the orchestration a transfer
+    job costs beyond its timed copy, which make bench reports)."""
+    from cloudbench.records import process_seconds
+
+    # a command name with spaces and a ")" must not shift the fields
+    stat = "4242 (py (x) y) S " + " ".join(str(i) for i in range(1, 19)) + " 250 0 0"
+    assert process_seconds(stat, 10.0) == pytest.approx(10.0 - 250 / os.sysconf("SC_CLK_TCK"))
+    assert process_seconds("garbage", 1.0) is None
+    here = process_seconds()
+    assert here is not None and 0 < here < 3600

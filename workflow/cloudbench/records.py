@@ -33,6 +33,21 @@ def host_info() -> dict[str, Any]:
     return {"host": socket.gethostname(), "node_cores": usable_cores()}
 
 
+def process_seconds(stat: str | None = None, uptime: float | None = None) -> float | None:
+    """Seconds since this process started, from the kernel's own clock (/proc/self/stat,
+    field 22, in clock ticks since boot): the interpreter's start-up is included, which a
+    timer started in Python would miss. None where there is no /proc."""
+    try:
+        stat = stat if stat is not None else Path("/proc/self/stat").read_text()
+        uptime = (
+            uptime if uptime is not None else float(Path("/proc/uptime").read_text().split()[0])
+        )
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # after the command name's ")"
+        return round(uptime - ticks / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)

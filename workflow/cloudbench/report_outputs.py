@@ -89,6 +89,6 @@ def code_digest(package: Path = Path(__file__).parent) -> str:
     so a new cloudbench redraws the report. Snakemake's own ``code`` rerun trigger is off
     (profiles/default): it would also measure every finished transfer again."""
     digest = hashlib.sha256()
-    for path in sorted([*package.glob("*.py"), *(package.parent / "report").glob("*.rst")]):
+    for path in sorted([*package.rglob("*.py"), *(package.parent / "report").glob("*.rst")]):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]

@@ -28,7 +28,15 @@ from cloudbench.measure import series as series_file
 from cloudbench.measure.clients.base import CopyJob
 from cloudbench.measure.copy import measure
 from cloudbench.progress import label_of, result_line
-from cloudbench.records import clip_tail, host_info, read_json, timed_step, utc_now, write_json
+from cloudbench.records import (
+    clip_tail,
+    host_info,
+    process_seconds,
+    read_json,
+    timed_step,
+    utc_now,
+    write_json,
+)
 from cloudbench.secrets import redact, secret_values
 from cloudbench.spec import TransferSpec
 from cloudbench.transfer import (
@@ -332,6 +340,9 @@ def _finish(record: Path, rec: dict[str, Any], log: Path) -> None:
     """Keep the attempt, write the record Snakemake tracks, and end the job log with one
     result line a person can read."""
     n = int(rec.get("clients") or 1)
+    # the whole job's seconds so far (Python's start, bookkeeping calls, the timed copy): what
+    # orchestration costs per measurement is this less the copy's ``seconds`` (make bench)
+    rec["job_seconds"] = process_seconds()
     keep_attempt(record, rec, log, [paths.client_log(log, k) for k in range(n)] if n > 1 else ())
     write_json(record, rec)
     label = label_of(
