@@ -173,6 +173,24 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         after = _rows(tmp_path)[["direction", "layout", "repeat", "started_utc"]]
         pd.testing.assert_frame_equal(before, after)
 
+        # A record lost (deleted by hand) is measured again, and only it: Snakemake alone
+        # would not re-create a missing intermediate file while the tables exist.
+        lost = tmp_path / RESULTS / "sites/edi/transfers/download/main/plain/rclone-1xauto/r2.json"
+        lost.unlink()
+        plan = snakemake(tmp_path, cfg, "-n", env=env)
+        assert "Nothing to be done" not in plan.stdout + plan.stderr
+        assert f"Missing output files: {lost.relative_to(tmp_path)}" in plan.stdout + plan.stderr
+        fixed = snakemake(tmp_path, cfg, env=env)
+        assert fixed.returncode == 0 and lost.exists(), fixed.stderr[-3000:]
+        now = _rows(tmp_path).merge(before, on=["direction", "layout", "repeat"])
+        moved = now[now["started_utc_x"] != now["started_utc_y"]]
+        assert list(zip(moved["direction"], moved["layout"], moved["repeat"], strict=True)) == [
+            ("download", "plain", 2)
+        ]
+        before = _rows(tmp_path)[["direction", "layout", "repeat", "started_utc"]]
+        again = snakemake(tmp_path, cfg, env=env)
+        assert "Nothing to be done" in again.stdout + again.stderr
+
         # --forcerun verify (the README's example) keeps ok rows ok, and says it repeated.
         forced = snakemake(tmp_path, cfg, "--forcerun", "verify", env=env)
         assert forced.returncode == 0, forced.stderr[-3000:]

@@ -365,6 +365,14 @@ def site_records(site):
     return files
 
 
+def all_records():
+    """Every record this run's sites must have: targets of the run itself, so one that is
+    lost (deleted by hand, or removed by a forced re-measure that could not finish) is
+    measured again. As an input of the report alone it would not be: Snakemake does not
+    re-create a missing intermediate file while what was made from it is up to date."""
+    return [f for s in CAMPAIGN.active_sites for f in site_records(s)]
+
+
 PROBE_TIMES = ("before", "after")
 
 
