@@ -298,3 +298,15 @@ def test_snakemake_private_api_we_rely_on_is_still_there():
     from cloudbench.snakemake_internals import api_problems
 
     assert api_problems() == []
+
+
+@pytest.mark.quick
+def test_help_names_every_command_a_person_types():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "cloudbench", "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    for command in ("watch", "launch", "config-doc", "columns-doc", "upload", "aggregate"):
+        assert command in out, command

@@ -323,7 +323,16 @@ def cmd_watch(argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cloudbench", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="cloudbench",
+        description=__doc__,
+        epilog=(
+            "Commands for people, beside the steps above: watch (live progress of a "
+            "campaign's transfers: cloudbench watch --help), launch (a campaign across sites "
+            "over ssh: cloudbench launch --help), config-doc (every campaign key, from the "
+            "schema), columns-doc (every column of transfers.tsv)."
+        ),
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def add(name, func, *args: tuple[str, dict]):

@@ -134,8 +134,7 @@ def tools_html(transfers: pd.DataFrame, path: Path) -> None:
             | {"ci_level": "coverage"},
         ),
         "<h2>Failure rate per tool</h2>"
-        '<p class="note">rows not ok over all rows of the tool and direction (as SaladCloud '
-        "tabulated it): failed (the tool exited non-zero or moved too few bytes) and "
+        '<p class="note">rows not ok over all rows of the tool and direction: failed (the tool exited non-zero or moved too few bytes) and "
         "corrupt (the data did not match the manifest).</p>",
     ]
     fails = latency.failure_rate_by_tool(transfers)
