@@ -4,7 +4,7 @@ Every comparison runs both sides alternately on the same file (one untimed warm-
 then ``--pairs`` timed pairs, the order within a pair rotating: ``ours, baseline``,
 ``baseline, ours``, ...) and reports the median of the per-pair ratios, so slow drifts of
 the machine (other jobs, write-back, thermal) hit both sides alike.  Our side is always the
-package's real step function (``cloudbench.datasteps.generate`` etc.), called in this process
+package's real step function (``cloudbench.data.steps.generate`` etc.), called in this process
 and timed around the call; the baseline is the command line tool, run as a child process
 and timed the same way.
 
@@ -130,7 +130,7 @@ def print_table(rows: list[Row]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cloudbench.sizes import parse_size
+    from cloudbench.campaign.sizes import parse_size
 
     p = argparse.ArgumentParser(
         prog="python -m bench",

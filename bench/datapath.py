@@ -1,7 +1,7 @@
 """The data path against the tools it stands in for: generate, checksum, chunk, reassemble +
 verify, one transfer, memory of every step in a fresh process, and the DAG build time.
 
-Our side is always the package's real step function (``cloudbench.datasteps.generate`` etc.),
+Our side is always the package's real step function (``cloudbench.data.steps.generate`` etc.),
 called in this process and timed around the call; the baseline is the command line tool, run
 as a child process and timed the same way.
 """
@@ -30,7 +30,7 @@ CTX = {"campaign": "bench", "site": "bench"}
 
 
 def _dataset(size: int):
-    from cloudbench.datasteps import DatasetSpec
+    from cloudbench.data.steps import DatasetSpec
 
     return DatasetSpec(CTX["campaign"], CTX["site"], size, SEED)
 
@@ -60,14 +60,14 @@ class DataPath(Harness):
 
     def ensure_data(self) -> None:
         if not (self.data.is_file() and self.data.stat().st_size == self.size):
-            from cloudbench.datagen import generate_file
+            from cloudbench.data.generate import generate_file
 
             generate_file(self.data, self.size, SEED)
 
     # --- generate -------------------------------------------------------------------------------
 
     def bench_generate(self) -> None:
-        from cloudbench import datasteps
+        from cloudbench.data import steps as datasteps
 
         d = self.work / "generate"
         d.mkdir(parents=True, exist_ok=True)
@@ -117,8 +117,8 @@ class DataPath(Harness):
     # --- checksum -------------------------------------------------------------------------------
 
     def bench_checksum(self) -> None:
-        from cloudbench import datasteps
-        from cloudbench.checksums import parse_xxh128sum
+        from cloudbench.data import steps as datasteps
+        from cloudbench.data.checksums import parse_xxh128sum
 
         self.ensure_data()
         d = self.work / "checksum"
@@ -162,11 +162,11 @@ class DataPath(Harness):
     # --- chunk ----------------------------------------------------------------------------------
 
     def bench_chunk(self) -> None:
-        from cloudbench import datasteps
+        from cloudbench.data import steps as datasteps
 
         self.ensure_data()
         d = self.work / "chunk"
-        from cloudbench.sizes import size_label
+        from cloudbench.campaign.sizes import size_label
 
         ours_root, split_dir = d / "ours", d / "split"
         ours_dir = ours_root / size_label(self.chunk) / self.data.name
@@ -207,8 +207,8 @@ class DataPath(Harness):
     # --- reassemble + verify ---------------------------------------------------------------------
 
     def download_spec(self, scratch: Path, size: int):
-        from cloudbench.campaign import Layout
-        from cloudbench.spec import TransferSpec
+        from cloudbench.campaign.model import Layout
+        from cloudbench.campaign.spec import TransferSpec
 
         return TransferSpec(
             campaign="bench",
@@ -229,7 +229,7 @@ class DataPath(Harness):
 
     def manifest_for(self, spec, data: Path, out: Path) -> str:
         from cloudbench import steps
-        from cloudbench.checksums import hash_stream
+        from cloudbench.data.checksums import hash_stream
         from cloudbench.records import write_json
 
         digest, per_chunk, nbytes = hash_stream([data], [self.chunk])
@@ -245,8 +245,8 @@ class DataPath(Harness):
 
     def bench_reassemble(self) -> None:
         from cloudbench import steps
-        from cloudbench.checksums import parse_xxh128sum
-        from cloudbench.chunking import split_file
+        from cloudbench.data.checksums import parse_xxh128sum
+        from cloudbench.data.chunking import split_file
         from cloudbench.records import read_json
 
         self.ensure_data()
@@ -296,11 +296,11 @@ class DataPath(Harness):
     # --- transfer -------------------------------------------------------------------------------
 
     def bench_transfer(self) -> None:
-        from cloudbench import rclone as rc
         from cloudbench import steps
-        from cloudbench.checksums import hash_stream
+        from cloudbench.campaign.spec import TransferSpec
+        from cloudbench.data.checksums import hash_stream
+        from cloudbench.measure import rclone as rc
         from cloudbench.records import read_json, write_json
-        from cloudbench.spec import TransferSpec
 
         self.ensure_data()
         d = self.work / "transfer"
@@ -443,8 +443,8 @@ class DataPath(Harness):
     # --- memory ---------------------------------------------------------------------------------
 
     def bench_memory(self) -> None:
-        from cloudbench.checksums import digest_note_path
-        from cloudbench.chunking import split_file
+        from cloudbench.data.checksums import digest_note_path
+        from cloudbench.data.chunking import split_file
 
         size = self.mem_size
         d = self.work / "memory"
@@ -603,7 +603,7 @@ class DataPath(Harness):
 def child_main(step: str, kw: dict[str, Any]) -> None:
     """Run one step as the workflow's command would, in this fresh process (for max RSS)."""
     import cloudbench.cli  # noqa: F401  - the modules every rule's `python -m cloudbench` loads
-    from cloudbench import datasteps
+    from cloudbench.data import steps as datasteps
 
     if step == "import":
         return
@@ -634,7 +634,7 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
         )
     elif step in ("reassemble", "verify"):
         from cloudbench import steps
-        from cloudbench.spec import TransferSpec
+        from cloudbench.campaign.spec import TransferSpec
 
         spec = TransferSpec.from_json(kw["spec"])
         fn = getattr(steps, step)

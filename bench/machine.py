@@ -55,7 +55,7 @@ def machine_info(work: Path) -> dict[str, str]:
     import cryptography
     import xxhash
 
-    from cloudbench import rclone as rc
+    from cloudbench.measure import rclone as rc
 
     return {
         "host": socket.gethostname(),

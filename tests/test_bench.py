@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from cloudbench import chunking, datagen, steps
-from cloudbench.checksums import digest_note_path, hash_stream
-from cloudbench.chunking import concatenate, split_file
-from cloudbench.datagen import _key_nonce, _keystream, _keystream_at, generate_file
+from cloudbench import steps
+from cloudbench.campaign.spec import TransferSpec
+from cloudbench.data import chunking
+from cloudbench.data import generate as datagen
+from cloudbench.data.checksums import digest_note_path, hash_stream
+from cloudbench.data.chunking import concatenate, split_file
+from cloudbench.data.generate import _key_nonce, _keystream, _keystream_at, generate_file
 from cloudbench.records import read_json, write_json
-from cloudbench.spec import TransferSpec
 
 TOOLS = ("xxh128sum", "openssl", "dd", "split", "cat")
 needs_tools = pytest.mark.skipif(
@@ -252,13 +254,13 @@ def test_a_data_job_imports_neither_pandas_nor_plotting_nor_rclone(tmp_path):
         f"main(['generate', '--dataset', '{dataset}', '--dataset-dir', 'd', '--file', 'f.bin', "
         "'--record', 'r.json'])",
     )
-    assert "cloudbench.datagen" in mods  # it did run the step
+    assert "cloudbench.data.generate" in mods  # it did run the step
     assert (tmp_path / "d" / "f.bin").stat().st_size == 4096
-    for heavy in ("pandas", "matplotlib", "yaml", "cloudbench.rclone", "cloudbench.steps"):
+    for heavy in ("pandas", "matplotlib", "yaml", "cloudbench.measure.rclone", "cloudbench.steps"):
         assert heavy not in mods, heavy
 
 
 def test_html_tables_need_no_plotting_library(tmp_path):
-    mods = _imported(tmp_path, "import cloudbench.html_tables, cloudbench.report_outputs")
-    assert "cloudbench.html_tables" in mods
+    mods = _imported(tmp_path, "import cloudbench.report.tables, cloudbench.report.outputs")
+    assert "cloudbench.report.tables" in mods
     assert not {m for m in mods if m.split(".")[0] in ("matplotlib", "seaborn")}

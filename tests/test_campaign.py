@@ -1,6 +1,6 @@
 import pytest
 
-from cloudbench.campaign import ConfigError, Measurement, Setting, load_campaign
+from cloudbench.campaign.model import ConfigError, Measurement, Setting, load_campaign
 
 
 def test_demo_implies_every_measurement(demo_config):
@@ -73,7 +73,7 @@ def test_misspelt_keys_are_refused_naming_the_nearest_key(demo_config, mutate, m
 
 def test_defaults_come_from_the_schema_not_the_demo():
     """A campaign file without rclone/repeats/strategies gets the schema's defaults only."""
-    from cloudbench.schema import load_schema
+    from cloudbench.campaign.schema import load_schema
 
     cfg = {
         "campaign": "mine",
@@ -93,7 +93,7 @@ def test_defaults_come_from_the_schema_not_the_demo():
 
 
 def test_every_schema_key_has_a_description():
-    from cloudbench.schema import load_schema
+    from cloudbench.campaign.schema import load_schema
 
     def walk(node, where):
         for key, sub in node.get("properties", {}).items():
@@ -169,7 +169,7 @@ def test_multithread_cutoff_auto_is_rclones_unless_the_files_are_smaller(demo_co
 def test_multithread_parts_auto_split_a_small_file_into_several_streams(demo_config, size, part):
     """A new user saw strategy multithread move each 24 MiB file as one stream (64 MiB parts)
     and called it multi-threaded: auto cuts a small file in 4 parts of at least 5 MiB."""
-    from cloudbench.rclone import concurrency
+    from cloudbench.measure.rclone import concurrency
 
     del demo_config["rclone"]["multi_thread_chunk_size"]
     demo_config["dataset"].update(size=size, chunk_sizes=["4MiB"])
@@ -184,7 +184,7 @@ def test_multithread_parts_auto_split_a_small_file_into_several_streams(demo_con
 
 
 def test_download_directories_differ_per_site(demo_config, tmp_path):
-    from cloudbench.spec import transfer_spec
+    from cloudbench.campaign.spec import transfer_spec
 
     for s in demo_config["sites"].values():
         s["scratch"] = str(tmp_path)  # two sites on one scratch path
@@ -201,7 +201,7 @@ def test_scratch_estimate_counts_chunks_kept_until_verify(demo_config):
 
 def test_config_readme_is_the_schema():
     """config/README.md is generated from the schema, so keys and defaults live in one place."""
-    from cloudbench.schema import config_doc
+    from cloudbench.campaign.schema import config_doc
     from tests.conftest import ROOT
 
     assert (ROOT / "config" / "README.md").read_text() == config_doc()
@@ -209,13 +209,14 @@ def test_config_readme_is_the_schema():
 
 def test_columns_page_is_the_record_definition():
     """docs/columns.md and transfers.tsv's columns come from one definition (TransferRow)."""
-    from cloudbench.aggregate import TRANSFER_COLUMNS
-    from cloudbench.columns import TransferRow, columns_doc
+    from cloudbench.measure.record import TransferRow, columns_doc
+    from cloudbench.report.aggregate import TRANSFER_COLUMNS
     from tests.conftest import ROOT
 
     assert (ROOT / "docs" / "columns.md").read_text() == columns_doc()
     assert TRANSFER_COLUMNS == list(TransferRow.__dataclass_fields__)
-    documented = [line.split(" | ")[0].lstrip("| ") for line in columns_doc().splitlines()[7:]]
+    table = [ln for ln in columns_doc().splitlines() if ln.startswith("| ")][2:]
+    documented = [line.split(" | ")[0].lstrip("| ") for line in table]
     assert documented == TRANSFER_COLUMNS
 
 

@@ -7,9 +7,9 @@ import zlib
 
 import pytest
 
-from cloudbench.checksums import hash_stream, parse_xxh128sum
-from cloudbench.chunking import chunks_of, concatenate, split_file
-from cloudbench.datagen import generate_file
+from cloudbench.data.checksums import hash_stream, parse_xxh128sum
+from cloudbench.data.chunking import chunks_of, concatenate, split_file
+from cloudbench.data.generate import generate_file
 
 XXH128SUM = shutil.which("xxh128sum")
 needs_xxhsum = pytest.mark.skipif(
@@ -57,7 +57,7 @@ def test_checksums_equal_xxh128sum_cli(tmp_path):
 
 @needs_xxhsum
 def test_xxh128sum_c_verifies_our_files(tmp_path):
-    from cloudbench.checksums import xxh128sum_line
+    from cloudbench.data.checksums import xxh128sum_line
 
     path = tmp_path / "g.bin"
     generate_file(path, 123457, seed="y")

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from cloudbench.campaign import load_campaign
+from cloudbench.campaign.model import load_campaign
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, snakemake, write_config
 

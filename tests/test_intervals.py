@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from cloudbench.intervals import (
+from cloudbench.report.intervals import (
     level_text,
     median_coverage,
     median_interval,

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from cloudbench import latency
+from cloudbench.report import latency
 
 
 def _probe(site, remote, when, connect_s, get_s=0.01, status="ok"):

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from cloudbench.campaign import load_campaign
-from cloudbench.launch import SiteLaunch
+from cloudbench.campaign.model import load_campaign
+from cloudbench.site.launch import SiteLaunch
 from tests.infra import sshd
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, ROOT

@@ -16,11 +16,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cloudbench import arrival
-from cloudbench.campaign import ConfigError, auto_runtime_min, load_campaign
-from cloudbench.jobenv import descendants, kill_tree
+from cloudbench.campaign.model import ConfigError, auto_runtime_min, load_campaign
+from cloudbench.campaign.sizes import SizeError, parse_duration
+from cloudbench.measure import arrival
 from cloudbench.measure.copy import copy_timeout
-from cloudbench.sizes import SizeError, parse_duration
+from cloudbench.site.jobenv import descendants, kill_tree
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, snakemake, write_config
 
@@ -109,8 +109,8 @@ def test_kill_tree_ends_the_grandchild_a_shell_started():
 def test_chunk_digests_taken_while_splitting_equal_a_separate_hash(tmp_path):
     """The copy manifest's per-chunk digests now come from the chunk step (so a new chunk
     size re-hashes nothing else): they must equal hashing the file chunk by chunk."""
-    from cloudbench.checksums import hash_stream
-    from cloudbench.chunking import split_file
+    from cloudbench.data.checksums import hash_stream
+    from cloudbench.data.chunking import split_file
 
     src = tmp_path / "f.bin"
     src.write_bytes(bytes(range(256)) * 4099)  # 1,049,344 bytes: a short last chunk

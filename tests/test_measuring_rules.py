@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from cloudbench import rclone as rc
 from cloudbench import steps
-from cloudbench.aggregate import expected_steps
-from cloudbench.checksums import hash_stream
-from cloudbench.jobenv import retry_token
-from cloudbench.paths import live_log
+from cloudbench.campaign.paths import live_log
+from cloudbench.data.checksums import hash_stream
+from cloudbench.measure import rclone as rc
+from cloudbench.measure.attempts import keep_attempt
 from cloudbench.records import write_json
-from cloudbench.transfer import keep_attempt
+from cloudbench.report.aggregate import expected_steps
+from cloudbench.site.jobenv import retry_token
 from tests.conftest import ROOT
 
 
@@ -88,7 +88,7 @@ def test_backend_type_without_asking_rclone(remote, expected):
      ("--checksum", False), ("--header=Authorization: Bearer x", True)],
 )  # fmt: skip
 def test_credential_flags(flag, secret):
-    from cloudbench.secrets import credential_flag
+    from cloudbench.campaign.secrets import credential_flag
 
     assert (credential_flag(flag) is not None) == secret
 
@@ -111,7 +111,7 @@ def test_regenerated_data_is_identical_and_checked_against_its_checksum(tmp_path
 
 
 def test_steps_table_holds_only_this_campaigns_steps(tmp_path):
-    from cloudbench.aggregate import steps_table
+    from cloudbench.report.aggregate import steps_table
 
     plan = {
         "upload_site": "a",
@@ -135,7 +135,7 @@ def test_steps_table_holds_only_this_campaigns_steps(tmp_path):
 
 
 def test_stopped_summary_says_what_is_recorded_and_what_to_do(tmp_path):
-    from cloudbench.status import stopped_summary
+    from cloudbench.site.status import stopped_summary
 
     paths = [tmp_path / f"r{i}.json" for i in range(4)]
     write_json(paths[0], {"status": "ok"})
@@ -147,7 +147,7 @@ def test_stopped_summary_says_what_is_recorded_and_what_to_do(tmp_path):
 
 
 def test_a_failed_preflight_asks_for_a_fix_not_a_rerun(tmp_path):
-    from cloudbench.status import stopped_summary
+    from cloudbench.site.status import stopped_summary
 
     log = tmp_path / "logs/preflight.log"
     line = stopped_summary([tmp_path / "r1.json"], [log])
@@ -155,7 +155,7 @@ def test_a_failed_preflight_asks_for_a_fix_not_a_rerun(tmp_path):
 
 
 def test_rclone_flags_from_the_environment_are_named_in_the_record_secrets_are_not():
-    from cloudbench.secrets import rclone_env_flags
+    from cloudbench.campaign.secrets import rclone_env_flags
 
     env = {
         "RCLONE_BWLIMIT": "8M",
@@ -181,7 +181,7 @@ def test_a_job_whose_shell_is_killed_ends_with_it(tmp_path):
 
     pidfile = tmp_path / "child.pid"
     code = (
-        "import os, time; from cloudbench.jobenv import end_with_job_shell; "
+        "import os, time; from cloudbench.site.jobenv import end_with_job_shell; "
         f"end_with_job_shell(); open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
         "time.sleep(120)"
     )
@@ -203,7 +203,8 @@ def test_a_job_whose_shell_is_killed_ends_with_it(tmp_path):
 
 
 def test_every_cloudbench_command_ends_with_its_job_shell(monkeypatch):
-    from cloudbench import cli, jobenv
+    from cloudbench import cli
+    from cloudbench.site import jobenv
 
     calls = []
     monkeypatch.setattr(jobenv, "end_with_job_shell", lambda: calls.append(1))
@@ -213,7 +214,7 @@ def test_every_cloudbench_command_ends_with_its_job_shell(monkeypatch):
 
 
 def test_a_log_left_by_a_killed_attempt_is_kept_not_overwritten(tmp_path):
-    from cloudbench.transfer import keep_attempt, set_aside_unrecorded
+    from cloudbench.measure.attempts import keep_attempt, set_aside_unrecorded
 
     record = tmp_path / "r2.json"
     log = tmp_path / "r2.jsonl"
@@ -248,8 +249,8 @@ def test_every_attempt_counts_in_the_bytes_moved_that_the_store_bills(tmp_path):
     copy), then one succeeded: three attempts, and the bytes of all three."""
     import shutil
 
-    from cloudbench.aggregate import attempt_totals
-    from cloudbench.transfer import set_aside_unrecorded
+    from cloudbench.measure.attempts import set_aside_unrecorded
+    from cloudbench.report.aggregate import attempt_totals
 
     record, log = tmp_path / "r1.json", tmp_path / "r1.jsonl"
     assert attempt_totals(record, {"bytes_moved": 7}) == {
@@ -267,7 +268,7 @@ def test_every_attempt_counts_in_the_bytes_moved_that_the_store_bills(tmp_path):
 
 
 def test_a_transfer_that_finished_while_snakemake_stopped_is_told_apart(tmp_path):
-    from cloudbench.status import finished_while_stopping
+    from cloudbench.site.status import finished_while_stopping
 
     record, series = tmp_path / "r1.json", tmp_path / "r1.series.tsv"
     write_json(record, {"status": "ok"})
@@ -292,10 +293,10 @@ def test_an_rclone_stopped_by_a_signal_says_which():
 
 @pytest.mark.quick  # importing snakemake.api loads the executor plugins, which start `which`
 def test_snakemake_private_api_we_rely_on_is_still_there():
-    """cloudbench.snakemake_internals is the one place that touches Snakemake's private API
+    """cloudbench.site.snakemake_internals is the one place that touches Snakemake's private API
     (keeping a transfer that finished while Snakemake stopped); an upgrade that changes it
     must fail here, not silently re-measure finished transfers."""
-    from cloudbench.snakemake_internals import api_problems
+    from cloudbench.site.snakemake_internals import api_problems
 
     assert api_problems() == []
 

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from cloudbench.preflight import PreflightSpec, run_preflight
+from cloudbench.site.preflight import PreflightSpec, run_preflight
 
 
 def _spec(tmp_path, **kw) -> PreflightSpec:
@@ -60,7 +60,7 @@ def test_unwritable_remote_and_small_scratch_both_reported(tmp_path, monkeypatch
 def test_rclone_version_is_asked_once_per_binary(tmp_path, monkeypatch):
     """Every transfer job needs the version; `rclone version` runs once per binary, and
     again when the binary is replaced (new size or mtime), not from a stale cache."""
-    from cloudbench.rclone import rclone_version
+    from cloudbench.measure.rclone import rclone_version
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     calls = tmp_path / "calls"
@@ -81,7 +81,7 @@ def test_rclone_version_is_asked_once_per_binary(tmp_path, monkeypatch):
 
 @pytest.mark.unit
 def test_a_remote_without_keys_is_named_as_such():
-    from cloudbench.preflight import missing_keys
+    from cloudbench.site.preflight import missing_keys
 
     env = {"RCLONE_CONFIG_NOCRED_TYPE": "s3", "RCLONE_CONFIG_NOCRED_ENDPOINT": "http://x"}
     said = missing_keys("nocred:bucket/c", env)

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from cloudbench import probe
-from cloudbench.rclone import find_rclone
-from cloudbench.tools import S3Access
+from cloudbench.measure.rclone import find_rclone
+from cloudbench.measure.tools import S3Access
+from cloudbench.site import probe
 from tests.conftest import ROOT
 from tests.infra.s3 import serve_s3
 
@@ -188,7 +188,7 @@ def test_probe_rule_writes_before_records_for_s3_and_says_why_not_for_a_director
 ):
     """`snakemake .../probe/<remote>/before.json`: the preflight first, then one record per
     remote; a local-directory remote gets a skipped record naming why (no made-up numbers)."""
-    from cloudbench import paths
+    from cloudbench.campaign import paths
     from tests.infra.workflow import snakemake, write_config
 
     with serve_s3(find_rclone(), tmp_path / "srv", key=KEY, secret=SECRET) as srv:

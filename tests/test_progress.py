@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cloudbench.progress import LogTail, human_bytes, progress_of, result_line
+from cloudbench.measure.progress import LogTail, human_bytes, progress_of, result_line
 from tests.infra.workflow import BIN, ROOT, write_config
 
 STATS = '{{"level":"info","msg":"x","stats":{{"bytes":{b},"totalBytes":{t},"elapsedTime":{e}}}}}'

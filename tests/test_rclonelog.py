@@ -1,4 +1,4 @@
-"""Tests for cloudbench.rclonelog on logs captured from real rclone 1.75.2 runs.
+"""Tests for cloudbench.measure.rclonelog on logs captured from real rclone 1.75.2 runs.
 
 The logs in tests/data/rclone-logs/ are produced by capture.sh there (never edited by
 hand); captures.tsv records each run's exit code and the size of the data it copied.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cloudbench.rclonelog import RcloneLog, StatsSample, parse_rclone_log, rate_series
+from cloudbench.measure.rclonelog import RcloneLog, StatsSample, parse_rclone_log, rate_series
 
 DATA = Path(__file__).parent / "data" / "rclone-logs"
 MiB = 1024 * 1024
@@ -402,7 +402,7 @@ def test_rate_series_ignores_rclone_speed():
 
 
 def test_stamps_of_both_rclone_time_formats_put_samples_on_the_wall_clock():
-    from cloudbench.rclonelog import on_wall_clock, stamp_epoch
+    from cloudbench.measure.rclonelog import on_wall_clock, stamp_epoch
 
     new = stamp_epoch("2026-11-21T03:55:34.368252387Z")  # rclone >= 1.70: UTC, nanoseconds
     old = stamp_epoch("2026-11-21T04:55:34.368252+01:00")  # before: local time with offset
@@ -430,7 +430,7 @@ def test_final_stats_line_a_few_ms_after_the_last_is_no_spike():
 def test_longest_stall_is_the_longest_stretch_without_new_bytes():
     """A store down for ~77 s mid-copy: rclone waited, finished ok, and the stats lines
     show the plateau (a new-user check saw such transfers recorded as plain ok)."""
-    from cloudbench.rclonelog import longest_stall
+    from cloudbench.measure.rclonelog import longest_stall
 
     elapsed = [1.0, 2.0, 3.0, 4.0, 81.0, 82.0, 83.0]
     moved = [5, 10, 10, 10, 10, 20, 20]

@@ -28,8 +28,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from cloudbench import plots, stats
-from cloudbench.report_outputs import REPORT_OUTPUTS, TABLES
+from cloudbench.report import build as plots
+from cloudbench.report import stats
+from cloudbench.report.outputs import REPORT_OUTPUTS, TABLES
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -556,7 +557,7 @@ def sweep_tables(out: Path, seed: int = 11) -> None:
 @pytest.mark.browser
 @needs_chromium
 def test_scaling_section_renders_knee_collapse_and_recommendation(tmp_path):
-    from cloudbench.scaling_report import scaling_html, scaling_png
+    from cloudbench.report.scaling_section import scaling_html, scaling_png
 
     sweep_tables(tmp_path)
     transfers = pd.read_csv(tmp_path / "transfers.tsv", sep="\t")

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cloudbench.clients import aggregate, shares, sum_series
-from cloudbench.scaling import collapses, knee, point_table, recommendations, scaling_table
+from cloudbench.measure.group import aggregate, shares, sum_series
+from cloudbench.report.scaling import collapses, knee, point_table, recommendations, scaling_table
 
 
 def _curve(medians: dict[int, float], repeats: int = 5, noise: float = 0.03, seed: int = 1):

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cloudbench import rclone_sensitive, secrets, tools
-from cloudbench.rclone import find_rclone
+from cloudbench.campaign import rclone_sensitive, secrets
+from cloudbench.measure import tools
+from cloudbench.measure.rclone import find_rclone
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +75,8 @@ def _s5cmd(tmp_path: Path) -> tools.ToolCommand:
 @pytest.mark.quick
 def test_the_snapshot_is_what_the_installed_rclone_says():
     """An rclone upgrade that changes which options are sensitive fails here: regenerate
-    workflow/cloudbench/rclone_sensitive.py with secrets.snapshot_source (see its docstring)."""
+    workflow/cloudbench/campaign/rclone_sensitive.py with secrets.snapshot_source (see its
+    docstring)."""
     binary = find_rclone()
     said = secrets.parse_providers(secrets._providers_json(binary))
     snap = secrets.snapshot()

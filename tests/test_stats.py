@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cloudbench import stats
-from cloudbench.stats import (
+from cloudbench.report import stats
+from cloudbench.report.stats import (
     LinearFit,
     Prices,
     campaign_cost,
@@ -421,7 +421,7 @@ def test_linear_fit_is_a_frozen_record():
 def test_headline_says_when_a_speed_up_rests_on_retried_repeats():
     """A repeat that rclone retried (the store went away mid-copy) drags its median down;
     the front page must not present the gap as a pure layout effect."""
-    from cloudbench import headline
+    from cloudbench.report import headline
 
     rows = [("a", "upload", "plain", 1, 8.25), ("a", "upload", "plain", 2, 1.89)]
     rows += [("a", "upload", "chunked-3MiB", r, 8.24) for r in (1, 2)]
@@ -455,7 +455,7 @@ def test_headline_says_when_a_speed_up_rests_on_retried_repeats():
 
 
 def test_a_stall_inside_an_ok_transfer_is_said_on_the_front_page():
-    from cloudbench import headline
+    from cloudbench.report import headline
 
     rows = [("v", "download", "plain", r, 4.2) for r in (1, 2, 3)]
     rows += [("v", "download", "chunked-8MiB", r, v) for r, v in ((1, 4.1), (2, 1.0), (3, 4.2))]
@@ -471,7 +471,7 @@ def test_a_stall_inside_an_ok_transfer_is_said_on_the_front_page():
 def test_rclone_flags_from_the_environment_are_on_the_front_page():
     """A user slowed downloads with RCLONE_BWLIMIT=4M; the report said "rclone flags
     (none)" and the slow rates looked like a slow store."""
-    from cloudbench import headline
+    from cloudbench.report import headline
 
     t = transfers_frame([("a", "upload", "plain", 1, 150.0), ("b", "download", "plain", 1, 4.18)])
     t["setting"] = "rclone-1xauto"
@@ -486,7 +486,7 @@ def test_rclone_flags_from_the_environment_are_on_the_front_page():
 def test_headline_calls_a_layout_best_only_when_its_interval_says_so():
     """Two repeats a layout 1% ahead is not a winner (a user saw "best ... ×1.01" in green);
     five repeats each, clearly apart, is. Speed-ups always show two decimals."""
-    from cloudbench import headline
+    from cloudbench.report import headline
 
     def said(plain: list[float], chunked: list[float]) -> tuple[list[str], pd.DataFrame]:
         rows = [("a", "download", "plain", i + 1, r) for i, r in enumerate(plain)]
@@ -534,7 +534,7 @@ def test_headline_calls_a_layout_best_only_when_its_interval_says_so():
 def test_speedup_figure_shows_every_repeat_within_its_axis(tmp_path, monkeypatch):
     """A repeat far above the rest (a user's 1.47 next to an axis ending at 1.41) is drawn,
     not cut off by the y-limits."""
-    from cloudbench import figures
+    from cloudbench.report import figures
 
     rows = [("g", "download", "plain", r, rate) for r, rate in ((1, 170.6), (2, 160.0))]
     rows += [
@@ -553,7 +553,7 @@ def test_speedup_figure_shows_every_repeat_within_its_axis(tmp_path, monkeypatch
 
 
 def test_rate_over_time_leaves_out_transfers_too_short_for_a_curve(tmp_path, monkeypatch):
-    from cloudbench import figures
+    from cloudbench.report import figures
 
     t = transfers_frame([("a", "upload", "plain", 1, 250.0)]).assign(setting="rclone-1xauto")
     one = pd.DataFrame(
@@ -569,7 +569,7 @@ def test_rate_over_time_leaves_out_transfers_too_short_for_a_curve(tmp_path, mon
 def test_front_page_gives_the_real_reason_and_names_every_cap():
     """A new user saw "too few repeats for an interval" at n=3 when plain was never measured
     at that setting, and 15.6 MB/s for a local directory with no word of its 16 MiB/s cap."""
-    from cloudbench import headline
+    from cloudbench.report import headline
 
     def sentence(rows):
         t = transfers_frame(rows).assign(setting="rclone-1x8")
@@ -604,7 +604,7 @@ def test_front_page_gives_the_real_reason_and_names_every_cap():
 def test_small_files_front_page_leads_with_files_per_second_per_setting():
     """A small-files campaign spoke in MB/s on its front page, and pooled concurrency 4 and
     16 into one median; now each setting has its own files/s line, with its interval."""
-    from cloudbench import headline
+    from cloudbench.report import headline
 
     rows = [("a", "upload", "plain", r, 1.0) for r in (1, 2, 3)]
     rows += [("a", "upload", "plain", r, 2.0) for r in (1, 2, 3)]

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cloudbench import tools
-from cloudbench.measure import series
+from cloudbench.measure import series, tools
 from cloudbench.measure.copy import Finished, Watch, run, tree_bytes
-from cloudbench.rclone import find_rclone
+from cloudbench.measure.rclone import find_rclone
 from tests.infra.s3 import serve_s3
 
 SECRET = "h13-Secret-Value-9f3e"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cloudbench.arrival import MOVED_FROM_LISTING
-from cloudbench.campaign import ConfigError, load_campaign
+from cloudbench.campaign.model import ConfigError, load_campaign
+from cloudbench.measure.arrival import MOVED_FROM_LISTING
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, snakemake, write_config
 from tests.test_report_browser import (
@@ -339,7 +339,7 @@ def test_a_tool_that_corrupts_data_is_caught(tmp_path):
 def test_preflight_refuses_a_named_non_s3_remote_and_a_missing_client(monkeypatch):
     """What config load cannot know without rclone's config: the remote's type, the
     tools on this site's PATH. One line each, before any data moves."""
-    from cloudbench.preflight import PreflightSpec, check_tools
+    from cloudbench.site.preflight import PreflightSpec, check_tools
 
     monkeypatch.setenv("RCLONE_CONFIG_DISK_TYPE", "local")
     spec = PreflightSpec(

@@ -14,16 +14,16 @@ import json
 import sys
 from pathlib import Path
 
-from cloudbench.report_outputs import REPORT_OUTPUTS
+from cloudbench.report.outputs import REPORT_OUTPUTS
 
 # The errors a user can act on, by the module that defines them: a module that was never
 # imported cannot have raised its error, so only the imported ones are caught.
 USER_ERRORS = {
-    "cloudbench.datasteps": "StepError",
-    "cloudbench.rclone": "RcloneError",
-    "cloudbench.campaign": "ConfigError",
-    "cloudbench.sizes": "SizeError",
-    "cloudbench.exchange": "ExchangeError",
+    "cloudbench.data.steps": "StepError",
+    "cloudbench.measure.rclone": "RcloneError",
+    "cloudbench.campaign.model": "ConfigError",
+    "cloudbench.campaign.sizes": "SizeError",
+    "cloudbench.site.exchange": "ExchangeError",
 }
 
 
@@ -32,32 +32,32 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 
 def _step_error(message: str) -> Exception:
-    from cloudbench.datasteps import StepError
+    from cloudbench.data.steps import StepError
 
     return StepError(message)
 
 
 def _spec(a: argparse.Namespace):
-    from cloudbench.spec import TransferSpec
+    from cloudbench.campaign.spec import TransferSpec
 
     return TransferSpec.from_json(a.spec)
 
 
 def _dataset(a: argparse.Namespace):
-    from cloudbench.datasteps import DatasetSpec
+    from cloudbench.data.steps import DatasetSpec
 
     return DatasetSpec.from_json(a.dataset)
 
 
 def cmd_generate(a):
-    from cloudbench import datasteps
+    from cloudbench.data import steps as datasteps
 
     datasteps.generate(_dataset(a), Path(a.dataset_dir), a.file, Path(a.record))
 
 
 def cmd_generate_small_files(a):
-    from cloudbench import datasteps
-    from cloudbench.campaign import file_names
+    from cloudbench.campaign.model import file_names
+    from cloudbench.data import steps as datasteps
 
     names = json.loads(a.names)
     datasteps.generate_small_files(
@@ -70,7 +70,7 @@ def cmd_generate_small_files(a):
 
 
 def cmd_checksum(a):
-    from cloudbench import datasteps
+    from cloudbench.data import steps as datasteps
 
     sizes = [int(s) for s in a.chunk_sizes.split(",") if s]
     datasteps.checksum(
@@ -85,7 +85,7 @@ def cmd_checksum(a):
 
 
 def cmd_chunk(a):
-    from cloudbench import datasteps
+    from cloudbench.data import steps as datasteps
 
     datasteps.chunk(
         _dataset(a),
@@ -197,7 +197,8 @@ def cmd_verify(a):
 
 
 def cmd_manifest(a):
-    from cloudbench import datasteps, steps
+    from cloudbench import steps
+    from cloudbench.data import steps as datasteps
 
     steps.campaign_manifest(
         json.loads(a.info),
@@ -225,7 +226,7 @@ def cmd_plots(a, tables: Path | None = None):
 
 
 def cmd_preflight(a):
-    from cloudbench import jobenv, preflight
+    from cloudbench.site import jobenv, preflight
 
     data = json.loads(a.spec)
     data["flags"] = tuple(data["flags"])
@@ -240,8 +241,8 @@ def cmd_preflight(a):
 
 
 def cmd_probe(a):
-    from cloudbench import probe
-    from cloudbench.sizes import parse_size
+    from cloudbench.campaign.sizes import parse_size
+    from cloudbench.site import probe
 
     try:
         probe.run_probe(
@@ -260,7 +261,7 @@ def cmd_probe(a):
 
 
 def cmd_status(a):
-    from cloudbench import status
+    from cloudbench.site import status
 
     failures = status.failures(Path(a.transfers))
     if failures:
@@ -269,21 +270,21 @@ def cmd_status(a):
 
 
 def cmd_publish(a):
-    from cloudbench import exchange
+    from cloudbench.site import exchange
 
     spec = json.loads(a.spec)
     exchange.publish(a.site, Path(a.local), spec["prefixes"], tuple(spec["flags"]), Path(a.out))
 
 
 def cmd_pull(a):
-    from cloudbench import exchange
+    from cloudbench.site import exchange
 
     spec = json.loads(a.spec)
     exchange.pull(a.site, spec["prefixes"], Path(a.local), tuple(spec["flags"]), Path(a.out))
 
 
 def cmd_cleanup(a):
-    from cloudbench import status
+    from cloudbench.site import status
 
     status.cleanup(json.loads(a.spec))
 
@@ -292,8 +293,8 @@ def cmd_watch(argv: list[str]) -> int:
     """``cloudbench watch``: live progress of this site's running transfers."""
     import yaml
 
-    from cloudbench.campaign import ConfigError, load_campaign
-    from cloudbench.progress import watch
+    from cloudbench.campaign.model import ConfigError, load_campaign
+    from cloudbench.measure.progress import watch
 
     p = argparse.ArgumentParser(prog="cloudbench watch", description=cmd_watch.__doc__)
     p.add_argument("--configfile", default="config/config.yaml", help="the campaign file")
@@ -460,23 +461,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["config-doc"]:
-        from cloudbench.schema import config_doc
+        from cloudbench.campaign.schema import config_doc
 
         sys.stdout.write(config_doc())
         return 0
     if argv[:1] == ["columns-doc"]:
-        from cloudbench.columns import columns_doc
+        from cloudbench.measure.record import columns_doc
 
         sys.stdout.write(columns_doc())
         return 0
     if argv[:1] == ["watch"]:
         return cmd_watch(argv[1:])
     if argv[:1] == ["launch"]:
-        from cloudbench.launch import main as launch_main
+        from cloudbench.site.launch import main as launch_main
 
         return launch_main(argv[1:])
     args = build_parser().parse_args(argv)
-    from cloudbench.jobenv import end_with_job_shell
+    from cloudbench.site.jobenv import end_with_job_shell
 
     end_with_job_shell()  # every command below is a job's (or a client's) own process
     try:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cloudbench.parallel import usable_cores
+from cloudbench.data.parallel import usable_cores
 
 MB = 1_000_000  # rates are reported in MB/s = 10**6 bytes per second
 

@@ -14,20 +14,31 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cloudbench import arrival, clients, paths
-from cloudbench import rclone as rc
-from cloudbench.checksums import hash_stream, xxh128sum_line
-from cloudbench.chunking import chunks_of, concatenate
-from cloudbench.datasteps import (
+from cloudbench.campaign import paths
+from cloudbench.campaign.secrets import redact, secret_values
+from cloudbench.campaign.spec import TransferSpec
+from cloudbench.data.checksums import hash_stream, xxh128sum_line
+from cloudbench.data.chunking import chunks_of, concatenate
+from cloudbench.data.steps import (
     DatasetSpec,
     StepError,
     ensure_chunks,
     ensure_file,
 )
+from cloudbench.measure import arrival
+from cloudbench.measure import group as clients
+from cloudbench.measure import rclone as rc
 from cloudbench.measure import series as series_file
+from cloudbench.measure.attempts import (
+    fresh_dir,
+    keep_attempt,
+    last_attempt,
+    purge,
+    set_aside_unrecorded,
+)
 from cloudbench.measure.clients.base import CopyJob
 from cloudbench.measure.copy import measure
-from cloudbench.progress import label_of, result_line
+from cloudbench.measure.progress import label_of, result_line
 from cloudbench.records import (
     clip_tail,
     host_info,
@@ -36,15 +47,6 @@ from cloudbench.records import (
     timed_step,
     utc_now,
     write_json,
-)
-from cloudbench.secrets import redact, secret_values
-from cloudbench.spec import TransferSpec
-from cloudbench.transfer import (
-    fresh_dir,
-    keep_attempt,
-    last_attempt,
-    purge,
-    set_aside_unrecorded,
 )
 
 COPY_MANIFEST, OBJECTS = paths.MANIFEST, paths.OBJECTS
@@ -187,7 +189,7 @@ def timed_copy(
     timeout: float | None = None,
 ) -> dict[str, Any]:
     """One measurement of a copy: one client in this process, or the setting's N clients
-    each moving its own files, started together (see cloudbench.clients).
+    each moving its own files, started together (see cloudbench.measure.group).
 
     Each client's parallelism is the setting's concurrency, or the job's threads (auto).
     """
@@ -280,7 +282,7 @@ def hash_share(local: Path, files: Sequence[dict[str, Any]]) -> dict[str, Any]:
     checked on the node that fetched it, all clients at once; ``verify`` then compares
     the digests (noted with the file's identity, void if the file changes) to the manifest.
     Chunked copies are hashed by reassembly instead."""
-    from cloudbench.checksums import write_digest_note
+    from cloudbench.data.checksums import write_digest_note
 
     with timed_step("hash") as t:
         for f in files:
@@ -611,7 +613,7 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
     finds them again.  (Freeing blocks can take as long as writing them: ~1 s per 2 GiB on an
     ext4 mounted with ``discard``.)
     """
-    from cloudbench.checksums import write_digest_note, xxh128
+    from cloudbench.data.checksums import write_digest_note, xxh128
 
     man = read_json(manifest)
     local = spec.local_dir
@@ -656,7 +658,7 @@ def verify(
     computed only to name the bad chunk of a file that does not match. Afterwards the whole
     download goes (files, notes, the chunks ``reassemble`` set aside) unless ``keep_data``.
     """
-    from cloudbench.checksums import read_digest_note
+    from cloudbench.data.checksums import read_digest_note
 
     man = read_json(manifest)
     local = spec.local_dir

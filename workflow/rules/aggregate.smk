@@ -1,6 +1,6 @@
 # Every record of the campaign into tables and figures for the report: one job, so pandas
 # is loaded once and the figures are drawn while the HTML tables are written.
-from cloudbench.report_outputs import (
+from cloudbench.report.outputs import (
     REPORT_OUTPUTS,
     cli_options,
     code_digest,

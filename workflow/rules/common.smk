@@ -8,8 +8,9 @@ from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
 
-from cloudbench import jobenv, paths
-from cloudbench.campaign import (
+from cloudbench.site import jobenv
+from cloudbench.campaign import paths
+from cloudbench.campaign.model import (
     SETTING_PATTERN,
     ConfigError,
     auto_runtime_min,
@@ -18,9 +19,9 @@ from cloudbench.campaign import (
     Setting,
     load_campaign,
 )
-from cloudbench.schema import stop
-from cloudbench.sizes import parse_size
-from cloudbench.spec import transfer_spec
+from cloudbench.campaign.schema import stop
+from cloudbench.campaign.sizes import parse_size
+from cloudbench.campaign.spec import transfer_spec
 from cloudbench.measure.clients import NAMES as TOOLS
 
 try:
@@ -148,14 +149,15 @@ def clients_of(wildcards):
 
 
 def launcher_of(wildcards):
-    """Several clients start their own tasks (srun inside the job, see cloudbench.clients),
+    """Several clients start their own tasks (srun inside the job, see cloudbench.measure.group),
     so the Slurm job step must not wrap the job in a one-task srun ('mpi' resource)."""
     return "srun" if clients_of(wildcards) > 1 else ""
 
 
 def transfer_runtime(wildcards):
     """Minutes a transfer job asks for when no site profile sets ``runtime``: the copy
-    is ended before this walltime runs out (cloudbench.transfer.copy_timeout)."""
+    is ended before this walltime runs out (cloudbench.measure.attempts.copy_timeout).
+    """
     return auto_runtime_min(CAMPAIGN.file_bytes * CAMPAIGN.files)
 
 
@@ -575,7 +577,7 @@ def report_info():
 
 def stopped_line():
     """What a stopped run (Ctrl-C, a failed job) leaves, and what to do: one line."""
-    from cloudbench.status import stopped_summary
+    from cloudbench.site.status import stopped_summary
 
     return stopped_summary(
         [
@@ -608,16 +610,16 @@ def preflight_outputs_and_logs():
 
 def keep_finished_transfers():
     """Register the transfers that finished while Snakemake was stopping (see
-    cloudbench.status.finished_while_stopping), so the next run does not measure them
-    again: their incomplete marks go (cloudbench.snakemake_internals, the one place that
+    cloudbench.site.status.finished_while_stopping), so the next run does not measure them
+    again: their incomplete marks go (cloudbench.site.snakemake_internals, the one place that
     touches Snakemake's private API).
     """
-    from cloudbench.snakemake_internals import (
+    from cloudbench.site.snakemake_internals import (
         forget_incomplete,
         marked_incomplete,
         transfer_jobs,
     )
-    from cloudbench.status import finished_while_stopping
+    from cloudbench.site.status import finished_while_stopping
 
     for job in transfer_jobs(workflow):
         outputs = [

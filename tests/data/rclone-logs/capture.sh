@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # capture.sh -- regenerate the real rclone JSON logs used by tests/test_rclonelog.py.
 #
-# Why this exists: the parser in workflow/cloudbench/rclonelog.py is only as good
+# Why this exists: the parser in workflow/cloudbench/measure/rclonelog.py is only as good
 # as the logs it was tested on, and rclone's log format has changed before
 # (1.70 swapped logrus for slog and changed the time format).  Instead of
 # hand-written fixtures, every *.jsonl file next to this script is produced by a

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudbench.jobenv import die_with_parent, kill_tree
+from cloudbench.campaign.secrets import redact, secret_values
 from cloudbench.measure import series
 from cloudbench.measure.clients import load
 from cloudbench.measure.clients.base import (
@@ -33,7 +33,7 @@ from cloudbench.measure.clients.base import (
     Plan,
     Run,
 )
-from cloudbench.progress import (
+from cloudbench.measure.progress import (
     LogTail,
     Progress,
     human_seconds,
@@ -41,7 +41,7 @@ from cloudbench.progress import (
     progress_of,
 )
 from cloudbench.records import host_info, rate_mb_s, utc_now
-from cloudbench.secrets import redact, secret_values
+from cloudbench.site.jobenv import die_with_parent, kill_tree
 
 SAMPLE_INTERVAL_S = 1.0  # a destination's bytes, every second: the series of a download
 

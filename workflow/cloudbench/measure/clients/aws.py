@@ -3,7 +3,7 @@ from the rclone remote in the AWS variables it reads (never on its command line)
 
 from __future__ import annotations
 
-from cloudbench import tools
+from cloudbench.measure import tools
 from cloudbench.measure.clients.base import CopyJob, ExternalClient
 
 

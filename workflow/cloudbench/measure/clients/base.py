@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from cloudbench import tools
-from cloudbench.arrival import MOVED_FROM_LISTING
+from cloudbench.measure import tools
+from cloudbench.measure.arrival import MOVED_FROM_LISTING
 from cloudbench.measure.series import Point
-from cloudbench.tools import ToolCommand
+from cloudbench.measure.tools import ToolCommand
 
 # Where a client's per-second progress comes from.
 PROGRESS_FROM_LOG = "log"  # the client's own log (rclone's JSON stats lines)
@@ -146,7 +146,7 @@ def clip_output(output: str, limit: int = 500) -> str:
 class ExternalClient:
     """A client that reports nothing of its own while it runs (s5cmd, the AWS CLI, a
     site's native tool): a download's destination is sampled for its series and bytes;
-    an upload is counted by the listing after the copy (``cloudbench.arrival``)."""
+    an upload is counted by the listing after the copy (``cloudbench.measure.arrival``)."""
 
     name = "external"
 

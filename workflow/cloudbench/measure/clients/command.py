@@ -3,7 +3,7 @@ template: ``{src}``, ``{dst}``, ``{threads}`` and ``{files_from}`` filled in per
 
 from __future__ import annotations
 
-from cloudbench import tools
+from cloudbench.measure import tools
 from cloudbench.measure.clients.base import CopyJob, ExternalClient
 
 

@@ -12,7 +12,9 @@ import contextlib
 import os
 from pathlib import Path
 
-from cloudbench import rclone as rc
+from cloudbench.campaign.paths import live_log
+from cloudbench.campaign.secrets import rclone_env_flags, redact, redact_file, secret_values
+from cloudbench.measure import rclone as rc
 from cloudbench.measure.clients.base import (
     MOVED_FROM_CLIENT_STATS,
     PROGRESS_FROM_LOG,
@@ -23,10 +25,8 @@ from cloudbench.measure.clients.base import (
     Plan,
     Run,
 )
-from cloudbench.paths import live_log
-from cloudbench.rclonelog import on_wall_clock, parse_rclone_log
+from cloudbench.measure.rclonelog import on_wall_clock, parse_rclone_log
 from cloudbench.records import clip_tail
-from cloudbench.secrets import rclone_env_flags, redact, redact_file, secret_values
 
 
 def exit_reason(returncode: int) -> str:

@@ -4,7 +4,7 @@ line)."""
 
 from __future__ import annotations
 
-from cloudbench import tools
+from cloudbench.measure import tools
 from cloudbench.measure.clients.base import CopyJob, ExternalClient
 
 

@@ -11,7 +11,7 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from cloudbench.secrets import credential_in_value
+from cloudbench.campaign.secrets import credential_in_value
 
 PLACEHOLDERS = ("src", "dst", "threads", "files_from")
 

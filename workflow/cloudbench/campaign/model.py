@@ -1,0 +1,710 @@
+"""The campaign model: what a config file asks for, checked, and the measurements it implies.
+
+The JSON schema (workflow/schemas/config.schema.yaml) checks shapes; this module checks the
+meaning (a chunk larger than the file, no upload site, an unknown site) so that every mistake
+stops the run before any job starts, with one line naming the key and the value.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cloudbench.campaign.schema import SchemaError, validate
+from cloudbench.campaign.secrets import credential_flag, credential_in_remote, credential_in_value
+from cloudbench.campaign.sizes import SizeError, parse_duration, parse_size, size_label
+from cloudbench.data import chunking
+from cloudbench.measure import clients
+from cloudbench.measure import rclone as rc
+from cloudbench.measure.clients.template import PLACEHOLDERS, TemplateError, template_argv
+
+STRATEGIES = ("plain", "chunked", "multithread")
+NESTED = "nested"  # dataset.layout of many small files in nested directories
+FILES_PER_DIR = 100  # nested: files per leaf directory; leaves grouped 10 per top directory
+TOOLS = clients.NAMES  # clients that move the data, by the registry (one module each)
+# Strategies only a client that can split one file into parallel streams measures
+# (clients.REGISTRY's multithread capability: rclone's per-file streams).
+MULTI_STREAM_STRATEGIES = ("multithread",)
+AUTO = "auto"  # concurrency: the job's threads (the cores of one node), as without a sweep
+DIRECTIONS = ("upload", "download")
+ALL_SITES = "all"
+NO_SITE = "none"  # only pull every site's results from the remote and aggregate them
+RESERVED_SITE_NAMES = (ALL_SITES, NO_SITE)
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_NAMED_REMOTE_RE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]+):")
+
+
+class ConfigError(ValueError):
+    """A campaign config that asks for something impossible; the message names key and value."""
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    upload: bool
+    download: bool
+    scratch: Path
+    location: tuple[float, float] | None
+    launch: tuple[tuple[str, Any], ...] = ()  # how the launcher reaches it (ssh host, workdir)
+    clients: tuple[int, ...] = (1,)  # client counts this site sweeps (one process per node)
+
+
+@dataclass(frozen=True)
+class Remote:
+    """One object store (or one region of one) that the campaign measures."""
+
+    name: str
+    url: str
+    location: tuple[float, float] | None
+
+    @property
+    def label(self) -> str:
+        """How reports name it: the rclone remote (``labstore:``) for a named remote, else
+        the campaign's name for it (a path or connection string is an address, not a name)."""
+        m = _NAMED_REMOTE_RE.match(self.url)
+        return f"{m.group(1)}:" if m else self.name
+
+    def path(self, *parts: str) -> str:
+        """The rclone path of ``parts`` under this remote (``name:bucket/x``, ``dir/bucket/x``)."""
+        tail = "/".join(p.strip("/") for p in parts if p)
+        if self.url.endswith(":"):
+            return f"{self.url}{tail}"
+        return f"{self.url.rstrip('/')}/{tail}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the dataset is laid out on the remote for one strategy: whole files or chunks."""
+
+    strategy: str
+    chunk_bytes: int  # 0 for whole files
+
+    @property
+    def label(self) -> str:
+        if self.strategy == "chunked":
+            return f"chunked-{size_label(self.chunk_bytes)}"
+        return self.strategy
+
+    @property
+    def chunk_label(self) -> str:
+        return size_label(self.chunk_bytes)
+
+    @classmethod
+    def from_label(cls, label: str) -> Layout:
+        if label.startswith("chunked-"):
+            return cls("chunked", parse_size(label.removeprefix("chunked-")))
+        if label not in STRATEGIES:
+            raise ConfigError(f"unknown layout label {label!r}")
+        return cls(label, 0)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How many clients move a copy at once, and with what parallelism each.
+
+    ``clients`` processes (each on its own node in batch mode) each move their own share of
+    the files, started together; ``concurrency`` is each client's rclone parallelism
+    (``--transfers`` for plain and chunked, ``--multi-thread-streams`` for multithread),
+    None for the job's threads. The label names a measurement's folder: ``rclone-4x32``.
+    """
+
+    tool: str = "rclone"
+    clients: int = 1
+    concurrency: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.tool}-{self.clients}x{self.concurrency or AUTO}"
+
+    @classmethod
+    @functools.cache
+    def from_label(cls, label: str) -> Setting:
+        m = _SETTING_RE.match(label)
+        if not m:
+            raise ConfigError(f"unknown setting label {label!r} (expected e.g. rclone-4x32)")
+        conc = m.group(3)
+        return cls(m.group(1), int(m.group(2)), None if conc == AUTO else int(conc))
+
+
+SETTING_PATTERN = r"([a-z0-9]+)-([0-9]+)x([0-9]+|auto)"
+_SETTING_RE = re.compile(f"^{SETTING_PATTERN}$")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One timed transfer of one copy: the unit that becomes one row of transfers.tsv."""
+
+    site: str
+    remote: str
+    direction: str
+    layout: Layout
+    repeat: int
+    setting: Setting = Setting()
+
+    @property
+    def key(self) -> str:
+        return (
+            f"{self.direction}/{self.remote}/{self.layout.label}/{self.setting.label}"
+            f"/r{self.repeat}"
+        )
+
+
+@dataclass(frozen=True)
+class Campaign:
+    name: str
+    bucket: str
+    remotes: tuple[Remote, ...]
+    dataset_name: str
+    files: int
+    file_bytes: int
+    chunk_sizes: tuple[int, ...]
+    strategies: tuple[str, ...]
+    repeats: int
+    seed: str
+    rclone_flags: tuple[str, ...]
+    multi_thread_cutoff: int
+    multi_thread_chunk_size: int
+    min_rclone_version: str
+    sites: tuple[Site, ...]
+    site: str
+    concurrency: tuple[tuple[str, tuple[int | None, ...]], ...] = ()  # per strategy
+    start_tolerance_s: float = 1.0
+    copy_timeout_s: float | None = None  # None: auto (the job's walltime, or an estimate)
+    tools: tuple[str, ...] = ("rclone",)
+    command_template: str | None = None
+    dataset_layout: str = "flat"
+
+    @property
+    def small_files(self) -> bool:
+        """Many small files in nested directories: generated and checksummed by one job."""
+        return self.dataset_layout == NESTED
+
+    def tools_for(self, strategy: str) -> tuple[str, ...]:
+        """The tools that measure a strategy: all of them, but multithread only the clients
+        that can split one file into streams (rclone)."""
+        if strategy in MULTI_STREAM_STRATEGIES:
+            return tuple(t for t in self.tools if clients.REGISTRY[t].multithread)
+        return self.tools
+
+    def concurrency_of(self, strategy: str) -> tuple[int | None, ...]:
+        """The parallelism values swept for a strategy; (None,) = the job's threads."""
+        return dict(self.concurrency).get(strategy, (None,))
+
+    def settings(self, site: Site, strategy: str) -> list[Setting]:
+        """Every tool x clients x concurrency combination a site measures for a strategy."""
+        return [
+            Setting(t, n, c)
+            for t in self.tools_for(strategy)
+            for n in site.clients
+            for c in self.concurrency_of(strategy)
+        ]
+
+    def copy_setting(self, m: Measurement) -> Setting:
+        """The upload whose copy a measurement moves: its own for an upload; for a download,
+        the upload with the same setting, or (when the upload site does not sweep that
+        client count) the upload site's first client count at the same concurrency.
+        Reading a copy does not change it, so every download setting can share one."""
+        if m.direction == "upload":
+            return m.setting
+        ups = self.settings(self.upload_site, m.layout.strategy)
+        if m.setting in ups:
+            return m.setting
+        same = [s for s in ups if s.concurrency == m.setting.concurrency]
+        return (same or ups)[0]
+
+    # --- derived views -------------------------------------------------------------------
+    @property
+    def file_names(self) -> list[str]:
+        return file_names(self.dataset_name, self.files, self.dataset_layout)
+
+    @property
+    def dataset_bytes(self) -> int:
+        return self.files * self.file_bytes
+
+    @property
+    def upload_site(self) -> Site:
+        return next(s for s in self.sites if s.upload)
+
+    @property
+    def download_sites(self) -> list[Site]:
+        return [s for s in self.sites if s.download]
+
+    def site_named(self, name: str) -> Site:
+        for s in self.sites:
+            if s.name == name:
+                return s
+        raise ConfigError(f"site: unknown site {name!r} (known: {', '.join(self.site_names)})")
+
+    def remote_named(self, name: str) -> Remote:
+        for r in self.remotes:
+            if r.name == name:
+                return r
+        raise ConfigError(f"remotes: unknown remote {name!r}")
+
+    @property
+    def site_names(self) -> list[str]:
+        return [s.name for s in self.sites]
+
+    @property
+    def active_sites(self) -> list[Site]:
+        """The sites whose share this run performs (``site: all`` = every site, in order)."""
+        if self.site == ALL_SITES:
+            return list(self.sites)
+        if self.site == NO_SITE:
+            return []
+        return [self.site_named(self.site)]
+
+    @property
+    def passive_sites(self) -> list[Site]:
+        """Sites whose results this run pulls from the remote instead of measuring."""
+        active = {s.name for s in self.active_sites}
+        return [s for s in self.sites if s.name not in active]
+
+    @property
+    def rendezvous_prefixes(self) -> list[str]:
+        """Where sites publish and find results: the campaign folder on every remote."""
+        return [self.remote_prefix(r) for r in self.remotes]
+
+    @property
+    def layouts(self) -> list[Layout]:
+        out: list[Layout] = []
+        for strategy in self.strategies:
+            if strategy == "chunked":
+                out.extend(Layout("chunked", c) for c in self.chunk_sizes)
+            else:
+                out.append(Layout(strategy, 0))
+        return out
+
+    def measurements(self, site: Site | None = None) -> Iterator[Measurement]:
+        """Every transfer this campaign implies, or only those of one site."""
+        for s in self.sites if site is None else [site]:
+            for direction in DIRECTIONS:
+                if not getattr(s, direction):
+                    continue
+                for remote in self.remotes:
+                    for layout in self.layouts:
+                        for setting in self.settings(s, layout.strategy):
+                            for repeat in range(1, self.repeats + 1):
+                                yield Measurement(
+                                    s.name, remote.name, direction, layout, repeat, setting
+                                )
+
+    def chunk_count(self, chunk_bytes: int) -> int:
+        return chunking.chunk_count(self.file_bytes, chunk_bytes)
+
+    def chunk_index_width(self, chunk_bytes: int) -> int:
+        return chunking.chunk_index_width(self.file_bytes, chunk_bytes)
+
+    def scratch_needed(self, site: Site) -> int:
+        """Peak bulk bytes a site holds in scratch (a safe upper bound, not an average).
+
+        The upload site keeps the files and every chunk size's chunks until the last upload.
+        A download site holds one copy being downloaded while the previous one is checked;
+        reassembly keeps a copy's chunks beside its reassembled files until verify removes
+        both, so a chunked copy counts twice.
+        """
+        need = 0
+        if site.upload:
+            need += self.dataset_bytes * (1 + len(self.chunk_sizes))
+        if site.download:  # with site: all, downloads may overlap the last uploads
+            checking = 2 if self.chunk_sizes else 1
+            need += self.dataset_bytes * (1 + checking)
+        return need
+
+    def remote_prefix(self, remote: Remote, *parts: str) -> str:
+        return remote.path(self.bucket, self.name, *parts)
+
+
+def file_names(name: str, files: int, layout: str = "flat") -> list[str]:
+    """The dataset's file names, relative to its directory (and to the copy's prefix on the
+    remote): ``<name>-001.bin``; nested: ``d00/d03/<name>-0342.bin``, FILES_PER_DIR files in
+    each leaf directory, ten leaves per top directory. Every base name is unique (the
+    keystream derives from it)."""
+    width = max(3, len(str(files)))
+    out = []
+    for i in range(1, files + 1):
+        base = f"{name}-{i:0{width}d}.bin"
+        if layout == NESTED:
+            leaf = (i - 1) // FILES_PER_DIR
+            base = f"d{leaf // 10:02d}/d{leaf % 10:02d}/{base}"
+        out.append(base)
+    return out
+
+
+# --- loading and checking ------------------------------------------------------------------
+
+
+def _size(cfg: Mapping[str, Any], key: str, value: Any) -> int:
+    try:
+        return parse_size(value)
+    except SizeError as err:
+        raise ConfigError(f"{key}: {err}") from None
+
+
+def _size_or_auto(cfg: Mapping[str, Any], key: str, auto: int) -> int:
+    """A size key of the config (``rclone.multi_thread_cutoff``) that may say ``auto``."""
+    section, name = key.split(".")
+    value = cfg[section][name]
+    return auto if value == "auto" else _size(cfg, key, value)
+
+
+def _location(key: str, value: Any) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    try:
+        lat, lon = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected [latitude, longitude], got {value!r}") from None
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+        raise ConfigError(f"{key}: {value!r} is not a valid [latitude, longitude]")
+    return (lat, lon)
+
+
+def _positive_int(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key}: must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _name(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not _NAME_RE.match(value):
+        raise ConfigError(
+            f"{key}: {value!r} is not a valid name (letters, digits, '_', '.', '-'; no '/')"
+        )
+    return value
+
+
+def _remote_url(key: str, url: Any, environ: Mapping[str, str] = os.environ) -> str:
+    url = str(url)
+    found = credential_in_remote(url)
+    if found:
+        raise ConfigError(
+            f"{key}: the remote spells out a credential ({found}=...); put credentials in "
+            "rclone's config file or RCLONE_CONFIG_<NAME>_* variables, never in the campaign"
+        )
+    # without its colon a remote's name is a local directory to rclone: the campaign would
+    # measure local disk and call it the store
+    defined = f"RCLONE_CONFIG_{url.rstrip('/').upper().replace('-', '_')}_TYPE"
+    if ":" not in url and defined in environ:
+        raise ConfigError(
+            f"{key}: {url!r} is a local directory to rclone, but {defined} defines a remote "
+            f"of that name: write {url.rstrip('/') + ':'!r}"
+        )
+    return url
+
+
+def _remotes(cfg: Mapping[str, Any]) -> tuple[Remote, ...]:
+    spec = cfg.get("remotes")
+    if spec and cfg.get("remote"):
+        raise ConfigError("remote and remotes: give one of them, not both")
+    if spec:
+        remotes = []
+        for name, r in spec.items():
+            _name("remotes", name)
+            remotes.append(
+                Remote(
+                    name,
+                    _remote_url(f"remotes.{name}.url", r["url"]),
+                    _location(f"remotes.{name}.location", r.get("location")),
+                )
+            )
+        return tuple(remotes)
+    url = cfg.get("remote")
+    if not url:
+        raise ConfigError("remote: missing (an rclone remote such as 'mys3:' or a local path)")
+    return (
+        Remote(
+            "main",
+            _remote_url("remote", url),
+            _location("remote_location", cfg.get("remote_location")),
+        ),
+    )
+
+
+def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Every string in a nested config, with its dotted key (list items as key[i])."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _strings(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{where}[{i}]")
+
+
+def _no_credentials(cfg: Mapping[str, Any]) -> None:
+    """A campaign file is shared, published and put in reports: it must hold no secret."""
+    for key, text in _strings(cfg, ""):
+        found = credential_in_value(text) or (
+            credential_flag(text) if text.startswith("-") else None
+        )
+        if found:
+            raise ConfigError(
+                f"{key}: looks like a credential ({found}); credentials belong in rclone's "
+                "config file or RCLONE_CONFIG_<REMOTE>_* variables, never in the campaign file"
+            )
+
+
+def _counts(key: str, value: Any, allow_auto: bool = False) -> tuple[Any, ...]:
+    """A number or a list of numbers (a sweep), each >= 1, none twice, in the given order."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise ConfigError(f"{key}: give at least one value")
+    out = []
+    for v in items:
+        if allow_auto and v == AUTO:
+            out.append(None)
+            continue
+        out.append(_positive_int(key, v))
+    if len(set(out)) != len(out):
+        raise ConfigError(f"{key}: the same value listed twice in {items!r}")
+    return tuple(out)
+
+
+def _concurrency(cfg: Mapping[str, Any], strategies: tuple[str, ...]):
+    out = []
+    for strategy, values in (cfg.get("concurrency") or {}).items():
+        if strategy not in strategies:
+            raise ConfigError(
+                f"concurrency.{strategy}: strategy {strategy!r} is not measured "
+                f"(strategies: {', '.join(strategies)})"
+            )
+        out.append((strategy, _counts(f"concurrency.{strategy}", values, allow_auto=True)))
+    return tuple(out)
+
+
+def _flags(raw: list[str]) -> tuple[str, ...]:
+    """rclone.flags: one argument per item, none that cloudbench sets itself."""
+    for flag in raw:
+        name = flag.split("=", 1)[0]
+        if flag.startswith("-") and " " in name.strip():
+            parts = flag.split()
+            raise ConfigError(
+                f"rclone.flags: {flag!r} is one item; write each argument as its own item: "
+                f"{parts!r}"
+            )
+        if name in rc.MANAGED_FLAGS:
+            raise ConfigError(
+                f"rclone.flags: {name} is set by cloudbench for each strategy "
+                f"({rc.MANAGED_FLAGS[name]}); remove it"
+            )
+    return tuple(raw)
+
+
+def _tools(cfg: Mapping[str, Any], strategies: tuple[str, ...], remotes) -> tuple[str, ...]:
+    """tools: known, none twice, command with its template, S3-only tools on remotes that
+    can be S3 (a local path or a connection string never is: refused here; a named remote's
+    type is checked by preflight, which may read rclone's config)."""
+    chosen = tuple(cfg["tools"])
+    if not chosen:
+        raise ConfigError(f"tools: at least one of {', '.join(TOOLS)}")
+    if len(set(chosen)) != len(chosen):
+        raise ConfigError(f"tools: listed twice in {list(chosen)!r}")
+    template = cfg.get("command_template")
+    if "command" in chosen:
+        if not template:
+            raise ConfigError("command_template: tools lists command, so give its template")
+        try:
+            template_argv(template, {p: p for p in PLACEHOLDERS})
+        except TemplateError as err:
+            raise ConfigError(f"command_template: {err}") from None
+    elif template:
+        raise ConfigError("command_template: given, but tools does not list command")
+    if not any(clients.REGISTRY[t].multithread for t in chosen):
+        only = [s for s in strategies if s in MULTI_STREAM_STRATEGIES]
+        if only:
+            raise ConfigError(
+                f"tools: strategy {only[0]} is rclone's per-file multi-stream copy, which "
+                f"{', '.join(chosen)} cannot do; add rclone to tools or drop {only[0]}"
+            )
+    for tool in chosen:
+        if not clients.REGISTRY[tool].s3_only:
+            continue
+        for r in remotes:
+            if r.url.startswith(":"):  # its parameters are not echoed: they may hold a secret
+                what = "a connection string"
+            elif not clients.is_remote(r.url):
+                what = "a local path"
+            else:
+                continue
+            raise ConfigError(
+                f"tools: {tool} speaks S3 only, and remote {r.name!r} is {what}; "
+                "define a named S3 remote (RCLONE_CONFIG_<NAME>_* or rclone config) or use rclone"
+            )
+    return chosen
+
+
+# Without a scheduler's walltime, a copy may take its bytes at this rate plus a fixed
+# allowance (start-up, listings) before it is taken for hung.
+AUTO_TIMEOUT_RATE = 1e6  # bytes/s
+AUTO_TIMEOUT_EXTRA_S = 600
+
+
+def _copy_timeout(value: str | int | float) -> float | None:
+    if value == "auto":
+        return None
+    try:
+        return parse_duration(value)
+    except SizeError as err:
+        raise ConfigError(f"copy_timeout: {err}") from None
+
+
+def auto_runtime_min(copy_bytes: int) -> int:
+    """Minutes a transfer job asks for when no site profile sets its runtime: the copy's
+    bytes at ``AUTO_TIMEOUT_RATE`` plus ``AUTO_TIMEOUT_EXTRA_S``; the copy's timeout is
+    derived from it like from any walltime."""
+    return math.ceil((copy_bytes / AUTO_TIMEOUT_RATE + AUTO_TIMEOUT_EXTRA_S) / 60)
+
+
+def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
+    """Build a checked Campaign from a campaign file's mapping; ConfigError on the first problem.
+
+    The mapping is the whole campaign: it is checked against the schema (unknown keys
+    refused), the schema's defaults fill what it leaves out, and nothing else is merged in.
+    ``base`` resolves relative scratch paths (the working directory by default), so every
+    job of a run, wherever it executes, agrees on where bulk data lives.
+    """
+    try:
+        cfg = validate(cfg)
+    except SchemaError as err:
+        raise ConfigError(str(err)) from None
+    _no_credentials(cfg)
+    base = Path.cwd() if base is None else base
+    name = _name("campaign", cfg.get("campaign"))
+    bucket = cfg["bucket"]
+    if not bucket.strip("/"):
+        raise ConfigError(f"bucket: must be a non-empty path, got {bucket!r}")
+    ds = cfg["dataset"]
+    dataset_name = _name("dataset.name", ds.get("name", name))
+    files = _positive_int("dataset.files", ds["files"])
+    file_bytes = _size(cfg, "dataset.size", ds["size"])
+    if file_bytes < 1:
+        raise ConfigError(f"dataset.size: must be at least 1 byte, got {ds.get('size')!r}")
+
+    strategies = tuple(cfg["strategies"])
+    if not strategies:
+        raise ConfigError("strategies: at least one of plain, chunked, multithread")
+    for s in strategies:
+        if s not in STRATEGIES:
+            raise ConfigError(
+                f"strategies: unknown strategy {s!r} (known: {', '.join(STRATEGIES)})"
+            )
+    if len(set(strategies)) != len(strategies):
+        raise ConfigError(f"strategies: listed twice in {list(strategies)!r}")
+
+    dataset_layout = ds["layout"]
+    if dataset_layout == NESTED:
+        for s in strategies:
+            if s in ("chunked", "multithread"):
+                why = (
+                    "a small file has nothing to split"
+                    if s == "chunked"
+                    else "multi-thread streams only split files above the cutoff"
+                )
+                raise ConfigError(
+                    f"strategies: {s} is refused for dataset.layout nested (many small "
+                    f"files): {why}; use plain"
+                )
+    raw_chunks = ds["chunk_sizes"] if "chunked" in strategies else []
+    chunk_sizes = tuple(_size(cfg, "dataset.chunk_sizes", c) for c in raw_chunks)
+    if "chunked" in strategies and not chunk_sizes:
+        raise ConfigError("dataset.chunk_sizes: strategy 'chunked' needs at least one chunk size")
+    for raw, c in zip(raw_chunks, chunk_sizes, strict=True):
+        if c < 1:
+            raise ConfigError(f"dataset.chunk_sizes: {raw!r} must be at least 1 byte")
+        if c > file_bytes:
+            raise ConfigError(
+                f"dataset.chunk_sizes: chunk {raw!r} is larger than the file size "
+                f"{ds.get('size')!r}"
+            )
+    if len(set(chunk_sizes)) != len(chunk_sizes):
+        raise ConfigError(f"dataset.chunk_sizes: the same size listed twice in {raw_chunks!r}")
+
+    repeats = _positive_int("repeats", cfg["repeats"])
+    rcfg = cfg["rclone"]
+    flags = _flags(rcfg["flags"])
+    cutoff = _size_or_auto(
+        cfg, "rclone.multi_thread_cutoff", min(rc.RCLONE_MULTI_THREAD_CUTOFF, file_bytes)
+    )
+    if "multithread" in strategies and cutoff > file_bytes:
+        raise ConfigError(
+            f"rclone.multi_thread_cutoff: {rcfg['multi_thread_cutoff']!r} is above the file size "
+            f"{ds['size']!r}, so strategy multithread would move each file as one stream; "
+            f"set it to at most {ds['size']!r}, or to auto"
+        )
+
+    part_bytes = _size_or_auto(
+        cfg, "rclone.multi_thread_chunk_size", rc.auto_part_bytes(file_bytes)
+    )
+    default_clients = _counts("clients", cfg["clients"])
+    sites = []
+    for sname, s in cfg["sites"].items():
+        _name("sites", sname)
+        if sname in RESERVED_SITE_NAMES:
+            raise ConfigError(
+                f"sites: {sname!r} is reserved (site: all / site: none); rename the site"
+            )
+        path = Path(str(s["scratch"])).expanduser()
+        sites.append(
+            Site(
+                name=sname,
+                upload=s["upload"],
+                download=s["download"],
+                scratch=path if path.is_absolute() else base / path,
+                location=_location(f"sites.{sname}.location", s.get("location")),
+                launch=tuple(sorted((s.get("launch") or {}).items())),
+                clients=_counts(f"sites.{sname}.clients", s["clients"])
+                if "clients" in s
+                else default_clients,
+            )
+        )
+        if max(sites[-1].clients) > files:
+            raise ConfigError(
+                f"{'sites.' + sname + '.clients' if 'clients' in s else 'clients'}: "
+                f"{max(sites[-1].clients)} clients need at least as many files, and "
+                f"dataset.files is {files} (each client moves its own files)"
+            )
+    if not sites:
+        raise ConfigError("sites: at least one site is needed")
+    uploaders = [s.name for s in sites if s.upload]
+    if not uploaders:
+        raise ConfigError("sites: no upload site (set upload: true on exactly one site)")
+    if len(uploaders) > 1:
+        raise ConfigError(f"sites: more than one upload site: {', '.join(uploaders)}")
+
+    remotes = _remotes(cfg)
+    chosen_tools = _tools(cfg, strategies, remotes)
+    campaign = Campaign(
+        name=name,
+        bucket=bucket.strip("/"),
+        remotes=remotes,
+        dataset_name=dataset_name,
+        files=files,
+        file_bytes=file_bytes,
+        chunk_sizes=chunk_sizes,
+        strategies=strategies,
+        repeats=repeats,
+        seed=str(ds.get("seed", name)),
+        rclone_flags=flags,
+        multi_thread_cutoff=cutoff,
+        multi_thread_chunk_size=part_bytes,
+        min_rclone_version=str(rcfg["min_version"]),
+        sites=tuple(sites),
+        site=str(cfg["site"]),
+        concurrency=_concurrency(cfg, strategies),
+        start_tolerance_s=float(cfg["start_tolerance_s"]),
+        copy_timeout_s=_copy_timeout(cfg.get("copy_timeout", "auto")),
+        tools=chosen_tools,
+        command_template=cfg.get("command_template"),
+        dataset_layout=dataset_layout,
+    )
+    if campaign.site not in RESERVED_SITE_NAMES:
+        campaign.site_named(campaign.site)  # raises with the list of known sites
+    return campaign

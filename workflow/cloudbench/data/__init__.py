@@ -1,0 +1,1 @@
+"""The data steps: incompressible files, their XXH128 digests, chunks and reassembly."""

@@ -1,0 +1,242 @@
+"""Several clients moving one copy at once: their shares, the start barrier, how they are
+launched, and the one aggregate record they add up to.
+
+A measurement with ``clients: N`` is still one batch job: it writes a plan, starts N client
+processes (``srun`` tasks, one per node, inside a Slurm job; N processes on one machine
+otherwise), and each client moves its own files once all of them are ready. The aggregate
+rate is all bytes over the wall-clock window from the first start to the last end, which is
+what the store delivered to the site; each client's own rate and the start skew are kept,
+so a rate that only looks high because the clients ran one after the other cannot pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cloudbench.measure import series
+from cloudbench.records import rate_mb_s, read_json, write_json
+from cloudbench.site.jobenv import die_with_parent
+
+# Environment variables that carry a task's rank under the launchers HPC centres use.
+RANK_VARIABLES = ("SLURM_PROCID", "PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PALS_RANKID")
+# A site's own launcher, as a template: {n} clients, {threads} per client, {command}.
+LAUNCHER_ENV = "CLOUDBENCH_LAUNCHER"
+SRUN_TEMPLATE = "srun --ntasks={n} --cpus-per-task={threads} --kill-on-bad-exit=0 {command}"
+BARRIER_TIMEOUT_S = 600.0  # a client that never shows up fails the group, it does not hang it
+GO_LEAD_S = 0.5  # the agreed start lies this far ahead, so every client sees it in time
+POLL_S = 0.002
+PLAN = "plan.json"
+GO = "go.json"
+
+
+class ClientError(RuntimeError):
+    """A client could not take part (no rank, a barrier that never filled)."""
+
+
+def shares(files: Sequence[str], n: int) -> list[list[str]]:
+    """Each client's own files, dealt round-robin (sizes are equal, so shares differ by at
+    most one file)."""
+    return [list(files[k::n]) for k in range(n)]
+
+
+def launcher(
+    n: int, threads: int, command: Sequence[str], env: Mapping[str, str]
+) -> list[str] | None:
+    """The command that starts ``n`` copies of ``command`` as tasks of this batch job, or
+    None to start them as local processes.
+
+    ``$CLOUDBENCH_LAUNCHER`` (a template) wins; inside a Slurm job, ``srun`` places one task
+    per node (each asks for ``threads`` cores); anywhere else the clients share this machine.
+    """
+    template = env.get(LAUNCHER_ENV)
+    if not template and env.get("SLURM_JOB_ID") and shutil.which("srun", path=env.get("PATH")):
+        template = SRUN_TEMPLATE
+    if not template:
+        return None
+    text = template.format(n=n, threads=threads, command=shlex.join(command))
+    return shlex.split(text)
+
+
+def client_index(explicit: int | None, env: Mapping[str, str]) -> tuple[int, str]:
+    """This client's number, and where it came from: the command line (local processes) or
+    the task rank a launcher sets (``SLURM_PROCID`` under srun)."""
+    if explicit is not None:
+        return explicit, "--index"
+    for name in RANK_VARIABLES:
+        if env.get(name, "").isdigit():
+            return int(env[name]), name
+    raise ClientError(
+        f"cannot tell which client this is: none of {', '.join(RANK_VARIABLES)} is set; "
+        f"start clients with srun or set {LAUNCHER_ENV} to a launcher that sets a rank"
+    )
+
+
+def wait_for_start(folder: Path, index: int, n: int, timeout: float = BARRIER_TIMEOUT_S) -> float:
+    """Block until all ``n`` clients are ready, then until the agreed start; returns it.
+
+    Each client announces itself with a file; client 0, once it sees all ``n``, writes the
+    start time a little ahead (``GO_LEAD_S``) so that clients on other nodes, polling a
+    shared filesystem, all see it before it comes. Clocks of a site's nodes are assumed in
+    step (NTP); the skew each client really started with is measured, not assumed.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"ready-{index}").write_text(str(time.time()))
+    deadline = time.monotonic() + timeout
+    go = folder / GO
+    if index == 0:
+        while sum(1 for _ in folder.glob("ready-*")) < n:
+            if time.monotonic() > deadline:
+                raise ClientError(f"only {len(list(folder.glob('ready-*')))} of {n} clients ready")
+            time.sleep(POLL_S)
+        write_json(go, {"start_at": time.time() + GO_LEAD_S})
+    while not go.exists():
+        if time.monotonic() > deadline:
+            raise ClientError(f"no start signal within {timeout:.0f} s")
+        time.sleep(POLL_S)
+    start_at = float(read_json(go)["start_at"])
+    while (left := start_at - time.time()) > 0:
+        time.sleep(min(left, POLL_S))
+    return start_at
+
+
+def wait_for_end(folder: Path, index: int, n: int, timeout: float = BARRIER_TIMEOUT_S) -> float:
+    """Say this client's copy has ended, then wait until every client's has: the seconds
+    waited. What a client does after its copy (hashing its share) must not compete for
+    cores or the filesystem with a client that is still being timed. A client that never
+    arrives (killed hard) is waited for at most ``timeout`` seconds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"ended-{index}").write_text(str(time.time()))
+    t0 = time.monotonic()
+    while sum(1 for _ in folder.glob("ended-*")) < n:
+        if time.monotonic() - t0 > timeout:
+            raise ClientError(f"only {len(list(folder.glob('ended-*')))} of {n} clients ended")
+        time.sleep(POLL_S * 10)
+    return round(time.monotonic() - t0, 6)
+
+
+def share_dir(local: Path, index: int) -> Path:
+    """Where download client ``index`` puts its share until the group has ended."""
+    return local / ".clients" / str(index)
+
+
+def settle_share(share: Path, local: Path, names: Sequence[str]) -> None:
+    """Move a client's downloaded files (or a chunked file's folder of chunks) from its
+    share directory into the copy's directory, by rename (same filesystem: no bytes move).
+    A name the client did not download stays missing, for ``verify`` to report."""
+    for name in names:
+        there = share / name
+        if there.exists():
+            target = local / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            there.replace(target)
+    shutil.rmtree(share, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        share.parent.rmdir()  # the last client to settle removes .clients
+
+
+def run_clients(plan_path: Path, n: int, threads: int, env: Mapping[str, str]) -> tuple[int, str]:
+    """Start the ``n`` clients of a plan and wait for all of them: the launcher's exit code
+    (the clients record their own failures) and how they were started."""
+    base = [sys.executable, "-m", "cloudbench", "client", "--plan", str(plan_path)]
+    launch = launcher(n, threads, base, env)
+    if launch is not None:
+        how = shlex.join(launch[: len(launch) - len(base)])
+        return subprocess.run(launch, env=dict(env)).returncode, how
+    procs = [
+        subprocess.Popen([*base, "--index", str(k)], env=dict(env), preexec_fn=die_with_parent)
+        for k in range(n)
+    ]
+    codes = [p.wait() for p in procs]  # a client killed by a signal has a negative code
+    return next((c for c in codes if c != 0), 0), f"{n} local processes"
+
+
+def write_plan(folder: Path, plan: Mapping[str, Any]) -> Path:
+    """A fresh plan (and an empty barrier) for one attempt of a measurement."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    path = folder / PLAN
+    write_json(path, plan)
+    return path
+
+
+def client_record_path(folder: Path, index: int) -> Path:
+    return folder / f"client-{index}.json"
+
+
+def client_series_path(folder: Path, index: int) -> Path:
+    return folder / f"client-{index}.series.tsv"
+
+
+# --- adding the clients up -------------------------------------------------------------------
+
+
+def aggregate(
+    clients: Sequence[dict[str, Any] | None], n: int, tolerance_s: float
+) -> dict[str, Any]:
+    """The group's own columns from its clients' records (None: a client that never
+    reported). Rate = all bytes / (last end - first start); failed if any client failed,
+    did not report, or started more than ``tolerance_s`` after the first."""
+    got = [c for c in clients if c is not None]
+    errors = [f"client {k} did not report" for k, c in enumerate(clients) if c is None]
+    errors += [f"client {c['client']}: {c.get('error')}" for c in got if c["status"] != "ok"]
+    starts = [c["started_epoch"] for c in got if c.get("started_epoch") is not None]
+    ends = [c["started_epoch"] + c["seconds"] for c in got if c.get("seconds") is not None]
+    first = min(starts) if starts else None
+    seconds = max(ends) - first if starts and ends else None
+    skew = max(starts) - first if starts else None
+    if skew is not None and skew > tolerance_s:
+        errors.append(
+            f"clients started {skew:.3f} s apart, more than start_tolerance_s {tolerance_s:g} s:"
+            " they did not run together"
+        )
+    requested = sum(c.get("bytes_requested") or 0 for c in got)
+    moved = [c.get("bytes_moved") for c in got]
+    rates = [c["mb_per_s"] for c in got if c.get("mb_per_s") is not None]
+    error = "; ".join(errors)[:2000] or None
+    return {
+        "status": "failed" if error else "ok",
+        "error": error,
+        "seconds": round(seconds, 6) if seconds is not None else None,
+        "mb_per_s": round(rate_mb_s(requested, seconds), 3) if not error and seconds else None,
+        "started_epoch": first,
+        "start_skew_s": round(skew, 6) if skew is not None else None,
+        "bytes_requested": requested,
+        "bytes_moved": sum(moved) if moved and None not in moved else None,
+        "objects": sum(c.get("objects") or 0 for c in got),
+        "objects_in_flight": sum(c.get("objects_in_flight") or 0 for c in got),
+        "connections": sum(c.get("connections") or 0 for c in got),
+        "retries": sum(c.get("retries") or 0 for c in got),
+        "client_mb_per_s_min": min(rates) if len(rates) == n else None,
+        "client_mb_per_s_median": round(statistics.median(rates), 3) if len(rates) == n else None,
+        "client_mb_per_s_max": max(rates) if len(rates) == n else None,
+        "hosts": sorted({c["host"] for c in got if c.get("host")}),
+    }
+
+
+def sum_series(
+    clients: Sequence[tuple[float, Sequence[tuple[float, int]], int]],
+) -> list[tuple[float, int, float]]:
+    """The group's series, (elapsed s, total bytes, MB/s over the interval before it): its
+    clients' points added up on one clock (:func:`cloudbench.measure.series.added_up`),
+    at the one rate convention of every series."""
+    return [(t, b, r / series.MB) for t, b, r in series.rates(series.added_up(clients))]
+
+
+def read_clients(folder: Path, n: int) -> list[dict[str, Any] | None]:
+    """Each client's record, None where a client wrote none."""
+    out: list[dict[str, Any] | None] = []
+    for k in range(n):
+        p = client_record_path(folder, k)
+        out.append(read_json(p) if p.exists() else None)
+    return out

@@ -1,0 +1,276 @@
+"""The one place that reads rclone's JSON logs (``--use-json-log --stats 1s -v``).
+
+Everything cloudbench learns from rclone itself -- the per-second byte counts, errors,
+retries -- comes through here, so that a change in rclone's log format breaks one module
+and its tests (``tests/test_rclonelog.py``, run on logs captured from real rclone runs by
+``tests/data/rclone-logs/capture.sh``) instead of silently skewing results.
+
+What rclone 1.75.2 writes, one JSON object per line::
+
+    {"time": "2026-11-21T03:55:34.368252387Z", "level": "info", "msg": "...",
+     "source": "accounting/stats.go:549", "stats": {...}}      # a stats line
+    {"time": "...", "level": "error", "msg": "Failed to copy: ...", "object": "f1.bin",
+     "objectType": "*local.Object", "source": "operations/copy.go:349"}
+
+Facts about those logs that shape this module (all seen in the captures):
+
+* Stats lines are logged at INFO (rclone's default ``--stats-log-level``), so ``-v``
+  suffices.  The last one is written by rclone after its retry loop whenever ``--stats``
+  is set and the process exits normally; it is not marked as final.  A process that dies
+  by signal, or fails before the transfer starts (e.g. "Failed to create file system"),
+  leaves no final line -- or no stats line at all.
+* Stats are cumulative over the whole process, *including* failed whole-run attempts:
+  after a retry ``bytes`` counts the bytes sent by the failed attempt as well, so it can
+  exceed the size of the data.  ``errors`` and ``lastError``, however, are reset at the
+  start of each new attempt, so a run that needed a retry can end with ``errors == 0``.
+* ``"Attempt N/M failed ..."`` and ``"Attempt N/M succeeded"`` are both logged at ERROR.
+* ``"low level retry ..."`` messages (and the ``Version "v1.75.2" starting ...`` line)
+  are DEBUG: at ``-v`` they never appear, so ``low_level_retries`` is 0 and ``version``
+  is None unless the log was written with ``-vv``.
+* The command's overall verdict, ``"Failed to copy: ..."`` or ``"Failed to copy with 4
+  errors: last error was: ..."``, goes through Go's standard logger and is therefore
+  logged at NOTICE, not ERROR.
+* rclone redirects its stderr into ``--log-file``, so a Go panic or an early flag error
+  lands there as plain text: lines that are not JSON must not stop the parse.
+* rclone 1.70 moved from logrus to slog and changed the ``time`` format (now RFC 3339
+  with nanoseconds in UTC, ``...Z``; older releases wrote local time with an offset).
+  The time string is only carried along, never parsed, so either format is fine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cloudbench.measure import series
+
+# Levels that mean "something went wrong".  slog-era rclone (>= 1.70) uses error,
+# critical, alert, emergency; logrus-era rclone wrote fatal/panic for the worst ones.
+_ERROR_LEVELS = frozenset({"error", "critical", "alert", "emergency", "fatal", "panic"})
+# The command's final verdict, logged at NOTICE (Go's log.Printf) by cmd/cmd.go.
+_VERDICT_RE = re.compile(r"^Failed to \S+(?: with \d+ errors: last error was)?: ")
+_ATTEMPT_RE = re.compile(r"^Attempt (\d+)/(\d+) (failed|succeeded)\b")
+# Both the pacer's "low level retry 1/2 (error ...)" and operations' "Received error:
+# ... - low level retry 3/10"; older releases capitalised "Low".
+_LOW_LEVEL_RE = re.compile(r"low level retry \d+/\d+", re.IGNORECASE)
+MIN_GAP_S = series.MIN_GAP_S  # stats lines closer than this are one sample
+_VERSION_RE = re.compile(r'\bVersion "v?([^"]+)" starting\b')
+
+
+@dataclass(frozen=True)
+class StatsSample:
+    """One ``--stats`` line: rclone's cumulative counters at one moment of the run.
+
+    ``elapsed`` (the stats object's ``elapsedTime``, seconds since the stats began) is
+    the time axis, because it is monotonic within one rclone process and needs no
+    parsing; ``time_utc`` is the line's ``time`` field exactly as written, kept for
+    lining runs up with other clocks (UTC with ``Z`` since rclone 1.70, local time with
+    an offset before).  ``speed`` is rclone's own rolling average (exponentially
+    weighted since 1.56), kept only for reference: use :func:`rate_series` for rates.
+    """
+
+    elapsed: float
+    time_utc: str
+    bytes: int
+    total_bytes: int
+    transfers: int
+    total_transfers: int
+    errors: int
+    retry_error: bool
+    speed: float
+
+
+@dataclass(frozen=True)
+class RcloneLog:
+    """Everything cloudbench uses from one rclone log file.
+
+    * ``samples``: every stats line, in file order.
+    * ``final``: the last stats line (``samples[-1]``), or None if there was none.  It is
+      the summary rclone prints on a normal exit, but a log cut short by a kill ends with
+      an ordinary periodic line, and nothing in the line says which it is.
+    * ``errors``: each error-or-worse message, in order, as ``"<object>: <msg>"`` when
+      rclone names an object (that is how its text log renders them, and the object is
+      usually the file that failed), else ``"<msg>"``.  Two deliberate deviations from
+      the raw level: ``"Attempt N/M succeeded"`` is left out (rclone logs it at ERROR but
+      it reports success), and the command's final verdict ``"Failed to <cmd>: ..."`` is
+      included although rclone logs it at NOTICE.
+    * ``retries``: how many times rclone started the whole command again, i.e. the number
+      of ``"Attempt N/M failed"`` messages with N < M.  rclone's retry loop logs that
+      message and then starts attempt N+1 (after ``--retries-sleep``), so N < M is exactly
+      "was followed by another attempt"; the message for the last attempt (N == M) is not
+      a retry, nor is ``"Attempt N/M succeeded"``.  Hence ``retries`` equals the number of
+      ``Attempt`` messages minus the ``N/M failed`` one with N == M (if any) minus the
+      ``succeeded`` one (if any).  Runs stopped by ``"Fatal error received"`` or ``"Can't
+      retry any of the errors"`` log no Attempt message for that try.
+    * ``low_level_retries``: number of messages containing ``"low level retry N/M"``,
+      from the pacer (one API call) or from operations (one object copy).  They are
+      DEBUG-level, so this is 0 for ``-v`` logs.  It counts messages, not distinct
+      retries: one failing PUT typically logs both a pacer "low level retry 1/1" and an
+      operations "Received error: ... - low level retry 3/10", and the last message of a
+      series (N == M) is followed by giving up, not by another try.  Use it as a measure
+      of trouble, not as an exact retry count.
+    * ``last_error``: ``errors[-1]``; if nothing error-level was logged, the last
+      non-empty ``lastError`` of a stats line; else None.
+    * ``version``: from the DEBUG line ``Version "v1.75.2" starting with parameters ...``,
+      without the leading ``v`` (``"1.75.2"``, matching cloudbench.measure.rclone.rclone_version);
+      None at ``-v``, which does not log it.
+    * ``unparsed_lines``: non-blank lines that are not a JSON object (stderr text, a
+      truncated last line, ...) or whose stats object has unusable values.
+    """
+
+    samples: tuple[StatsSample, ...]
+    final: StatsSample | None
+    errors: tuple[str, ...]
+    retries: int
+    low_level_retries: int
+    last_error: str | None
+    version: str | None
+    unparsed_lines: int = 0
+
+
+def stats_sample(record: Mapping[str, Any], stats: Mapping[str, Any]) -> StatsSample:
+    """Build a StatsSample; missing counters read as 0 (older rclones lack a few keys)."""
+    return StatsSample(
+        elapsed=float(stats.get("elapsedTime") or 0.0),
+        time_utc=str(record.get("time", "")),
+        bytes=int(stats.get("bytes") or 0),
+        total_bytes=int(stats.get("totalBytes") or 0),
+        transfers=int(stats.get("transfers") or 0),
+        total_transfers=int(stats.get("totalTransfers") or 0),
+        errors=int(stats.get("errors") or 0),
+        retry_error=bool(stats.get("retryError", False)),
+        speed=float(stats.get("speed") or 0.0),
+    )
+
+
+def _is_error(record: Mapping[str, Any], msg: str) -> bool:
+    """Whether a non-stats record belongs in RcloneLog.errors (see its docstring)."""
+    level = str(record.get("level", "")).lower()
+    if level in _ERROR_LEVELS:
+        m = _ATTEMPT_RE.match(msg)
+        return not (m and m.group(3) == "succeeded")
+    # The final verdict: NOTICE (logrus-era: warning), no object, from cmd/.
+    return (
+        level in ("notice", "warning")
+        and "object" not in record
+        and str(record.get("source", "cmd/")).startswith("cmd/")
+        and _VERDICT_RE.match(msg) is not None
+    )
+
+
+def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
+    """Parse one rclone ``--use-json-log`` file, given as an iterable of lines.
+
+    Never raises on content: a line that is not a JSON object, or a stats object whose
+    values cannot be read, is counted in ``unparsed_lines`` and skipped, because a
+    measurement whose log has one garbled line still has a usable result.  Blank lines
+    are ignored without being counted.
+    """
+    samples: list[StatsSample] = []
+    errors: list[str] = []
+    retries = low_level = unparsed = 0
+    stats_last_error: str | None = None
+    version: str | None = None
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            unparsed += 1
+            continue
+        if not isinstance(record, dict):
+            unparsed += 1
+            continue
+        stats = record.get("stats")
+        if isinstance(stats, dict):
+            try:
+                samples.append(stats_sample(record, stats))
+            except (TypeError, ValueError):
+                unparsed += 1
+                continue
+            if stats.get("lastError"):
+                stats_last_error = str(stats["lastError"])
+            continue
+        msg = str(record.get("msg", ""))
+        attempt = _ATTEMPT_RE.match(msg)
+        if attempt and attempt.group(3) == "failed":
+            if int(attempt.group(1)) < int(attempt.group(2)):
+                retries += 1
+        if _LOW_LEVEL_RE.search(msg):
+            low_level += 1
+        if version is None:
+            v = _VERSION_RE.search(msg)
+            if v:
+                version = v.group(1)
+        if _is_error(record, msg):
+            obj = record.get("object")
+            errors.append(f"{obj}: {msg}" if obj not in (None, "") else msg)
+    return RcloneLog(
+        samples=tuple(samples),
+        final=samples[-1] if samples else None,
+        errors=tuple(errors),
+        retries=retries,
+        low_level_retries=low_level,
+        last_error=errors[-1] if errors else stats_last_error,
+        version=version,
+        unparsed_lines=unparsed,
+    )
+
+
+_FRACTION_RE = re.compile(r"(\.\d{6})\d+")
+
+
+def stamp_epoch(stamp: str) -> float | None:
+    """Seconds since the epoch of a log line's ``time`` (UTC ``...Z`` with nanoseconds since
+    rclone 1.70, local time with an offset before); None if it does not parse."""
+    from datetime import datetime
+
+    try:
+        text = _FRACTION_RE.sub(r"\1", stamp.strip()).replace("Z", "+00:00")
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def on_wall_clock(samples: Sequence[StatsSample], start_epoch: float) -> list[StatsSample]:
+    """The samples with ``elapsed`` = their line's time stamp - ``start_epoch``: one clock
+    for every client of a measurement, and a stall where it happened. Unchanged when a
+    stamp does not parse (an unknown log format keeps rclone's own clock)."""
+    epochs = [stamp_epoch(s.time_utc) for s in samples]
+    if any(e is None for e in epochs):
+        return list(samples)
+    return [
+        replace(s, elapsed=max(0.0, e - start_epoch)) for s, e in zip(samples, epochs, strict=True)
+    ]
+
+
+def rate_series(samples: Iterable[StatsSample]) -> list[tuple[float, int, float]]:
+    """Per-interval transfer rate of rclone's stats lines, ``(elapsed s, cumulative bytes,
+    bytes/s)`` per sample, by the one convention of every series
+    (:func:`cloudbench.measure.series.rates`): byte deltas, never rclone's smoothed
+    ``speed``."""
+    return series.rates((s.elapsed, s.bytes) for s in samples)
+
+
+def longest_stall(elapsed: Sequence[float], moved: Sequence[int]) -> float:
+    """Seconds of the longest stretch in which rclone's byte count did not grow, from the
+    stats line that first showed a count to the last that still showed it.
+
+    A store that goes away mid-copy (rclone waits, retries silently at -v and may still
+    finish ``ok``) shows as such a stretch; the rate then includes the outage, and this
+    says so. The stretch before the first stats line is not seen (rclone prints the first
+    after a second).
+    """
+    longest, start = 0.0, None
+    for i in range(1, len(moved)):
+        if moved[i] <= moved[i - 1]:
+            start = elapsed[i - 1] if start is None else start
+            longest = max(longest, elapsed[i] - start)
+        else:
+            start = None
+    return round(longest, 3)

@@ -1,0 +1,145 @@
+"""The ``plots`` rule: every figure and HTML table of the report, from the aggregated tables.
+
+The figures live in :mod:`cloudbench.report.figures` (matplotlib), the HTML tables in
+:mod:`cloudbench.report.tables`; :func:`build_report` writes every file named in
+:data:`cloudbench.report.outputs.REPORT_OUTPUTS` (the one list of the report's outputs).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cloudbench.campaign import paths
+from cloudbench.report import figures, latency, scaling, stats
+from cloudbench.report import scaling_section as scaling_report
+from cloudbench.report import tables as html_tables
+from cloudbench.report import tools_section as tools_report
+from cloudbench.report.headline import headline_html
+
+
+def _read(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, sep="\t")
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def by_variant(df: pd.DataFrame) -> pd.DataFrame:
+    """For the figures that colour by layout: a campaign that sweeps settings shows each
+    layout and setting as its own series (``plain rclone-4x32``), not one pooled column."""
+    if df.empty or "setting" not in df or df["setting"].nunique() < 2:
+        return df
+    return df.assign(layout=df["layout"] + " " + df["setting"])
+
+
+def write_tsv(table: pd.DataFrame, path: Path) -> None:
+    """A table of the report as the page shows it, unrounded but for float noise, so users
+    can post-process what they read."""
+    out = table.copy()
+    floats = out.select_dtypes("float").columns
+    out[floats] = out[floats].round(4)
+    out.to_csv(path, sep="\t", index=False, na_rep="")
+
+
+class _InProcess(Executor):
+    """``jobs=1``: every figure drawn here, in order, as submitted."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+@contextmanager
+def _drawers(jobs: int) -> Iterator[Executor]:
+    """Where the figures are drawn: ``jobs`` forked processes (matplotlib already imported,
+    so they start at once), or this process alone. Rendering is most of the report's time,
+    and the figures do not depend on each other."""
+    if jobs <= 1:
+        yield _InProcess()
+        return
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        yield pool
+
+
+def build_report(
+    tables: Path, info: Mapping[str, Any], out: Mapping[str, Path], jobs: int = 1
+) -> None:
+    """Every output of the ``plots`` rule from the campaign's tables (``tables`` holds
+    transfers.tsv, timeseries.tsv, steps.tsv, missing.tsv and, if written, clients.tsv,
+    probes.tsv and manifest.json); the figures are drawn by ``jobs`` processes while this one
+    writes the HTML tables."""
+    transfers, series, steps, missing = (
+        _read(Path(paths.table(tables, name)))
+        for name in ("transfers", "timeseries", "steps", "missing")
+    )
+    transfers, series = stats.with_setting(transfers), stats.with_setting(series)
+    clients, probes = (
+        _read(Path(paths.table(tables, name)))
+        if Path(paths.table(tables, name)).exists()
+        else pd.DataFrame()
+        for name in ("clients", "probes")
+    )
+    man_path = Path(paths.campaign_manifest(tables))
+    try:  # optional: the report does not wait for the campaign manifest
+        manifest = json.loads(man_path.read_text())
+    except (OSError, ValueError):
+        manifest = None
+    for p in out.values():
+        p.parent.mkdir(parents=True, exist_ok=True)
+    summary = stats.summarise(transfers, series)
+    metrics = (
+        stats.transfer_metrics(transfers, series)
+        if not transfers.empty
+        else transfers.assign(
+            sustained_mb_per_s=[], sustained_method=[], group_median=[], outlier=[]
+        )
+    )
+    with _drawers(jobs) as drawers:
+        drawn = [  # slowest first, so the last one to start is a short one
+            drawers.submit(
+                figures.rate_vs_time,
+                by_variant(series),
+                by_variant(transfers),
+                info,
+                out["rate_vs_time"],
+            ),
+            drawers.submit(figures.step_breakdown, steps, transfers, out["steps"], info),
+            drawers.submit(
+                figures.sustained,
+                by_variant(metrics),
+                by_variant(summary),
+                info,
+                out["rate_by_strategy"],
+            ),
+            drawers.submit(figures.speedups, metrics, summary, info, out["speedup"]),
+            drawers.submit(figures.rate_vs_distance, transfers, info, out["rate_vs_distance"]),
+            drawers.submit(scaling_report.scaling_png, transfers, out["scaling"]),
+            drawers.submit(tools_report.tools_png, transfers, out["tools"]),
+            drawers.submit(tools_report.latency_png, transfers, probes, out["latency"]),
+        ]
+        html_tables.transfers_html(transfers, missing, out["table"])
+        write_tsv(summary, out["summary_tsv"])
+        html_tables.summary_html(summary, metrics, out["summary_html"])
+        html_tables.cost_html(transfers, summary, info, out["cost"])
+        html_tables.campaign_html(info, manifest, transfers, out["campaign"])
+        scaling_report.scaling_html(transfers, clients, out["scaling_html"], info)
+        tools_report.tools_html(transfers, out["tools_html"])
+        tools_report.latency_html(transfers, probes, out["latency_html"])
+        write_tsv(scaling.scaling_table(transfers), out["scaling_tsv"])
+        write_tsv(latency.tool_strategy_rates(tools_report.with_tool(transfers)), out["tools_tsv"])
+        write_tsv(
+            latency.pair_rtt(probes) if not probes.empty else pd.DataFrame(), out["latency_tsv"]
+        )
+        for figure in drawn:
+            figure.result()  # a figure that failed fails the report, with its traceback
+    # the headline embeds the rate-by-strategy figure: written once that is drawn
+    out["headline"].write_text(headline_html(metrics, summary, info, out["rate_by_strategy"]))

@@ -1,0 +1,364 @@
+"""The campaign's answer, on the report's first screen: how fast, from where, is it intact.
+
+The Snakemake report opens on its global description (``workflow/report/workflow.rst``),
+which includes this fragment as raw HTML. A researcher sees, without a click: per site x
+remote x direction x layout the median rate with its interval, that interval's real
+coverage and n (or why there is none), the best layout and its speed-up over plain,
+failures and corruptions, and the key figure. Pure formatting of numbers that
+``cloudbench.report.stats`` computes; nothing new is measured.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cloudbench.report import stats
+from cloudbench.report.intervals import (
+    MIN_REPEATS_FOR_INTERVAL,
+    level_text,
+    median_interval,
+    ratio_interval,
+)
+from cloudbench.report.labels import with_interval
+
+STYLE = (
+    "<style>"
+    # Snakemake's front page puts the description in a narrow column beside the rule graph:
+    # let the headline take the width it needs (the graph moves right).
+    ".prose:has(.cb-headline){max-width:none}"
+    # It also centres the page vertically: a headline taller than the window (a sweep has
+    # many rows) would start above the top, out of reach. Start it at the top instead.
+    ".items-center:has(.cb-headline){align-items:flex-start}"
+    ".cb-headline table{border-collapse:collapse;margin:.4em 0 .8em 0;font-size:13px}"
+    ".cb-headline th,.cb-headline td{border:1px solid #ccc;padding:2px 6px;text-align:right;"
+    "white-space:nowrap}"
+    ".cb-headline th{background:#f0f0f0}.cb-headline td.l,.cb-headline th.l{text-align:left}"
+    ".cb-headline tr.best td{font-weight:600;background:#e8f4e8}"
+    ".cb-headline tr.bad td{background:#fde2e1}"
+    ".cb-headline p{margin:.3em 0;max-width:70em}"
+    ".cb-headline img{max-width:640px;width:100%;height:auto;border:1px solid #ddd}"
+    "</style>"
+)
+
+
+ROW_COLUMNS = [
+    "site", "remote", "direction", "layout", "n", "median", "low", "high", "level", "speedup",
+    "speedup_low", "speedup_high", "speedup_level", "failed", "corrupt", "retries", "resent",
+    "stalls", "rates",
+]  # fmt: skip
+
+
+def _num(v: float) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+
+
+def _ratio(v: float) -> str:
+    """Speed-ups with two decimals always (×1.00 beside ×1.01, never ×1)."""
+    return "–" if v is None or math.isnan(v) else f"{v:.2f}"
+
+
+# "Best" needs a gain a person would act on, not only one the repeats can tell: the factor's
+# whole interval above this (the demo's capped layouts differ by 0.1%, consistently, and a
+# green "best ... ×1.00" helps nobody)
+BEST_MARGIN = 1.05
+
+
+def _clear(group: pd.DataFrame, best: Mapping[str, Any]) -> tuple[bool, float]:
+    """Whether the fastest row of a group is clearly faster than every other row (layout and
+    setting alike): the interval of its factor over each of them lies above ``BEST_MARGIN``.
+    Returns that and the lowest coverage among those intervals (the level the claim holds
+    at). Without an interval against one of them (too few repeats) nothing is clear, however
+    large the gap."""
+    levels = []
+    for other in group.itertuples(index=False):
+        if other.layout == best["layout"]:
+            continue
+        r = ratio_interval(best["rates"], other.rates)
+        if not r.low > BEST_MARGIN:
+            return False, math.nan
+        levels.append(r.level)
+    return bool(levels), min(levels) if levels else math.nan
+
+
+def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per site x remote x direction x layout: median rate [CI] (n), speed-up over
+    plain [CI], failed and corrupt counts, and whether it is the best layout of its group."""
+    out = []
+    several = summary["setting"].nunique() > 1 if not summary.empty else False
+    for r in summary.itertuples(index=False):
+        sel = metrics[
+            (metrics["site"] == r.site)
+            & (metrics["remote"] == r.remote)
+            & (metrics["direction"] == r.direction)
+            & (metrics["layout"] == r.layout)
+            & (metrics["setting"] == r.setting)
+        ]
+        rates = stats.ok_rates(sel)["mb_per_s"].to_numpy(float)
+        iv = median_interval(rates)
+        out.append(
+            {
+                "site": r.site,
+                "remote": r.remote,
+                "direction": r.direction,
+                "layout": f"{r.layout} ({r.setting})" if several else r.layout,
+                "n": int(r.n),
+                "median": float(r.p50),
+                "low": iv.low,
+                "high": iv.high,
+                "level": iv.level,
+                "speedup": float(r.speedup_vs_plain),
+                "speedup_low": float(r.speedup_ci_low),
+                "speedup_high": float(r.speedup_ci_high),
+                "speedup_level": float(r.speedup_ci_level),
+                "failed": int(r.failed),
+                "corrupt": int(r.corrupt),
+                "retries": int(r.retries),
+                "resent": stats.resent_bytes(sel),
+                "stalls": stats.stalls(sel),
+                "rates": rates,
+            }
+        )
+    df = pd.DataFrame(out, columns=ROW_COLUMNS)
+    if df.empty:
+        return df.assign(best=pd.Series(dtype=bool))
+    best = df.groupby(["site", "remote", "direction"])["median"].transform("max")
+    df["best"] = (df["median"] == best) & df["median"].notna()
+    df["clear"] = False
+    df["clear_level"] = math.nan
+    for _, g in df.groupby(["site", "remote", "direction"], sort=False):
+        for i in g.index[g["best"]]:
+            df.loc[i, ["clear", "clear_level"]] = _clear(g, df.loc[i])
+    df["clear"] = df["clear"].astype(bool)
+    return df
+
+
+def _rate_cell(r: Mapping[str, Any]) -> str:
+    return with_interval(r["median"], r["low"], r["high"], r["level"], n=r["n"], fmt=_num)
+
+
+def _speedup_cell(r: Mapping[str, Any]) -> str:
+    if r["layout"].startswith("plain") or math.isnan(r["speedup"]):
+        return "–"
+    return with_interval(
+        r["speedup"], r["speedup_low"], r["speedup_high"], r["speedup_level"], "×", fmt=_ratio
+    )
+
+
+def _verdict(group: pd.DataFrame, best: Mapping[str, Any]) -> tuple[str, str]:
+    """How sure the page may be that ``best`` is the fastest of ``group``, in words that give
+    the real reason when it cannot say (not "too few repeats" when the repeats were enough)."""
+    if best["clear"]:
+        return "best ", f" ({level_text(best['clear_level'])} intervals)"
+    few = [
+        str(o.layout)
+        for o in group.itertuples(index=False)
+        if o.layout != best["layout"] and min(o.n, best["n"]) < MIN_REPEATS_FOR_INTERVAL
+    ]
+    if few:
+        return "fastest ", f"; too few ok repeats to compare with {', '.join(few)}"
+    return "fastest ", f"; not clearly ×{BEST_MARGIN:.2f} ahead of the others"
+
+
+def sentences(table: pd.DataFrame) -> list[str]:
+    """One sentence per site, remote and direction: the best layout and how much it gains."""
+    out = []
+    for (site, remote, direction), g in table.groupby(["site", "remote", "direction"], sort=False):
+        best = g[g["best"]]
+        if best.empty:
+            out.append(f"{site} {direction}: no ok transfer yet.")
+            continue
+        b = best.iloc[0]
+        where = f" ({remote})" if table["remote"].nunique() > 1 else ""
+        plain_here = g["layout"].str.startswith("plain").any()
+        gain = (
+            f", {_speedup_cell(b)} over plain"
+            if plain_here and not b["layout"].startswith("plain")
+            else ""
+        )
+        lead, doubt = "", " (the only layout measured here)"
+        if len(g) > 1:
+            lead, doubt = _verdict(g, b)
+            if not plain_here:
+                doubt += "; plain was not measured at this setting, so no speed-up"
+        compared = g[g["best"] | g["layout"].str.startswith("plain")]
+        retried = [f"{r.layout} {r.retries}" for r in compared.itertuples() if r.retries]
+        resent = [
+            f"{r.layout} {_num(r.resent / 1e6)} MB" for r in compared.itertuples() if r.resent
+        ]
+        told = [f"rclone retried during these repeats: {', '.join(retried)}"] if retried else []
+        told += (
+            [f"rclone re-sent data after failed requests: {', '.join(resent)}"] if resent else []
+        )
+        stalled = [f"{r.layout} r{k} {t:.0f} s" for r in g.itertuples() for k, t in r.stalls]
+        told += [f"rclone moved nothing for a while: {', '.join(stalled)}"] if stalled else []
+        caveat = f" ({'; '.join(told)}; the rates include the time lost)" if told else ""
+        out.append(
+            f"{site} {direction}{where}: {lead}{b['layout']} at {_num(b['median'])} MB/s"
+            f"{gain}{doubt}{caveat}."
+        )
+    return out
+
+
+def _bwlimit_text(value: str) -> str:
+    """rclone's --bwlimit value in words with its unit: a bare number or K/M/G suffix is
+    KiB/MiB/GiB per second (rclone's binary units); ``UP:DOWN`` and timetables as given."""
+    from cloudbench.campaign.sizes import SizeError, parse_size
+
+    if ":" in value or "," in value or " " in value:
+        return f"{value} (rclone's upload:download or timetable form)"
+    try:
+        unit = value[-1].upper() if value[-1].isalpha() else "K"
+        nbytes = parse_size(f"{value.rstrip('bBkKmMgGtT')}{unit}iB")
+    except (SizeError, IndexError, ValueError):
+        return value
+    return f"{value} = {nbytes / 2**20:g} MiB/s = {nbytes / 1e6:.3g} MB/s"
+
+
+def rate_caps(info: Mapping[str, Any], transfers: pd.DataFrame) -> list[str]:
+    """Every bandwidth cap the rates ran under, from any source, with its unit: the
+    campaign's rclone.flags and rclone flags set in the environment. A capped rate read as a
+    slow store is the mistake this prevents (the demo's 16 MiB/s cap once went unnamed)."""
+    flags = list(((info.get("rclone") or {}).get("flags")) or [])
+    caps = []
+    for i, flag in enumerate(flags):
+        value = None
+        if flag == "--bwlimit" and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif flag.startswith("--bwlimit="):
+            value = flag.split("=", 1)[1]
+        if value:
+            caps.append(
+                f"--bwlimit {_bwlimit_text(value)} per rclone process, from the campaign's "
+                "rclone.flags"
+            )
+    if not transfers.empty and "rclone_env" in transfers:
+        env = transfers["rclone_env"].fillna("").astype(str)
+        for value in sorted({m for v in env for m in v.split() if m.startswith("RCLONE_BWLIMIT=")}):
+            caps.append(
+                f"{value.split('=', 1)[0]}={_bwlimit_text(value.split('=', 1)[1])} per rclone "
+                "process, from the environment"
+            )
+    return caps
+
+
+def per_object_lines(metrics: pd.DataFrame) -> list[str]:
+    """A small-files campaign's answer, per measurement (site, remote, direction, tool,
+    layout and setting apart): files/s with the interval of its median and that interval's
+    coverage, and seconds per object. With many small files the cost per object decides."""
+    if metrics.empty or "files_per_s" not in metrics:
+        return []
+    ok = stats.ok_rates(metrics)
+    ok = ok[pd.to_numeric(ok["files_per_s"], errors="coerce").notna()]
+    keys = [k for k in ("site", "remote", "direction", "layout", "setting") if k in ok]
+    out = []
+    several = ok["remote"].nunique() > 1 if "remote" in ok else False
+    for key, g in ok.groupby(keys, sort=False):
+        k = dict(zip(keys, key, strict=True))
+        fps = pd.to_numeric(g["files_per_s"]).to_numpy(float)
+        iv = median_interval(fps)
+        spo = float(pd.to_numeric(g["s_per_object"]).median())
+        where = f" ({k['remote']})" if several else ""
+        rate = with_interval(float(np.median(fps)), iv.low, iv.high, iv.level, n=len(fps), fmt=_num)
+        out.append(
+            f"{k['site']} {k['direction']}{where} {k['layout']} {k.get('setting', '')}: "
+            f"{rate} files/s, {spo:.3g} s per object (n={len(fps)})"
+        )
+    return out
+
+
+def environment_flags(transfers: pd.DataFrame) -> str:
+    """rclone settings that came from the environment (RCLONE_BWLIMIT=4M ...), with how many
+    transfers ran under each: they shape the rates as much as the config's flags, but no
+    campaign file shows them. '' when there were none."""
+    if transfers.empty or "rclone_env" not in transfers:
+        return ""
+    env = transfers["rclone_env"].fillna("").astype(str).str.strip()
+    counts = env[env != ""].value_counts()
+    return "; ".join(f"{v} in {n} of {len(env)} transfers" for v, n in counts.items())
+
+
+def headline_html(
+    metrics: pd.DataFrame, summary: pd.DataFrame, info: Mapping[str, Any], figure: Path | None
+) -> str:
+    """The fragment the report's front page shows (HTML without <html>/<body>)."""
+    table = rows(metrics, summary)
+    total = len(metrics)
+    bad = metrics[metrics["status"] != "ok"] if total else metrics
+    status = (
+        f"{total} transfers, all ok and verified"
+        if total and bad.empty
+        else f"{total} transfers, {len(bad)} not ok: "
+        + ", ".join(f"{n} {s}" for s, n in bad["status"].value_counts().items())
+        if total
+        else "nothing measured yet"
+    )
+    parts = [
+        STYLE,
+        '<div class="cb-headline">',
+        f"<p><b>Campaign {html.escape(str(info.get('campaign', '')))}</b>: {status}."
+        + (
+            f" <b>Rates capped</b>: {html.escape('; '.join(caps))}."
+            if (caps := rate_caps(info, metrics))
+            else ""
+        )
+        + " Median MB/s (10<sup>6</sup> B/s) of the ok repeats (n) [interval] and its real "
+        "coverage; connections = clients × concurrency (rclone-4x32; auto = the job's "
+        f"threads). Green: faster than every other layout (each factor's interval above "
+        f"×{BEST_MARGIN:.2f}); red: a failed or corrupt repeat; retried: whole-copy retries.</p>",
+    ]
+    if (info.get("dataset") or {}).get("small_files"):
+        lines = per_object_lines(metrics)
+        if lines:
+            parts.append(
+                "<p><b>Many small files</b>: the cost per object decides, so files/s comes "
+                "first (median [interval] coverage), then seconds per object:<br>"
+                + "<br>".join(html.escape(x) for x in lines)
+                + "</p>"
+            )
+    parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
+    if env := environment_flags(metrics):
+        parts.append(
+            f"<p>rclone flags set in the environment, not in the campaign file: "
+            f"{html.escape(env)} (column rclone_env).</p>"
+        )
+    from cloudbench.report.scaling import recommendations  # only campaigns that sweep have any
+
+    names = {k: (r or {}).get("label") for k, r in (info.get("remotes") or {}).items()}
+    parts += [f"<p><b>Scaling</b>: {html.escape(s)}</p>" for s in recommendations(metrics, names)]
+    if not table.empty:
+        show_remote = table["remote"].nunique() > 1
+        head = ["site", *(["remote"] if show_remote else []), "direction", "layout"]
+        head += ["median MB/s [interval]", "n", "vs plain [interval]", "failed", "corrupt"]
+        head += ["retried"]
+        cells = "".join(
+            f'<th class="{"l" if i < len(head) - 6 else ""}">{h}</th>' for i, h in enumerate(head)
+        )
+        body = [f"<table><thead><tr>{cells}</tr></thead><tbody>"]
+        for r in table.to_dict("records"):
+            cls = "bad" if r["failed"] or r["corrupt"] else "best" if r["clear"] else ""
+            left = [r["site"], *([r["remote"]] if show_remote else []), r["direction"], r["layout"]]
+            tds = "".join(f'<td class="l">{html.escape(str(v))}</td>' for v in left)
+            tds += f"<td>{_rate_cell(r)}</td><td>{r['n']}</td><td>{_speedup_cell(r)}</td>"
+            tds += f"<td>{r['failed']}</td><td>{r['corrupt']}</td><td>{r['retries']}</td>"
+            body.append(f'<tr class="{cls}">{tds}</tr>')
+        body.append("</tbody></table>")
+        parts.append("".join(body))
+    if figure is not None and figure.exists():
+        data = base64.b64encode(figure.read_bytes()).decode()
+        parts.append(
+            f'<img alt="sustained rate per strategy" src="data:image/png;base64,{data}">'
+            "<p><small>The sustained rate per strategy (every repeat a point; its caption, in "
+            "the menu under Transfers, says how to read it).</small></p>"
+        )
+    parts.append("</div>")
+    return "\n".join(parts) + "\n"

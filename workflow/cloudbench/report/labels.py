@@ -1,0 +1,73 @@
+"""How the report names and orders things, in figures and tables alike (no plotting library).
+
+Layouts in one order (plain, chunked by chunk size, multithread), numbers in one style.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from cloudbench.campaign.sizes import SizeError, parse_size
+from cloudbench.report.intervals import level_text
+
+NA = "–"  # a value that does not exist (no interval, no rate), in every figure and table
+
+
+def _layout_key(label: str) -> tuple[int, float, tuple[str, int, int], str]:
+    """plain, chunked by size, multithread, the rest; a setting after the layout (``plain
+    rclone-4x32``, campaigns that sweep) orders by tool, clients, then concurrency."""
+    base, _, setting = label.partition(" ")
+    m = re.match(r"^([a-z0-9]+)-(\d+)x(\d+|auto)$", setting)
+    order = (
+        (m.group(1), int(m.group(2)), int(m.group(3)) if m.group(3).isdigit() else 0)
+        if m
+        else ("", 0, 0)
+    )
+    if base == "plain":
+        return (0, 0, order, label)
+    if base.startswith("chunked-"):
+        try:
+            return (1, parse_size(base.removeprefix("chunked-")), order, label)
+        except SizeError:
+            return (1, math.inf, order, label)
+    if base == "multithread":
+        return (2, 0, order, label)
+    return (3, 0, order, label)
+
+
+def layout_order(labels: Any) -> list[str]:
+    """plain, chunked by chunk size, multithread, then anything else."""
+    return sorted({str(v) for v in labels}, key=_layout_key)
+
+
+def num(v: float) -> str:
+    """Three significant figures below 100, whole numbers above, never an exponent:
+    0.0123, 1.23, 12.3, 123, 1,234."""
+    if v is None or math.isnan(v):
+        return NA
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:#.3g}".rstrip(".")
+
+
+def with_interval(
+    v: float,
+    low: float,
+    high: float,
+    level: float,
+    prefix: str = "",
+    n: int | None = None,
+    fmt: Callable[[float], str] = num,
+) -> str:
+    """A value with its interval and the interval's coverage, ``218 [200, 230] 75%``, or with
+    the reason it has none: ``218 (n=2: too few repeats for an interval)``. The coverage is
+    always printed, since at 3 repeats it is 75%, not the 95% a reader would assume."""
+    if v is None or math.isnan(v):
+        return NA
+    if math.isnan(low):
+        why = f" (n={n}: too few repeats for an interval)" if n is not None and n < 3 else ""
+        return f"{prefix}{fmt(v)}{why}"
+    return f"{prefix}{fmt(v)} [{fmt(low)}, {fmt(high)}] {level_text(level)}"

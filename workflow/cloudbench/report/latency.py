@@ -1,0 +1,205 @@
+"""Statistics for the report's Latency and Tools sections: pure functions of tables.
+
+Definitions (captions repeat them; change both together):
+
+* **RTT** of a site-remote pair: the median, over that pair's probe records (before and
+  after the transfers), of each record's P50 TCP connect time. A TCP connect takes one
+  round trip, and the P50 of several is robust to a slow accept.
+* **rate vs RTT**: the ``ok`` transfers' rates (MB/s) against their pair's RTT in ms,
+  with an ordinary least-squares line (``stats.linear_fit``) per direction; no line with
+  fewer than 2 distinct RTTs.
+* **window ceiling**: one TCP stream cannot move more than window / RTT bytes per second;
+  ``streams`` parallel streams at most ``streams`` times that. Stated only where the
+  window is known (a site's configured or measured window), never guessed.
+* **failure rate** of a tool: rows whose status is not ``ok`` (failed, corrupt,
+  unverified) over all its rows, as SaladCloud tabulated it.
+* **tool x strategy rate**: per measurement identity, median of the ``ok`` rates with its
+  order-statistic interval and coverage (:mod:`cloudbench.report.intervals`; none below 3 repeats).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cloudbench.report.intervals import median_interval
+from cloudbench.report.stats import LinearFit, linear_fit
+
+MS = 1000.0
+PROBE_COLUMNS = [
+    "site", "remote", "when", "started_utc", "time_of_day_utc", "endpoint_host", "scheme",
+    "count", "object_bytes", "status",
+    "connect_p50_ms", "tls_p50_ms", "get_ttfb_p50_ms", "get_ttfb_p90_ms", "get_ttfb_p99_ms",
+    "put_ttfb_p50_ms", "put_ttfb_p90_ms", "put_ttfb_p99_ms",
+    "tcp_rmem_max_bytes", "tcp_wmem_max_bytes",
+]  # fmt: skip
+CEILING_COLUMNS = [
+    "site", "remote", "direction", "rtt_ms", "window_bytes", "connections", "ceiling_mb_s",
+    "median_mb_s", "of_ceiling",
+]  # fmt: skip
+# The buffer that bounds a direction's window at the site: it receives downloads, sends uploads.
+WINDOW_OF = {"download": "tcp_rmem_max_bytes", "upload": "tcp_wmem_max_bytes"}
+FAILURE_COLUMNS = ["tool", "direction", "rows", "not_ok", "failed", "corrupt", "failure_rate"]
+# A measurement's identity less the repeat, in the order tables show it: a statistic pools
+# the repeats of one identity and nothing else (a table without a column has one value of it)
+IDENTITY = ["site", "remote", "direction", "tool", "strategy", "layout", "setting"]
+TOOL_COLUMNS = [*IDENTITY, "n", "median", "ci_low", "ci_high", "ci_level", "not_ok"]
+PER_OBJECT_COLUMNS = [*IDENTITY, "n", "files_per_s", "s_per_object"]
+
+
+def identity_of(table: pd.DataFrame) -> list[str]:
+    """The identity columns ``table`` has: the keys its statistics group by."""
+    return [c for c in IDENTITY if c in table.columns]
+
+
+def _ms(record: Mapping[str, Any], key: str, stat: str) -> float:
+    """A probe summary's statistic in ms, NaN where the record has none (http: no TLS)."""
+    summary = record.get(key)
+    if not summary or summary.get(stat) is None:
+        return math.nan
+    return round(float(summary[stat]) * MS, 6)  # ns resolution; no float noise in the TSV
+
+
+def probe_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per probe record (``probe.run_probe``); skipped probes keep their row with
+    NaN times so the report can say which remotes were not probed."""
+    rows = []
+    for r in records:
+        rows.append({
+            "site": r.get("site"), "remote": r.get("remote"), "when": r.get("when"),
+            "started_utc": r.get("started_utc"), "time_of_day_utc": r.get("time_of_day_utc"),
+            "endpoint_host": r.get("endpoint_host"), "scheme": r.get("scheme"),
+            "count": r.get("count"), "object_bytes": r.get("object_bytes"),
+            "status": r.get("status"),
+            "connect_p50_ms": _ms(r, "tcp_connect_s", "p50"),
+            "tls_p50_ms": _ms(r, "tls_handshake_s", "p50"),
+            **{f"{op}_ttfb_{q}_ms": _ms(r, f"{op}_ttfb_s", q)
+               for op in ("get", "put") for q in ("p50", "p90", "p99")},
+            "tcp_rmem_max_bytes": r.get("tcp_rmem_max_bytes"),
+            "tcp_wmem_max_bytes": r.get("tcp_wmem_max_bytes"),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=PROBE_COLUMNS)
+
+
+def pair_rtt(probes: pd.DataFrame) -> pd.DataFrame:
+    """``site``, ``remote``, ``rtt_ms``, ``probes``: each pair's RTT (see the definitions)."""
+    ok = probes[probes["connect_p50_ms"].notna()]
+    if ok.empty:
+        return pd.DataFrame(columns=["site", "remote", "rtt_ms", "probes"])
+    g = ok.groupby(["site", "remote"], sort=True)["connect_p50_ms"]
+    return g.agg(rtt_ms="median", probes="size").reset_index()
+
+
+def rate_vs_rtt(
+    transfers: pd.DataFrame, probes: pd.DataFrame
+) -> tuple[pd.DataFrame, dict[str, LinearFit | None]]:
+    """The ``ok`` transfers joined with their pair's RTT, and a fitted line per direction
+    (None where fewer than 2 distinct RTTs make a line meaningless)."""
+    ok = transfers[(transfers["status"] == "ok") & transfers["mb_per_s"].notna()]
+    joined = ok.merge(pair_rtt(probes), on=["site", "remote"], how="inner")
+    fits: dict[str, LinearFit | None] = {}
+    for direction, g in joined.groupby("direction", sort=True):
+        if g["rtt_ms"].nunique() < 2:
+            fits[str(direction)] = None
+            continue
+        fits[str(direction)] = linear_fit(g["rtt_ms"], g["mb_per_s"])
+    return joined, fits
+
+
+def window_ceiling_mb_s(window_bytes: float, rtt_s: float, streams: int = 1) -> float:
+    """The most ``streams`` TCP streams with a ``window_bytes`` window can move over a path
+    of round-trip time ``rtt_s``: streams x window / RTT, in MB/s (NaN if RTT is not > 0)."""
+    if not rtt_s or rtt_s <= 0 or window_bytes < 0 or streams < 1:
+        return math.nan
+    return streams * window_bytes / rtt_s / 1e6
+
+
+def window_ceilings(transfers: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFrame:
+    """Per site, remote and direction where the window is known: the pair's RTT, the site's
+    largest window for that direction (``WINDOW_OF``, as its probes recorded it), the
+    median connections of the ok transfers, the ceiling connections x window / RTT, the
+    median observed rate and its fraction of the ceiling. Pairs without a known window or
+    RTT get no row: the ceiling is stated, never guessed."""
+    rtt = pair_rtt(probes)
+    ok = transfers[(transfers["status"] == "ok") & transfers["mb_per_s"].notna()]
+    if rtt.empty or ok.empty:
+        return pd.DataFrame(columns=CEILING_COLUMNS)
+    rows = []
+    for (site, remote, direction), g in ok.groupby(["site", "remote", "direction"], sort=True):
+        pair = rtt[(rtt["site"] == site) & (rtt["remote"] == remote)]
+        mine = probes[(probes["site"] == site) & (probes["remote"] == remote)]
+        window = pd.to_numeric(mine[WINDOW_OF.get(str(direction), "")], errors="coerce")
+        if pair.empty or window.dropna().empty:
+            continue
+        rtt_ms, win = float(pair["rtt_ms"].iloc[0]), float(window.median())
+        conns = int(max(1, np.median(g["connections"].fillna(1))))
+        ceiling = window_ceiling_mb_s(win, rtt_ms / MS, conns)
+        median = float(g["mb_per_s"].median())
+        rows.append({
+            "site": site, "remote": remote, "direction": direction, "rtt_ms": rtt_ms,
+            "window_bytes": int(win), "connections": conns, "ceiling_mb_s": ceiling,
+            "median_mb_s": median, "of_ceiling": median / ceiling if ceiling else math.nan,
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=CEILING_COLUMNS)
+
+
+def per_object_by_tool(transfers: pd.DataFrame) -> pd.DataFrame:
+    """Per measurement identity (tool, layout and setting apart, never pooled): median
+    files/s and seconds per object of the ok rows (what many small files cost each tool),
+    with the number of rows."""
+    cols = [
+        c for c in PER_OBJECT_COLUMNS if c in (*identity_of(transfers), *PER_OBJECT_COLUMNS[-3:])
+    ]
+    need = {"files_per_s", "s_per_object"}
+    if transfers.empty or not need <= set(transfers.columns):
+        return pd.DataFrame(columns=cols)
+    ok = transfers[(transfers["status"] == "ok") & transfers["s_per_object"].notna()]
+    if ok.empty:
+        return pd.DataFrame(columns=cols)
+    g = ok.groupby(identity_of(ok), sort=True)
+    return g.agg(
+        n=("s_per_object", "size"),
+        files_per_s=("files_per_s", "median"),
+        s_per_object=("s_per_object", "median"),
+    ).reset_index()[cols]
+
+
+def failure_rate_by_tool(transfers: pd.DataFrame) -> pd.DataFrame:
+    """Per tool and direction: rows, rows not ``ok``, of which failed and corrupt, and the
+    failure rate (not ok / rows)."""
+    if transfers.empty:
+        return pd.DataFrame(columns=FAILURE_COLUMNS)
+    rows = []
+    for (tool, direction), g in transfers.groupby(["tool", "direction"], sort=True):
+        not_ok = int((g["status"] != "ok").sum())
+        rows.append({
+            "tool": tool, "direction": direction, "rows": len(g), "not_ok": not_ok,
+            "failed": int((g["status"] == "failed").sum()),
+            "corrupt": int((g["status"] == "corrupt").sum()),
+            "failure_rate": not_ok / len(g),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=FAILURE_COLUMNS)
+
+
+def tool_strategy_rates(transfers: pd.DataFrame) -> pd.DataFrame:
+    """Per measurement identity: n ok, median rate (MB/s) with its order-statistic interval
+    and that interval's coverage, and how many rows were not ok (they have no rate, so they
+    are not in n)."""
+    keys = identity_of(transfers)
+    if transfers.empty:
+        return pd.DataFrame(columns=TOOL_COLUMNS)
+    rows = []
+    for key, g in transfers.groupby(keys, sort=True):
+        ok = g[(g["status"] == "ok") & g["mb_per_s"].notna()]["mb_per_s"].to_numpy(float)
+        iv = median_interval(ok)
+        rows.append({
+            **dict(zip(keys, key, strict=True)), "n": int(ok.size),
+            "median": float(np.median(ok)) if ok.size else math.nan,
+            "ci_low": iv.low, "ci_high": iv.high, "ci_level": iv.level,
+            "not_ok": int((g["status"] != "ok").sum()),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=[c for c in TOOL_COLUMNS if c in keys or c not in IDENTITY])

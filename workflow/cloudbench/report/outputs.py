@@ -1,0 +1,94 @@
+"""Every file of the report, once: the ``aggregate`` rule's outputs (tables and figures), its
+CLI options, the tests.
+
+Here and not in :mod:`cloudbench.report.build`, so the rules and the CLI can name the files without
+importing matplotlib and pandas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+
+class ReportOutput(NamedTuple):
+    """One output of the ``aggregate`` rule: where it goes and how the Snakemake report
+    shows it."""
+
+    path: str  # relative to the campaign's results directory
+    caption: str | None  # workflow/report/<caption>.rst; None: not a report entry of its own
+    category: str | None
+
+
+# The campaign's tables by name (``<name>.tsv`` beside the campaign's records): what
+# cloudbench.report.aggregate writes and the figures are drawn from.
+TABLES: dict[str, ReportOutput] = {
+    "transfers": ReportOutput("transfers.tsv", "transfers_tsv", "Tables"),
+    "timeseries": ReportOutput("timeseries.tsv", None, None),
+    "steps": ReportOutput("steps.tsv", "steps_tsv", "Tables"),
+    "missing": ReportOutput("missing.tsv", None, None),
+    "clients": ReportOutput("clients.tsv", "clients_tsv", "Tables"),
+    "probes": ReportOutput("probes.tsv", "probes_tsv", "Tables"),
+}
+
+# By name: the key of build_report's ``out`` and, with - for _, the figure CLI option.
+REPORT_OUTPUTS: dict[str, ReportOutput] = {
+    "rate_vs_time": ReportOutput("figures/rate_vs_time.png", "rate_vs_time", "Transfers"),
+    "rate_by_strategy": ReportOutput(
+        "figures/rate_by_strategy.png", "rate_by_strategy", "Transfers"
+    ),
+    "speedup": ReportOutput("figures/speedup.png", "speedup", "Transfers"),
+    "rate_vs_distance": ReportOutput(
+        "figures/rate_vs_distance.png", "rate_vs_distance", "Transfers"
+    ),
+    "steps": ReportOutput("figures/steps.png", "steps", "Where the time goes"),
+    "table": ReportOutput("figures/transfers.html", "transfers_table", "Tables"),
+    "summary_tsv": ReportOutput("summary.tsv", "summary_tsv", "Tables"),
+    "summary_html": ReportOutput("figures/summary.html", "summary_table", "Tables"),
+    "cost": ReportOutput("figures/cost.html", "cost", "Cost"),
+    "campaign": ReportOutput("figures/campaign.html", "campaign", "Campaign"),
+    "scaling": ReportOutput("figures/scaling.png", "scaling", "Scaling"),
+    "scaling_html": ReportOutput("figures/scaling.html", "scaling_table", "Scaling"),
+    "scaling_tsv": ReportOutput("scaling.tsv", "scaling_tsv", "Tables"),
+    "tools": ReportOutput("figures/tools.png", "tools", "Tools"),
+    "tools_html": ReportOutput("figures/tools.html", "tools_table", "Tools"),
+    "tools_tsv": ReportOutput("tools.tsv", "tools_tsv", "Tables"),
+    "latency": ReportOutput("figures/latency.png", "latency", "Latency"),
+    "latency_html": ReportOutput("figures/latency.html", "latency_table", "Latency"),
+    "latency_tsv": ReportOutput("latency.tsv", "latency_tsv", "Tables"),
+    # the report's front page embeds it (workflow/report/workflow.rst)
+    "headline": ReportOutput("figures/headline.html", None, None),
+}
+
+
+def cli_options(outputs: dict[str, str]) -> str:
+    """The figure options of ``cloudbench aggregate`` (and ``plots``) for ``outputs``
+    (name -> path)."""
+    return " ".join(f"--{name.replace('_', '-')} {outputs[name]}" for name in REPORT_OUTPUTS)
+
+
+def rule_outputs(results: str, report: Callable[..., Any]) -> dict[str, Any]:
+    """The ``aggregate`` rule's outputs under ``results``, tables first (``<table>_tsv``);
+    ``report`` is Snakemake's ``report()``, applied to every file with a caption (captions
+    are relative to workflow/rules/)."""
+    outputs: dict[str, Any] = {}
+    named = {f"{name}_tsv": o for name, o in TABLES.items()}  # transfers_tsv, steps_tsv, ...
+    if set(named) & set(REPORT_OUTPUTS):
+        raise ValueError(f"a table and a figure share a name: {set(named) & set(REPORT_OUTPUTS)}")
+    for name, o in (named | REPORT_OUTPUTS).items():
+        path = f"{results}/{o.path}"
+        caption = f"../report/{o.caption}.rst"
+        outputs[name] = path if o.caption is None else report(path, caption, o.category)
+    return outputs
+
+
+def code_digest(package: Path = Path(__file__).parents[1]) -> str:
+    """A digest of the package and the report's captions: a param of the ``aggregate`` rule,
+    so a new cloudbench redraws the report. Snakemake's own ``code`` rerun trigger is off
+    (profiles/default): it would also measure every finished transfer again."""
+    digest = hashlib.sha256()
+    for path in sorted([*package.rglob("*.py"), *(package.parent / "report").glob("*.rst")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,621 @@
+"""The report's statistics: pure functions of the aggregated tables, with every rule written down.
+
+Nothing here reads files or draws: each function takes numbers or DataFrames and returns
+numbers or DataFrames, so the figures, the HTML tables, ``summary.tsv`` and the tests all use
+the same definitions. Rates are MB/s = 10^6 bytes per second throughout.
+
+Definitions (the report captions repeat them; change both together):
+
+* **rate** of a transfer: bytes / wall-clock seconds of the whole rclone run (``mb_per_s`` in
+  ``transfers.tsv``); only transfers with status ``ok`` have one.
+* **sustained rate** (:func:`sustained_rate`): the rate after ramp-up, from the per-second
+  series of cumulative bytes. The window starts at the first sample at or after
+  ``RAMP_FRACTION`` (10%) of the last sample's elapsed time and ends at the last sample;
+  sustained = bytes moved in the window / the window's seconds. The interval before the first
+  sample (process start, connection set-up) is therefore never in the window. With fewer
+  than ``MIN_SERIES_POINTS`` (3) distinct samples, or an empty window, it falls back to the
+  whole-transfer rate and says so (``method == "whole-transfer"``).
+* **interval of a median** (:func:`cloudbench.report.intervals.median_interval`): the
+  distribution-free order-statistic interval, with its exact coverage stated beside it
+  (``*_ci_level``): 95% where n allows (n >= 6), else [min, max] of the repeats with its real
+  coverage (75% at n = 3). Fewer than ``MIN_REPEATS_FOR_INTERVAL`` (3) values give none.
+* **speed-up** (:func:`speedup`): median rate of a strategy / median rate of ``plain`` for
+  the same site, remote, direction and setting (whole-transfer rates); its interval is the
+  exact Mann-Whitney interval of the factor between the two groups
+  (:func:`cloudbench.report.intervals.ratio_interval`: 90% at 3 against 3 repeats), which assumes
+  that one layout multiplies the other's rates.
+* **outlier** (:func:`outlier_flags`): an ``ok`` repeat whose rate is below
+  ``OUTLIER_FRACTION`` (0.5) x the median rate of its group (same site, remote, direction and
+  layout, the repeat itself included), judged only in groups with at least
+  ``OUTLIER_MIN_REPEATS`` (3) ``ok`` repeats: a collapse, not noise.
+* **percentiles** P10/P50/P90: ``numpy.percentile`` with linear interpolation between order
+  statistics (Hyndman-Fan type 7, the numpy and R default).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from cloudbench.campaign.model import Setting
+from cloudbench.report.intervals import (
+    TARGET_LEVEL,
+    RatioInterval,
+    median_interval,
+    ratio_interval,
+)
+
+RAMP_FRACTION = 0.10
+MIN_SERIES_POINTS = 3
+OUTLIER_FRACTION = 0.5
+OUTLIER_MIN_REPEATS = 3
+# rclone moving nothing this long inside an ok transfer is an outage it waited out, not
+# jitter (stats lines come every second; a multipart upload's completion takes a few)
+STALL_NOTED_S = 10.0
+EARTH_RADIUS_KM = 6371.0088  # IUGG mean Earth radius
+MIN_SAMPLE_GAP_S = 0.1
+BYTES_PER_GB = 10**9
+BYTES_PER_TB = 10**12
+
+# A group: the repeats of one measurement; a pair: what a layout's speed-up is judged in
+# (the same site, remote, direction and setting: clients x concurrency).
+GROUP = ["site", "remote", "direction", "layout", "setting"]
+PAIR = ["site", "remote", "direction", "setting"]
+# Phases of a site's work, in order: the time budget reports each one's wall clock.
+PHASES = {
+    "prepare": ("generate", "checksum", "chunk"),
+    "upload": ("upload",),
+    "download": ("download",),
+    "check": ("reassemble", "verify"),
+}
+SUMMARY_COLUMNS = [
+    "site", "remote", "direction", "strategy", "layout", "setting", "n", "mean", "p10", "p50",
+    "p90",
+    "sustained_median", "sustained_ci_low", "sustained_ci_high", "sustained_ci_level",
+    "sustained_from_whole", "speedup_vs_plain", "speedup_ci_low", "speedup_ci_high",
+    "speedup_ci_level", "failed", "corrupt",
+    "unverified", "retries", "outliers", "connections",
+]  # fmt: skip
+
+Stat = Callable[..., np.ndarray]
+
+
+# --- per-transfer numbers ---------------------------------------------------------------------
+
+
+class Sustained(NamedTuple):
+    """A sustained rate and how it was obtained (window in seconds since the run started)."""
+
+    mb_per_s: float
+    method: str  # "series" or "whole-transfer"
+    start_s: float
+    end_s: float
+
+
+def _samples(series: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(elapsed_s, cumulative bytes), sorted, one sample per instant (the largest byte count)."""
+    s = series[["elapsed_s", "bytes"]].dropna()
+    if s.empty:
+        return np.array([]), np.array([])
+    s = s.groupby("elapsed_s", as_index=False)["bytes"].max().sort_values("elapsed_s")
+    return s["elapsed_s"].to_numpy(float), s["bytes"].to_numpy(float)
+
+
+def sustained_rate(
+    series: pd.DataFrame, whole_mb_per_s: float = math.nan, ramp_fraction: float = RAMP_FRACTION
+) -> Sustained:
+    """Rate after ramp-up, in MB/s, from one transfer's per-second series.
+
+    ``series`` has ``elapsed_s`` (seconds since the rclone run started) and ``bytes``
+    (cumulative bytes at that time), one row per rclone stats line. Samples at the same
+    instant count once. With samples t_0 < ... < t_k and bytes b_0..b_k, the window starts at
+    the first t_i >= ``ramp_fraction`` x t_k and the result is (b_k - b_i) / (t_k - t_i) / 10^6.
+    With fewer than ``MIN_SERIES_POINTS`` samples, or if the window is empty, the result is
+    ``whole_mb_per_s`` (the whole-transfer rate) with method ``"whole-transfer"``.
+    """
+    t, b = _samples(series)
+    fallback = Sustained(float(whole_mb_per_s), "whole-transfer", math.nan, math.nan)
+    if t.size < MIN_SERIES_POINTS:
+        return fallback
+    i = int(np.searchsorted(t, ramp_fraction * t[-1], side="left"))
+    if i >= t.size - 1 or t[-1] <= t[i]:
+        return fallback
+    return Sustained(
+        float((b[-1] - b[i]) / (t[-1] - t[i]) / 1e6), "series", float(t[i]), float(t[-1])
+    )
+
+
+def interval_rates(series: pd.DataFrame, min_gap_s: float = MIN_SAMPLE_GAP_S) -> pd.DataFrame:
+    """Per-interval rates (MB/s) of one transfer, for plotting rate against time.
+
+    rclone writes a last stats line as it exits, often a few milliseconds after the previous
+    one; its interval would plot as a spurious drop to zero. A sample closer than
+    ``min_gap_s`` to the previous kept sample is merged into it (its byte count kept, its
+    time dropped). Returns ``elapsed_s``, ``bytes``, ``mb_per_s`` (rate over the interval
+    ending at ``elapsed_s``; the first interval starts at 0 s with 0 bytes).
+    """
+    t, b = _samples(series)
+    kept_t: list[float] = []
+    kept_b: list[float] = []
+    for ti, bi in zip(t, b, strict=True):
+        if kept_t and ti - kept_t[-1] < min_gap_s:
+            kept_b[-1] = max(kept_b[-1], bi)
+            continue
+        kept_t.append(float(ti))
+        kept_b.append(float(bi))
+    if not kept_t:
+        return pd.DataFrame({"elapsed_s": [], "bytes": [], "mb_per_s": []})
+    tt = np.array(kept_t)
+    bb = np.array(kept_b)
+    dt = np.diff(np.r_[0.0, tt])
+    db = np.diff(np.r_[0.0, bb])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(dt > 0, db / dt / 1e6, np.nan)
+    return pd.DataFrame({"elapsed_s": tt, "bytes": bb, "mb_per_s": np.maximum(rate, 0.0)})
+
+
+# --- intervals ---------------------------------------------------------------------------------
+
+
+def speedup(values: Iterable[float], baseline: Iterable[float]) -> RatioInterval:
+    """median(values) / median(baseline) with the factor's exact interval (module doc)."""
+    return ratio_interval(values, baseline, TARGET_LEVEL)
+
+
+# --- distance ------------------------------------------------------------------------------
+
+
+def haversine_km(a: Sequence[float], b: Sequence[float]) -> float:
+    """Great-circle distance in km between [lat, lon] points a and b (degrees), on a sphere of
+    radius ``EARTH_RADIUS_KM`` (within about 0.5% of the ellipsoidal distance)."""
+    lat1, lon1, lat2, lon2 = (math.radians(float(v)) for v in (*a, *b))
+    h = (
+        math.sin((lat2 - lat1) / 2) ** 2
+        + math.cos(lat1) * math.cos(lat2) * math.sin((lon2 - lon1) / 2) ** 2
+    )
+    return 2 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(h)))
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """Ordinary least squares y = intercept + slope * x, with standard errors."""
+
+    slope: float
+    intercept: float
+    slope_se: float
+    intercept_se: float
+    n: int
+    r_squared: float
+
+
+def linear_fit(x: Iterable[float], y: Iterable[float]) -> LinearFit:
+    """OLS fit of y on x. Standard errors use the residual variance SSR / (n - 2), so they are
+    NaN with only 2 points; fewer than 2 distinct x values cannot be fitted (ValueError)."""
+    xs = np.asarray(list(x), dtype=float)
+    ys = np.asarray(list(y), dtype=float)
+    ok = ~(np.isnan(xs) | np.isnan(ys))
+    xs, ys = xs[ok], ys[ok]
+    if np.unique(xs).size < 2:
+        raise ValueError("a linear fit needs at least 2 distinct x values")
+    n = xs.size
+    xm, ym = xs.mean(), ys.mean()
+    sxx = float(((xs - xm) ** 2).sum())
+    slope = float(((xs - xm) * (ys - ym)).sum() / sxx)
+    intercept = float(ym - slope * xm)
+    resid = ys - (intercept + slope * xs)
+    ssr = float((resid**2).sum())
+    sst = float(((ys - ym) ** 2).sum())
+    r2 = 1 - ssr / sst if sst > 0 else 1.0
+    if n > 2:
+        s2 = ssr / (n - 2)
+        slope_se = math.sqrt(s2 / sxx)
+        intercept_se = math.sqrt(s2 * (1 / n + xm**2 / sxx))
+    else:
+        slope_se = intercept_se = math.nan
+    return LinearFit(slope, intercept, slope_se, intercept_se, n, r2)
+
+
+# --- groups --------------------------------------------------------------------------------
+
+
+def with_setting(transfers: pd.DataFrame) -> pd.DataFrame:
+    """Tables written before settings existed (and hand-built ones) measured one client at
+    the job's threads: the default setting."""
+    if "setting" in transfers.columns:
+        return transfers
+    return transfers.assign(setting=Setting().label)
+
+
+def ok_rates(transfers: pd.DataFrame) -> pd.DataFrame:
+    """The transfers with status ``ok`` and a rate."""
+    ok = transfers[(transfers["status"] == "ok") & transfers["mb_per_s"].notna()]
+    return ok.copy()
+
+
+def stalls(transfers: pd.DataFrame, at_least_s: float = STALL_NOTED_S) -> list[tuple[int, float]]:
+    """(repeat, seconds) of the ``ok`` repeats in which rclone moved nothing for at least
+    ``at_least_s``: a store outage rclone waited out. Their rates include it."""
+    ok = ok_rates(transfers)
+    if ok.empty or "longest_stall_s" not in ok:
+        return []
+    long = ok[pd.to_numeric(ok["longest_stall_s"], errors="coerce") >= at_least_s]
+    return [
+        (int(r), float(s)) for r, s in zip(long["repeat"], long["longest_stall_s"], strict=True)
+    ]
+
+
+def resent_bytes(transfers: pd.DataFrame) -> int:
+    """Bytes that the ``ok`` repeats without a whole-copy retry moved beyond what they had to:
+    data rclone sent again after a low-level retry (a failed part or request), which rclone
+    does not log at ``-v`` but its byte count shows. Their time is in the rates."""
+    ok = ok_rates(transfers)
+    if ok.empty or "bytes_moved" not in ok:
+        return 0
+    ok = ok[pd.to_numeric(ok["retries"], errors="coerce").fillna(0) == 0]
+    extra = pd.to_numeric(ok["bytes_moved"], errors="coerce") - pd.to_numeric(
+        ok["bytes_requested"], errors="coerce"
+    )
+    return int(extra.clip(lower=0).fillna(0).sum())
+
+
+def outlier_flags(
+    transfers: pd.DataFrame,
+    fraction: float = OUTLIER_FRACTION,
+    min_repeats: int = OUTLIER_MIN_REPEATS,
+) -> pd.Series:
+    """True for each ``ok`` transfer whose rate < ``fraction`` x its group's median rate.
+
+    A group is one site, remote, direction and layout; only groups with at least
+    ``min_repeats`` ``ok`` repeats are judged (the median includes the repeat itself).
+    Transfers that are not ``ok``, or in smaller groups, are False. Index as ``transfers``.
+    """
+    flags = pd.Series(False, index=transfers.index)
+    ok = ok_rates(with_setting(transfers))
+    if ok.empty:
+        return flags
+    grp = ok.groupby(GROUP)["mb_per_s"]
+    med = grp.transform("median")
+    count = grp.transform("count")
+    hit = (count >= min_repeats) & (ok["mb_per_s"] < fraction * med)
+    flags.loc[hit[hit].index] = True
+    return flags
+
+
+def transfer_metrics(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
+    """``transfers`` plus ``sustained_mb_per_s``, ``sustained_method``, ``group_median`` and
+    ``outlier`` per row (sustained only for ``ok`` transfers)."""
+    out = with_setting(transfers).copy()
+    keys = [*GROUP, "repeat"]
+    series = with_setting(series)
+    by_key = {k: g for k, g in series.groupby(keys)} if not series.empty else {}
+    sus, method = [], []
+    for row in out.itertuples(index=False):
+        if row.status != "ok" or pd.isna(row.mb_per_s):
+            sus.append(math.nan)
+            method.append("")
+            continue
+        key = tuple(getattr(row, k) for k in keys)
+        s = by_key.get(key)
+        r = sustained_rate(
+            s if s is not None else pd.DataFrame(columns=["elapsed_s", "bytes"]),
+            float(row.mb_per_s),
+        )
+        sus.append(r.mb_per_s)
+        method.append(r.method)
+    out["sustained_mb_per_s"] = sus
+    out["sustained_method"] = method
+    ok = ok_rates(out)
+    out["group_median"] = ok.groupby(GROUP)["mb_per_s"].transform("median").reindex(out.index)
+    out["outlier"] = outlier_flags(out)
+    return out
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q, method="linear")) if x.size else math.nan
+
+
+def _connections(group: pd.DataFrame) -> str:
+    """The connections a group's transfers used: one number, or the range if they differ."""
+    c = pd.to_numeric(group.get("connections", pd.Series(dtype=float)), errors="coerce").dropna()
+    if c.empty:
+        return ""
+    lo, hi = int(c.min()), int(c.max())
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def summarise(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
+    """One row per site x remote x direction x layout: rate statistics of the ``ok`` repeats
+    (n, mean, P10/P50/P90), the sustained median with its interval and that interval's
+    coverage, the speed-up over ``plain`` with its interval and coverage, and counts of
+    failed/corrupt/unverified transfers, retries and outliers. Columns: ``SUMMARY_COLUMNS``."""
+    if transfers.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    m = transfer_metrics(with_setting(transfers), series)
+    rows = []
+    for key, g in m.groupby(GROUP, sort=False):
+        site, remote, direction, layout, setting = key
+        ok = g[(g["status"] == "ok") & g["mb_per_s"].notna()]
+        rates = ok["mb_per_s"].to_numpy(float)
+        sus = ok["sustained_mb_per_s"].to_numpy(float)
+        sus_iv = median_interval(sus)
+        plain = m[
+            (m["site"] == site)
+            & (m["remote"] == remote)
+            & (m["direction"] == direction)
+            & (m["layout"] == "plain")
+            & (m["setting"] == setting)
+            & (m["status"] == "ok")
+        ]["mb_per_s"]
+        if layout == "plain":
+            sp = RatioInterval(1.0 if rates.size else math.nan, math.nan, math.nan, math.nan)
+        else:
+            sp = speedup(rates, plain)
+        rows.append({
+            "site": site, "remote": remote, "direction": direction,
+            "strategy": g["strategy"].iloc[0], "layout": layout, "setting": setting,
+            "n": int(rates.size),
+            "mean": float(rates.mean()) if rates.size else math.nan,
+            "p10": _pct(rates, 10), "p50": _pct(rates, 50), "p90": _pct(rates, 90),
+            "sustained_median": float(np.median(sus)) if sus.size else math.nan,
+            "sustained_ci_low": sus_iv.low, "sustained_ci_high": sus_iv.high,
+            "sustained_ci_level": sus_iv.level,
+            "sustained_from_whole": int((ok["sustained_method"] == "whole-transfer").sum()),
+            "speedup_vs_plain": sp.ratio, "speedup_ci_low": sp.low, "speedup_ci_high": sp.high,
+            "speedup_ci_level": sp.level,
+            "failed": int((g["status"] == "failed").sum()),
+            "corrupt": int((g["status"] == "corrupt").sum()),
+            "unverified": int((g["status"] == "unverified").sum()),
+            "retries": int(pd.to_numeric(g["retries"], errors="coerce").fillna(0).sum()),
+            "outliers": int(g["outlier"].sum()),
+            "connections": _connections(g),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+# --- distance against rate --------------------------------------------------------------------
+
+
+def site_remote_distances(sites: Mapping[str, Any], remotes: Mapping[str, Any]) -> pd.DataFrame:
+    """``site``, ``remote``, ``distance_km`` for every pair where both locations are known.
+
+    ``sites`` and ``remotes`` map names to dicts with an optional ``location`` [lat, lon]
+    (the shape of the report-info JSON)."""
+    rows = []
+    for s, sv in sites.items():
+        for r, rv in remotes.items():
+            a, b = (sv or {}).get("location"), (rv or {}).get("location")
+            if a is not None and b is not None:
+                rows.append({"site": s, "remote": r, "distance_km": haversine_km(a, b)})
+    return pd.DataFrame(rows, columns=["site", "remote", "distance_km"])
+
+
+class DistanceTrend(NamedTuple):
+    """Rate against distance for one direction: the points fitted and the fit (None when
+    fewer than 3 distinct distances)."""
+
+    points: pd.DataFrame  # site, remote, distance_km, median_mb_per_s, transfers
+    fit: LinearFit | None
+    distinct_distances: int
+
+
+def distance_trend(
+    transfers: pd.DataFrame, distances: pd.DataFrame, direction: str
+) -> DistanceTrend:
+    """Median ``ok`` rate of each site and remote (all layouts pooled) against distance.
+
+    One point per site-remote pair, so repeats at one place do not pose as independent
+    evidence about distance; the OLS fit (slope in MB/s per km, its standard error from the
+    residuals) needs at least 3 distinct distances, else ``fit`` is None.
+    """
+    ok = ok_rates(transfers)
+    ok = ok[ok["direction"] == direction]
+    cols = ["site", "remote", "distance_km", "median_mb_per_s", "transfers"]
+    if ok.empty or distances.empty:
+        return DistanceTrend(pd.DataFrame(columns=cols), None, 0)
+    pts = (
+        ok.groupby(["site", "remote"], as_index=False)
+        .agg(median_mb_per_s=("mb_per_s", "median"), transfers=("mb_per_s", "size"))
+        .merge(distances, on=["site", "remote"], how="inner")
+    )[cols]
+    distinct = int(pts["distance_km"].round(3).nunique())
+    fit = linear_fit(pts["distance_km"], pts["median_mb_per_s"]) if distinct >= 3 else None
+    return DistanceTrend(pts, fit, distinct)
+
+
+# --- where the time goes ----------------------------------------------------------------------
+
+
+def union_seconds(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of [start, end] intervals: jobs that ran at the same time count
+    once, as a wall clock would have seen them."""
+    total, reach = 0.0, -math.inf
+    for start, end in sorted((a, b) for a, b in intervals if b > a):
+        if start > reach:
+            total += end - start
+        elif end > reach:
+            total += end - reach
+        reach = max(reach, end)
+    return total
+
+
+def _intervals(frame: pd.DataFrame) -> list[tuple[float, float]]:
+    start = pd.to_datetime(frame["started_utc"], utc=True, errors="coerce")
+    secs = pd.to_numeric(frame["seconds"], errors="coerce")
+    ok = start.notna() & secs.notna()
+    t0 = (start[ok] - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+    return list(zip(t0, t0 + secs[ok], strict=True))
+
+
+def time_budget(steps: pd.DataFrame, transfers: pd.DataFrame) -> pd.DataFrame:
+    """Per site: the wall-clock seconds of each phase, end to end, and two throughputs.
+
+    A phase (``PHASES``: prepare = generate/checksum/chunk, upload, download, check =
+    reassemble/verify) lasts the union of its records' [started_utc, started_utc + seconds]
+    intervals, so jobs that ran in parallel are not added up; ``end_to_end_s`` is the union
+    of every interval of the site (phases that overlapped count once).
+
+    * ``raw_mb_per_s``: bytes of the site's ``ok`` transfers / the wall clock of those
+      transfers;
+    * ``effective_mb_per_s``: the same bytes / ``end_to_end_s``: verified bytes per second
+      of everything the site spent on them.
+
+    Columns: ``site``, one per phase, ``end_to_end_s``, ``ok_bytes``, ``raw_mb_per_s``,
+    ``effective_mb_per_s``.
+    """
+    cols = ["site", *PHASES, "end_to_end_s", "ok_bytes", "raw_mb_per_s", "effective_mb_per_s"]
+    parts = []
+    if not steps.empty:
+        parts.append(steps[["site", "step", "started_utc", "seconds"]])
+    if not transfers.empty:
+        t = transfers[["site", "direction", "started_utc", "seconds"]]
+        parts.append(t.rename(columns={"direction": "step"}))
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    long = pd.concat(parts, ignore_index=True)
+    phase_of = {step: phase for phase, members in PHASES.items() for step in members}
+    long["phase"] = long["step"].map(phase_of)
+    ok = ok_rates(transfers) if not transfers.empty else transfers
+    rows = []
+    for site, g in long.groupby("site", sort=False):
+        row: dict[str, Any] = {"site": site}
+        for phase in PHASES:
+            row[phase] = union_seconds(_intervals(g[g["phase"] == phase]))
+        row["end_to_end_s"] = union_seconds(_intervals(g))
+        mine = ok[ok["site"] == site] if not ok.empty else ok
+        okb = float(pd.to_numeric(mine["bytes_requested"]).sum()) if not mine.empty else 0.0
+        ok_wall = union_seconds(_intervals(mine)) if not mine.empty else 0.0
+        row["ok_bytes"] = okb
+        row["raw_mb_per_s"] = okb / ok_wall / 1e6 if ok_wall > 0 else math.nan
+        e2e = row["end_to_end_s"]
+        row["effective_mb_per_s"] = okb / e2e / 1e6 if e2e > 0 else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
+
+
+# --- cost ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prices:
+    """List prices of one remote: per GB (10^9 bytes) downloaded, per GB stored for a month."""
+
+    egress_per_gb: float
+    storage_per_gb_month: float
+    currency: str
+
+    @classmethod
+    def from_config(cls, d: Mapping[str, Any] | None) -> Prices | None:
+        if not d:
+            return None
+        return cls(
+            float(d["egress_per_gb"]), float(d["storage_per_gb_month"]), str(d.get("currency", ""))
+        )
+
+
+NO_PRICES = "no prices configured for this remote (set prices: in the config)"
+
+
+def campaign_cost(transfers: pd.DataFrame, prices: Mapping[str, Prices | None]) -> pd.DataFrame:
+    """What the campaign cost on each remote, at the configured list prices.
+
+    * egress = bytes of every download attempt (any status, and the attempts a rerun
+      replaced or a kill cut short: the store billed their bytes too; the column
+      ``bytes_moved_all_attempts`` where the table has it) / 10^9 x ``egress_per_gb``;
+      uploads (ingress) are assumed free;
+    * storage = bytes of every upload (each repeat and layout is a copy kept on the
+      remote) / 10^9 x ``storage_per_gb_month``, for one month;
+    * requests (API calls), minimum storage durations, taxes and discounts are not included.
+
+    Costs are NaN, with ``note`` saying why, for a remote without prices.
+    """
+    rows = []
+    names = list(dict.fromkeys([*prices.keys(), *transfers.get("remote", pd.Series()).unique()]))
+    for remote in names:
+        t = transfers[transfers["remote"] == remote] if not transfers.empty else transfers
+        moved = pd.to_numeric(t["bytes_moved"], errors="coerce").fillna(0) if not t.empty else t
+        billed = (
+            pd.to_numeric(t["bytes_moved_all_attempts"], errors="coerce").fillna(moved)
+            if "bytes_moved_all_attempts" in t and not t.empty
+            else moved
+        )
+        down = float(billed[t["direction"] == "download"].sum()) if not t.empty else 0.0
+        tries = pd.to_numeric(t.get("attempts", pd.Series(dtype=float)), errors="coerce")
+        attempts = int(tries[t["direction"] == "download"].fillna(1).sum()) if not t.empty else 0
+        up = float(moved[t["direction"] == "upload"].sum()) if not t.empty else 0.0
+        p = prices.get(remote)
+        row = {
+            "remote": remote,
+            "downloaded_gb": down / BYTES_PER_GB,
+            "download_attempts": attempts,
+            "stored_gb": up / BYTES_PER_GB,
+            "currency": p.currency if p else "",
+            "egress_cost": math.nan,
+            "storage_cost_month": math.nan,
+            "total_cost": math.nan,
+            "note": NO_PRICES if p is None else "",
+        }
+        if p is not None:
+            row["egress_cost"] = row["downloaded_gb"] * p.egress_per_gb
+            row["storage_cost_month"] = row["stored_gb"] * p.storage_per_gb_month
+            row["total_cost"] = row["egress_cost"] + row["storage_cost_month"]
+        rows.append(row)
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "remote",
+            "downloaded_gb",
+            "download_attempts",
+            "stored_gb",
+            "currency",
+            "egress_cost",
+            "storage_cost_month",
+            "total_cost",
+            "note",
+        ],
+    )
+
+
+def hours_per_tb(mb_per_s: float) -> float:
+    """Hours to move 1 TB (10^12 bytes) at ``mb_per_s`` MB/s."""
+    if not mb_per_s or math.isnan(mb_per_s) or mb_per_s <= 0:
+        return math.nan
+    return BYTES_PER_TB / (mb_per_s * 1e6) / 3600
+
+
+def per_tb(summary: pd.DataFrame, prices: Mapping[str, Prices | None]) -> pd.DataFrame:
+    """For each site x remote x direction x layout: hours to move 1 TB at the measured median
+    (P50) rate, the egress cost of downloading 1 TB (uploads: 0, ingress assumed free), and
+    the cost of keeping 1 TB on the remote for one month."""
+    rows = []
+    for r in summary.itertuples(index=False):
+        p = prices.get(r.remote)
+        tb_gb = BYTES_PER_TB / BYTES_PER_GB
+        rows.append({
+            "site": r.site, "remote": r.remote, "direction": r.direction, "layout": r.layout,
+            "median_mb_per_s": r.p50, "hours_per_tb": hours_per_tb(r.p50),
+            "currency": p.currency if p else "",
+            "egress_cost_per_tb": (tb_gb * p.egress_per_gb if r.direction == "download"
+                                   else 0.0) if p else math.nan,
+            "storage_cost_per_tb_month": tb_gb * p.storage_per_gb_month if p else math.nan,
+            "note": NO_PRICES if p is None else "",
+        })  # fmt: skip
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "site",
+            "remote",
+            "direction",
+            "layout",
+            "median_mb_per_s",
+            "hours_per_tb",
+            "currency",
+            "egress_cost_per_tb",
+            "storage_cost_per_tb_month",
+            "note",
+        ],
+    )

@@ -1,0 +1,377 @@
+"""The report's HTML tables, hand-built from the aggregated tables (no plotting library).
+
+Every number comes from :mod:`cloudbench.report.stats`; these functions only format and escape.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cloudbench.campaign.sizes import size_label
+from cloudbench.report import headline, stats
+from cloudbench.report.intervals import INTERVALS_NOTE
+from cloudbench.report.labels import NA, with_interval
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
+       font-size: 14px; margin: 1em; color: #222; }
+h2 { font-size: 1.25em; margin-top: 1.4em; } h3 { font-size: 1.05em; }
+table { border-collapse: collapse; margin: 0.5em 0 1.2em 0; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; white-space: nowrap; }
+td.wrap { white-space: normal; min-width: 20em; }
+th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
+td.text, th.text { text-align: left; }
+tr.flag td { background: #fde2e1; }
+p.note { color: #444; max-width: 60em; }
+"""
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}'
+        f'</title><style>{CSS}</style></head><body><h1 style="font-size:1.4em">'
+        f"{html.escape(title)}</h1>\n{body}\n</body></html>\n"
+    )
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return NA
+    if isinstance(v, bool | np.bool_):
+        return "yes" if v else ""
+    if isinstance(v, int | np.integer):
+        return f"{int(v):,}"
+    if isinstance(v, float | np.floating):
+        return f"{float(v):.{digits}g}" if abs(v) < 10**digits else f"{float(v):,.0f}"
+    return str(v)
+
+
+def _numeric_column(col: pd.Series) -> bool:
+    """Numbers, and strings that read as numbers (money, ``×1.2 [1.1, 1.3]``): right-aligned."""
+    if pd.api.types.is_bool_dtype(col):
+        return False
+    if pd.api.types.is_numeric_dtype(col):
+        return True
+    values = [str(v) for v in col.dropna() if str(v) not in ("", NA)]
+    return bool(values) and all(re.match(r"^[×\d-]", v) for v in values)
+
+
+def _cell(v: Any, text: bool, digits: int) -> str:
+    if text and (v is None or (isinstance(v, float) and math.isnan(v))):
+        return ""
+    return _fmt(v, digits)
+
+
+def _table(
+    df: pd.DataFrame,
+    digits: Mapping[str, int] | None = None,
+    flag: pd.Series | None = None,
+    headers: Mapping[str, str] | None = None,
+    wrap: set[str] | frozenset[str] = frozenset(),
+) -> str:
+    """A plain HTML table; numbers right-aligned, text left-aligned, HTML-escaped."""
+    digits = digits or {}
+    headers = headers or {}
+    text_cols = {c for c in df.columns if not _numeric_column(df[c])}
+    head = "".join(
+        f'<th class="{"text" if c in text_cols else ""}">{html.escape(headers.get(c, c))}</th>'
+        for c in df.columns
+    )
+    rows = []
+    for i, (_, r) in enumerate(df.iterrows()):
+        cls = ' class="flag"' if flag is not None and bool(flag.iloc[i]) else ""
+        cells = "".join(
+            f'<td class="{"text" if c in text_cols else ""}{" wrap" if c in wrap else ""}">'
+            f"{html.escape(_cell(r[c], c in text_cols, digits.get(c, 3)))}</td>"
+            for c in df.columns
+        )
+        rows.append(f"<tr{cls}>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def transfers_html(transfers: pd.DataFrame, missing: pd.DataFrame, path: Path) -> None:
+    """Every transfer, one row each; rows that are not ``ok`` are highlighted."""
+    cols = [
+        "site",
+        "remote",
+        "direction",
+        "layout",
+        "repeat",
+        "status",
+        "mb_per_s",
+        "seconds",
+        "connections",
+        "bytes_requested",
+        "bytes_moved",
+        "started_utc",
+        "retries",
+        "error",
+        "host",
+        "rclone_version",
+    ]
+    t = transfers.reindex(columns=cols)
+    body = _table(t, {"seconds": 4, "mb_per_s": 4}, flag=t["status"] != "ok", wrap={"error"})
+    if not missing.empty:
+        body += "<h2>Not reported yet</h2>" + _table(missing)
+    path.write_text(_page("Every transfer", body))
+
+
+def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> None:
+    """Rate statistics, failures and outliers per site x direction x layout, then the lists
+    of outliers and of failed or corrupt transfers."""
+    sm = summary
+    t = pd.DataFrame({
+        "site": sm["site"], "remote": sm["remote"], "direction": sm["direction"],
+        "layout": sm["layout"], "n ok": sm["n"], "mean": sm["mean"], "P10": sm["p10"],
+        "P50": sm["p50"], "P90": sm["p90"],
+        "sustained median [interval] coverage": [
+            with_interval(v, lo, hi, lvl, n=n) for v, lo, hi, lvl, n in
+            zip(sm["sustained_median"], sm["sustained_ci_low"], sm["sustained_ci_high"],
+                sm["sustained_ci_level"], sm["n"], strict=True)],
+        "speed-up vs plain [interval] coverage": [
+            with_interval(v, lo, hi, lvl, "×", n=n) if layout != "plain" else NA
+            for v, lo, hi, lvl, n, layout in
+            zip(sm["speedup_vs_plain"], sm["speedup_ci_low"], sm["speedup_ci_high"],
+                sm["speedup_ci_level"], sm["n"], sm["layout"], strict=True)],
+        "connections": sm["connections"],
+        "failed": sm["failed"], "corrupt": sm["corrupt"], "unverified": sm["unverified"],
+        "retries": sm["retries"],
+        "outliers": sm["outliers"],
+    })  # fmt: skip
+    if t["remote"].nunique() <= 1:
+        t = t.drop(columns=["remote"])
+    flag = (summary["failed"] + summary["corrupt"] + summary["outliers"]) > 0
+    body = (
+        f'<p class="note">Rates in MB/s (10<sup>6</sup> B/s) over the <code>ok</code> '
+        f"repeats; P10/P50/P90 by linear interpolation. {INTERVALS_NOTE} "
+        f"<b>What is equalised</b>: every strategy may open as many connections as "
+        f"the transfer job has threads; <i>connections</i> (objects in flight × streams per "
+        f"object) is what it actually used. Sustained: the rate after "
+        f"the first {stats.RAMP_FRACTION:.0%} of the transfer (see the figure's caption). "
+        f"Highlighted rows have a failed, corrupt or outlying repeat. All numbers, unrounded, "
+        f"are in <code>summary.tsv</code>.</p>"
+    )
+    body += _table(t, flag=flag)
+    out = metrics[metrics["outlier"].astype(bool)]
+    body += (
+        f'<h2>Outliers</h2><p class="note">A repeat whose rate is below '
+        f"{stats.OUTLIER_FRACTION} × the median of its group (same site, remote, direction "
+        f"and layout, the repeat included, at least {stats.OUTLIER_MIN_REPEATS} ok "
+        f"repeats): a collapse, not noise.</p>"
+    )
+    if out.empty:
+        body += "<p>No outliers.</p>"
+    else:
+        o = out[
+            [
+                "site",
+                "remote",
+                "direction",
+                "layout",
+                "repeat",
+                "started_utc",
+                "mb_per_s",
+                "group_median",
+            ]
+        ].copy()
+        o["× median"] = o["mb_per_s"] / o["group_median"]
+        body += _table(o.rename(columns={"mb_per_s": "rate", "group_median": "group median"}))
+    bad = metrics[metrics["status"] != "ok"]
+    body += "<h2>Failed, corrupt and unverified transfers</h2>"
+    if bad.empty:
+        body += "<p>None: every transfer moved and verified every byte.</p>"
+    else:
+        body += _table(
+            bad[["site", "remote", "direction", "layout", "repeat", "status", "retries", "error"]],
+            wrap={"error"},
+        )
+    path.write_text(_page("Rate per site, direction and strategy", body))
+
+
+def _prices(info: Mapping[str, Any]) -> dict[str, stats.Prices | None]:
+    return {
+        name: stats.Prices.from_config((r or {}).get("prices"))
+        for name, r in (info.get("remotes") or {}).items()
+    }
+
+
+def _money(v: float, currency: str) -> str:
+    return NA if math.isnan(v) else f"{v:,.2f} {currency}".strip()
+
+
+def cost_html(
+    transfers: pd.DataFrame, summary: pd.DataFrame, info: Mapping[str, Any], path: Path
+) -> None:
+    """What the campaign cost and what 1 TB would cost and take, at the configured prices."""
+    prices = _prices(info)
+    camp = stats.campaign_cost(transfers, prices)
+    tb = stats.per_tb(summary, prices)
+    no = "no prices configured"
+
+    def money(values, currencies, notes) -> list[str]:
+        return [
+            _money(v, c) if not n else no for v, c, n in zip(values, currencies, notes, strict=True)
+        ]
+
+    price_rows = pd.DataFrame([{
+        "remote": n,
+        "egress per GB": f"{p.egress_per_gb:g} {p.currency}" if p else no,
+        "storage per GB-month": f"{p.storage_per_gb_month:g} {p.currency}" if p else no,
+        "storing 1 TB for one month": (_money(1000 * p.storage_per_gb_month, p.currency)
+                                       if p else no),
+    } for n, p in prices.items()])  # fmt: skip
+    c = pd.DataFrame({
+        "remote": camp["remote"],
+        "downloaded (GB)": camp["downloaded_gb"], "download attempts": camp["download_attempts"],
+        "stored (GB)": camp["stored_gb"],
+        "egress": money(camp["egress_cost"], camp["currency"], camp["note"]),
+        "storage, one month": money(camp["storage_cost_month"], camp["currency"], camp["note"]),
+        "total": money(camp["total_cost"], camp["currency"], camp["note"]),
+    })  # fmt: skip
+    egress = money(tb["egress_cost_per_tb"], tb["currency"], tb["note"])
+    t = pd.DataFrame({
+        "site": tb["site"], "remote": tb["remote"], "direction": tb["direction"],
+        "layout": tb["layout"], "median rate (MB/s)": tb["median_mb_per_s"],
+        "hours per TB": tb["hours_per_tb"],
+        "egress per TB": [e if d == "download" else "none (upload)"
+                          for e, d in zip(egress, tb["direction"], strict=True)],
+    })  # fmt: skip
+    if t["remote"].nunique() <= 1:
+        t = t.drop(columns=["remote"])
+    body = (
+        '<p class="note">Assumptions: GB = 10<sup>9</sup> bytes and TB = 10<sup>12</sup> '
+        "bytes (a provider that bills per GiB charges about 7% more per unit); egress is "
+        "charged on every byte downloaded, whatever the transfer's status, also by the "
+        "attempts a rerun replaced or a kill cut short (transfers.tsv: <code>attempts</code>, "
+        "<code>bytes_moved_all_attempts</code>); uploads (ingress) "
+        "are free; every uploaded copy (each layout and repeat) stays on the remote for one "
+        "whole month; requests (API calls), minimum storage durations, retrieval fees, taxes "
+        "and discounts are <b>not</b> included. Prices are the config's <code>prices</code> "
+        "(top level for the single <code>remote</code>, or <code>remotes.&lt;name&gt;.prices"
+        "</code>); none are invented.</p>"
+    )
+    body += "<h2>Prices used</h2>" + (
+        _table(price_rows) if not price_rows.empty else "<p>no remotes</p>"
+    )
+    body += "<h2>What this campaign cost</h2>" + _table(c)
+    body += (
+        '<h2>Moving one TB</h2><p class="note">Hours = 10<sup>12</sup> bytes / the '
+        "median (P50) whole-transfer rate of the <code>ok</code> repeats of that site, "
+        "direction and layout, assuming it holds for the whole TB; egress applies to "
+        "downloads only (storage: see the prices table).</p>" + _table(t)
+    )
+    path.write_text(_page("Cost", body))
+
+
+def _when(ts: Any) -> str:
+    return NA if ts is None or pd.isna(ts) else ts.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _dataset(ds: Mapping[str, Any]) -> str:
+    files, size = int(ds.get("files", 0)), int(ds.get("file_bytes", 0))
+    if not files or not size:
+        return NA
+    return (
+        f"{ds.get('name', '')}: {files} files × {size_label(size)} ({size / 1e9:.3g} GB) = "
+        f"{files * size:,} bytes"
+    )
+
+
+def campaign_html(
+    info: Mapping[str, Any], manifest: Mapping[str, Any] | None, transfers: pd.DataFrame, path: Path
+) -> None:
+    """Campaign metadata: sites, hosts, cores, rclone versions and flags, dataset, dates."""
+    ds = info.get("dataset") or {}
+    rc = info.get("rclone") or {}
+    t = transfers
+    started = pd.to_datetime(t["started_utc"], utc=True, errors="coerce") if not t.empty else None
+    rows = [
+        ("campaign", info.get("campaign", "")),
+        ("bucket", info.get("bucket", "")),
+        ("dataset", _dataset(ds)),
+        ("chunk sizes", ", ".join(size_label(int(c)) for c in ds.get("chunk_sizes", [])) or NA),
+        ("strategies", ", ".join(info.get("strategies", []))),
+        ("repeats", str(info.get("repeats", ""))),
+        ("rclone flags", " ".join(rc.get("flags", [])) or "(none)"),
+        ("rclone flags from the environment", headline.environment_flags(t) or "(none)"),
+        (
+            "multi-thread cutoff / part size",
+            f"{size_label(int(rc['multi_thread_cutoff']))} / "
+            f"{size_label(int(rc['multi_thread_chunk_size']))}"
+            if rc.get("multi_thread_cutoff")
+            else NA,
+        ),
+        (
+            "rclone versions",
+            ", ".join(sorted(map(str, t["rclone_version"].dropna().unique())))
+            if not t.empty
+            else NA,
+        ),
+        (
+            "transfers recorded",
+            f"{len(t)} ({int((t['status'] == 'ok').sum()) if not t.empty else 0} ok)",
+        ),
+        ("first transfer started (UTC)", _when(started.min() if started is not None else None)),
+        ("last transfer started (UTC)", _when(started.max() if started is not None else None)),
+    ]
+    if manifest:
+        rows.append(
+            (
+                "campaign manifest written (UTC)",
+                _when(pd.to_datetime(manifest.get("written_utc"), utc=True, errors="coerce")),
+            )
+        )
+        rows.append(
+            (
+                "manifest written on",
+                f"{manifest.get('host', NA)} ({manifest.get('node_cores', NA)} cores)",
+            )
+        )
+    body = _table(pd.DataFrame(rows, columns=["", "value"]))
+    site_rows = []
+    for name, s in (info.get("sites") or {}).items():
+        st = t[t["site"] == name] if not t.empty else t
+        loc = s.get("location")
+        role = "+".join(r for r in ("upload", "download") if s.get(r)) or "none"
+        site_rows.append({
+            "site": name, "role": role,
+            "location": f"{loc[0]:.2f}, {loc[1]:.2f}" if loc else NA,
+            "hosts": ", ".join(sorted(map(str, st["host"].dropna().unique()))) or NA,
+            "node cores": ", ".join(sorted({str(int(c)) for c in st["node_cores"].dropna()}))
+            or NA,
+            "rclone": ", ".join(sorted(map(str, st["rclone_version"].dropna().unique()))) or NA,
+            "transfers": len(st),
+            "first (UTC)": _when(pd.to_datetime(st["started_utc"], utc=True, errors="coerce").min()
+                                 if len(st) else None),
+            "last (UTC)": _when(pd.to_datetime(st["started_utc"], utc=True, errors="coerce").max()
+                                if len(st) else None),
+        })  # fmt: skip
+    body += "<h2>Sites</h2>" + _table(pd.DataFrame(site_rows))
+    dist = stats.site_remote_distances(info.get("sites") or {}, info.get("remotes") or {})
+    rem_rows = []
+    for name, r in (info.get("remotes") or {}).items():
+        loc = (r or {}).get("location")
+        d = dist[dist["remote"] == name]
+        rem_rows.append({
+            "remote": name, "location": f"{loc[0]:.2f}, {loc[1]:.2f}" if loc else NA,
+            "distance from sites (km)": ", ".join(
+                f"{x.site} {x.distance_km:,.0f}" for x in d.itertuples()) or NA,
+        })  # fmt: skip
+    body += "<h2>Remotes</h2>" + _table(pd.DataFrame(rem_rows))
+    if manifest and manifest.get("files"):
+        files = pd.DataFrame(
+            [
+                {"file": f.get("name"), "bytes": f.get("bytes"), "XXH128": f.get("xxh128")}
+                for f in manifest["files"]
+            ]
+        )
+        body += "<h2>Dataset files (campaign manifest)</h2>" + _table(files)
+    path.write_text(_page("Campaign", body))

@@ -1,0 +1,260 @@
+"""Checks run first at every site, before any data is generated or moved.
+
+Each problem is one line naming what is wrong and what to do; all of them are reported
+together, so a user fixes everything in one go instead of one failure per hour-long job.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cloudbench.campaign import paths
+from cloudbench.campaign.secrets import redact, secret_values
+from cloudbench.campaign.sizes import size_label
+from cloudbench.measure import rclone as rc
+from cloudbench.measure import tools
+from cloudbench.records import clip_tail, host_info, utc_now, write_json
+from cloudbench.site import exchange
+from cloudbench.site.jobenv import upload_in_this_run
+
+FREE_SPACE_OVERRIDE = "CLOUDBENCH_FREE_BYTES"  # for tests on machines without a small fs
+
+
+@dataclass(frozen=True)
+class PreflightSpec:
+    """What one preflight checks. A site's own preflight names its scratch (and the upload
+    it downloads); a gate names one remote and one tool. Each check runs only when its
+    part is given, so neither re-runs, nor re-gates finished transfers, when a campaign
+    gains a tool, a remote, a template or a chunk size."""
+
+    campaign: str
+    site: str
+    flags: tuple[str, ...]
+    min_rclone_version: str
+    scratch: str = ""  # "": not this preflight's check
+    needed_bytes: int = 0
+    remote_prefixes: dict[str, str] = field(default_factory=dict)
+    upload_site: str = ""
+    needs_upload: bool = False  # downloads, uploads not: the upload must be on the remote
+    # (unless the upload site runs in this same run: jobenv.upload_in_this_run)
+    upload_prefix: str = ""  # where the campaign's manifest is looked for
+    tools: tuple[str, ...] = ()
+    command_template: str | None = None
+
+
+def with_gates(data: dict[str, Any], gates: list[dict[str, Any]]) -> dict[str, Any]:
+    """A site preflight's spec widened by its gates: every remote and tool they check, so
+    that a wrong key or a missing tool stops the site before any data is made (the gates
+    still run, and are what the transfers wait for)."""
+    out = dict(data)
+    out["remote_prefixes"] = dict(data.get("remote_prefixes") or {})
+    tools = list(data.get("tools") or ())
+    for g in gates:
+        out["remote_prefixes"].update(g.get("remote_prefixes") or {})
+        tools += [t for t in g.get("tools") or () if t not in tools]
+        out["command_template"] = out.get("command_template") or g.get("command_template")
+    out["tools"] = tuple(tools)
+    return out
+
+
+def check_tools(spec: PreflightSpec) -> list[str]:
+    """Every tool other than rclone is installed, and the S3-only tools can read each
+    remote's S3 side (an S3 remote, named, its options found): one line per problem.
+
+    Reads rclone's config (in-process, nothing printed), never the network: the remote
+    itself is checked by ``check_remote``.
+    """
+    problems = []
+    for tool in spec.tools:
+        if tool == "command":
+            if spec.command_template:
+                exe = shlex.split(spec.command_template)[0]
+                if not (shutil.which(exe) or Path(exe).is_file()):
+                    problems.append(f"command_template: {exe} not found on this site's PATH")
+            continue
+        if tool not in tools.S3_TOOLS:
+            continue
+        try:
+            tools.find_tool(tool)
+        except tools.ToolError as err:
+            problems.append(str(err))
+        for prefix in spec.remote_prefixes.values():
+            try:
+                tools.s3_access(prefix, tool=tool)
+            except tools.ToolError as err:
+                problems.append(f"tools: {err}")
+    return problems
+
+
+def free_bytes(path: Path) -> int:
+    override = os.environ.get(FREE_SPACE_OVERRIDE)
+    if override:
+        return int(override)
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+_DENIED = ("StatusCode: 403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch")
+
+
+def _access_denied(prefix: str, stderr: str) -> str | None:
+    """The store refused the credentials: say which remote's to check, and where they live."""
+    if not any(marker in stderr for marker in _DENIED):
+        return None
+    name = prefix.split(":", 1)[0].lstrip(":").split(",", 1)[0]
+    where = (
+        f"rclone's config for '{name}:' or the RCLONE_CONFIG_{name.upper()}_* variables"
+        if name and ":" in prefix
+        else "rclone's config"
+    )
+    return f"access denied (HTTP 403): check the credentials of remote '{name}' ({where})"
+
+
+def missing_keys(prefix: str, env: Mapping[str, str]) -> str | None:
+    """A remote defined only by RCLONE_CONFIG_<NAME>_* variables, of type s3, with neither
+    keys nor env_auth: the store's own answer (often a bare "400 Bad Request") does not say
+    that the credentials are simply not there."""
+    name = prefix.split(":", 1)[0]
+    if not name or name.startswith(":") or ":" not in prefix:
+        return None
+    var = f"RCLONE_CONFIG_{name.upper().replace('-', '_')}_"
+    if env.get(var + "TYPE", "").lower() != "s3":
+        return None
+    if env.get(var + "ACCESS_KEY_ID") or env.get(var + "SECRET_ACCESS_KEY"):
+        return None
+    if env.get(var + "ENV_AUTH", "").lower() in ("true", "1"):
+        return None
+    return (
+        f"remote '{name}' is defined by {var}* variables with no {var}ACCESS_KEY_ID / "
+        f"{var}SECRET_ACCESS_KEY and no {var}ENV_AUTH=true: set its credentials"
+    )
+
+
+def check_remote(
+    binary: str, name: str, prefix: str, site: str, flags: tuple[str, ...]
+) -> str | None:
+    """Write, read back and delete a tiny object: reachable, writable, and consistent."""
+    # one name per process: a site's gates (one per tool) check a remote at the same time
+    obj = f"{prefix}/preflight/{site}-{host_info()['host']}-{os.getpid()}.txt"
+    token = f"cloudbench preflight {utc_now()}\n"
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as fh:
+        fh.write(token)
+        fh.flush()
+        steps = [
+            ("write", rc.helper_command(binary, "copyto", fh.name, obj, extra_flags=flags)),
+            ("read back", rc.helper_command(binary, "cat", obj, extra_flags=flags)),
+            ("delete", rc.helper_command(binary, "deletefile", obj, extra_flags=flags)),
+        ]
+        for what, cmd in steps:
+            try:
+                res = rc.run_helper(
+                    [
+                        *cmd,
+                        "--retries",
+                        "1",
+                        "--low-level-retries",
+                        "2",
+                        "--contimeout",
+                        "15s",
+                        "--timeout",
+                        "30s",
+                    ],
+                    timeout=120,
+                )
+            except Exception as err:  # noqa: BLE001 - any failure is the answer
+                return f"remote {name} ({prefix}): cannot {what} a test object: {err}"
+            if res.returncode != 0:
+                denied = _access_denied(prefix, res.stderr)
+                if denied:
+                    return f"remote {name} ({prefix}): cannot {what} a test object: {denied}"
+                msg = res.stderr.strip().splitlines()[-1:] or ["rclone failed"]
+                keys = missing_keys(prefix, os.environ)
+                said = f"{keys} (rclone: {clip_tail(msg[0])})" if keys else clip_tail(msg[0])
+                return f"remote {name} ({prefix}): cannot {what} a test object: {said}"
+            if what == "read back" and res.stdout != token:
+                return (
+                    f"remote {name} ({prefix}): test object read back differs from what was written"
+                )
+    return None
+
+
+def scratch_problem(scratch: Path, site: str) -> str | None:
+    """Scratch can be created and written: a file is written there and removed. A path
+    under a regular file, or on a read-only or pseudo filesystem (/proc), is named here,
+    not as a traceback from every data step later."""
+    try:
+        scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=scratch, prefix=".cloudbench-preflight-") as fh:
+            fh.write(b"cloudbench preflight\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as err:
+        why = err.strerror or type(err).__name__
+        return (
+            f"scratch {scratch}: not writable ({why}); set sites.{site}.scratch to a directory "
+            "this site can write"
+        )
+    return None
+
+
+def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
+    problems: list[str] = []
+    version = None
+    try:
+        binary = rc.find_rclone()
+        version = rc.rclone_version(binary)
+        rc.check_version(version, spec.min_rclone_version)
+    except rc.RcloneError as err:
+        problems.append(str(err))
+        binary = None
+    problems += check_tools(spec)
+    if binary and version:
+        for name, prefix in spec.remote_prefixes.items():
+            p = check_remote(binary, name, prefix, spec.site, spec.flags)
+            if p:
+                problems.append(p)
+    if binary and version and spec.needs_upload and not upload_in_this_run() and not problems:
+        prefix = spec.upload_prefix or next(iter(spec.remote_prefixes.values()))
+        if not exchange.campaign_manifest_exists(prefix, spec.flags):
+            problems.append(
+                f"campaign {spec.campaign!r}: nothing uploaded yet ({prefix}/{paths.MANIFEST} "
+                f"missing); run the upload site {spec.upload_site!r} first"
+            )
+    free = None
+    if spec.scratch:
+        scratch = Path(spec.scratch)
+        unusable = scratch_problem(scratch, spec.site)
+        if unusable:
+            problems.append(unusable)
+        else:
+            free = free_bytes(scratch)
+            if free < spec.needed_bytes:
+                problems.append(
+                    f"scratch {scratch}: {size_label(free)} free ({free} bytes), this site "
+                    f"needs {size_label(spec.needed_bytes)} ({spec.needed_bytes} bytes); free "
+                    f"space or set sites.{spec.site}.scratch"
+                )
+    problems = [redact(p, secret_values()) for p in problems]
+    if not problems:
+        result: dict[str, Any] = {
+            "campaign": spec.campaign,
+            "site": spec.site,
+            "checked_utc": utc_now(),
+            "rclone_version": version,
+            "scratch_free_bytes": free,
+            "scratch_needed_bytes": spec.needed_bytes if spec.scratch else None,
+            "remotes": list(spec.remote_prefixes),
+            "tools": list(spec.tools),
+            **host_info(),
+        }
+        write_json(out, result)
+    return problems

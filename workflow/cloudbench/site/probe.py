@@ -1,0 +1,354 @@
+"""The latency probe of one S3 remote: how far away is the store, in time, from this node?
+
+Throughput follows round-trip time, so before and after a site's transfers the probe
+measures each remote: TCP connect time to the endpoint, the TLS handshake where the
+endpoint is https (an http endpoint has none, and the record says so rather than inventing
+one), and the time to first byte of K small PUTs and K small GETs, each one signed S3
+request on one kept-alive connection, so request latency is not mixed with connection
+set-up (measured separately). Everything is done here with the standard library (http.client
+and AWS Signature V4), so what is timed is the request and nothing a client adds.
+
+The record names the endpoint host and port, never a credential.
+"""
+
+from __future__ import annotations
+
+import http.client
+import math
+import os
+import socket
+import ssl
+import time
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cloudbench.campaign.secrets import redact, secret_values
+from cloudbench.measure.tools import S3Access, ToolError, remote_name, s3_access
+from cloudbench.records import host_info, utc_now, write_json
+
+DEFAULT_COUNT = 16
+DEFAULT_OBJECT_BYTES = 4096
+TIMEOUT_S = 30.0
+PERCENTILES = (50, 90, 99)
+_UNRESERVED = "-_.~"
+
+
+class ProbeError(RuntimeError):
+    """The probe cannot run (not an S3 remote, no endpoint, bad arguments)."""
+
+
+# --- pure parts ----------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile with linear interpolation between order statistics (numpy's
+    default), so P50 <= P90 <= P99 always holds and every value lies within min..max."""
+    if not values:
+        raise ValueError("percentile of no values")
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def summary(values: Sequence[float]) -> dict[str, Any] | None:
+    """n, min, P50, P90, P99 and max of a set of times in seconds (None for none), and
+    the times themselves (``samples``).
+
+    With K=16 the P99 is close to the maximum: reported, but the maximum says as much.
+    """
+    if not values:
+        return None
+    out: dict[str, float | int] = {"n": len(values), "min": min(values)}
+    for q in PERCENTILES:
+        out[f"p{q}"] = percentile(values, q)
+    out["max"] = max(values)
+    rounded = {k: (round(v, 9) if isinstance(v, float) else v) for k, v in out.items()}
+    # every request's own time, in order: the percentiles can be checked from the record
+    return rounded | {"samples": [round(v, 9) for v in values]}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def netloc(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        return self.host if self.port == default else f"{self.host}:{self.port}"
+
+
+def endpoint_of(access: S3Access) -> Endpoint:
+    """Scheme, host and port of the remote's endpoint (AWS's regional one when it has none)."""
+    url = access.endpoint or f"https://s3.{access.region}.amazonaws.com"
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ProbeError(f"remote {access.remote!r}: cannot probe endpoint {url!r}")
+    return Endpoint(
+        parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    )
+
+
+def object_target(access: S3Access, ep: Endpoint, bucket: str, key: str) -> tuple[str, str]:
+    """(Host header, path) of one object, path-style or virtual-hosted as the remote says."""
+    quoted = urllib.parse.quote(key, safe="/" + _UNRESERVED)
+    if access.path_style:
+        return ep.netloc, f"/{bucket}/{quoted}"
+    return f"{bucket}.{ep.netloc}", f"/{quoted}"
+
+
+def signed_headers(
+    access: S3Access,
+    url: str,
+    method: str,
+    body: bytes = b"",
+) -> dict[str, str]:
+    """The headers of one SigV4-signed S3 request to ``url`` (already URI-encoded), from
+    botocore's own signer: the secret only ever enters its HMAC, never a header."""
+    from botocore.auth import S3SigV4Auth  # imported here: only the probe job needs it
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    creds = Credentials(access.access_key or "", access.secret_key or "", access.session_token)
+    request = AWSRequest(method=method, url=url, data=body)
+    S3SigV4Auth(creds, "s3", access.region).add_auth(request)
+    return dict(request.headers.items())
+
+
+# --- measuring -----------------------------------------------------------------------
+
+
+def tcp_connect_s(ep: Endpoint, timeout: float = TIMEOUT_S) -> float:
+    """Seconds to open (and then close) one TCP connection: one round trip plus the
+    server's accept; name resolution is done before the clock starts."""
+    addr = socket.getaddrinfo(ep.host, ep.port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(addr[0], addr[1], addr[2])
+    sock.settimeout(timeout)
+    try:
+        t0 = time.perf_counter()
+        sock.connect(addr[4])
+        return time.perf_counter() - t0
+    finally:
+        sock.close()
+
+
+def tls_handshake_s(ep: Endpoint, timeout: float = TIMEOUT_S) -> float:
+    """Seconds of the TLS handshake on a fresh connection (the connect itself excluded)."""
+    context = ssl.create_default_context()
+    with socket.create_connection((ep.host, ep.port), timeout=timeout) as raw:
+        t0 = time.perf_counter()
+        with context.wrap_socket(raw, server_hostname=ep.host):
+            return time.perf_counter() - t0
+
+
+class _Timed(http.client.HTTPResponse):
+    """A response that notes when its first byte arrived (its status line was read)."""
+
+    first_byte_at = 0.0
+
+    def begin(self) -> None:  # reads the status line and headers
+        self.fp.peek(1)
+        self.first_byte_at = time.perf_counter()
+        super().begin()
+
+
+def _connection(ep: Endpoint, timeout: float) -> http.client.HTTPConnection:
+    cls = http.client.HTTPSConnection if ep.scheme == "https" else http.client.HTTPConnection
+    conn = cls(ep.host, ep.port, timeout=timeout)
+    conn.response_class = _Timed
+    return conn
+
+
+def connected(conn: http.client.HTTPConnection) -> bool:
+    """Open ``conn`` if it is not (TCP and, for https, TLS) and say whether it had to:
+    http.client would otherwise connect lazily inside the first request, on the clock."""
+    if conn.sock is not None:
+        return False
+    conn.connect()
+    return True
+
+
+def signed_request(
+    conn: http.client.HTTPConnection,
+    access: S3Access,
+    ep: Endpoint,
+    method: str,
+    bucket: str,
+    key: str,
+    body: bytes = b"",
+) -> tuple[int, float, bytes]:
+    """(status, seconds from the request's first byte sent to the response's first byte
+    received, body) of one signed request; the connection is opened before the clock."""
+    host, path = object_target(access, ep, bucket, key)
+    headers = signed_headers(access, f"{ep.scheme}://{host}{path}", method, body)
+    headers["Content-Length"] = str(len(body))
+    headers.setdefault("Host", host)  # signed by botocore from the URL; sent by us
+    connected(conn)
+    conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+    for name, value in headers.items():
+        conn.putheader(name, value)
+    t0 = time.perf_counter()
+    conn.endheaders(body if body else None)
+    resp = conn.getresponse()
+    data = resp.read()
+    return resp.status, resp.first_byte_at - t0, data  # type: ignore[attr-defined]
+
+
+def split_bucket_path(bucket_path: str) -> tuple[str, str]:
+    """``bucket/a/b`` -> (``bucket``, ``a/b``)."""
+    parts = bucket_path.strip("/").split("/", 1)
+    if not parts[0]:
+        raise ProbeError("--bucket-path names no bucket: use bucket/prefix")
+    return parts[0], parts[1] if len(parts) > 1 else ""
+
+
+def probe(
+    access: S3Access,
+    bucket_path: str,
+    *,
+    count: int = DEFAULT_COUNT,
+    object_bytes: int = DEFAULT_OBJECT_BYTES,
+    timeout: float = TIMEOUT_S,
+) -> dict[str, Any]:
+    """Measure one remote; return the record (problems are listed in ``errors``, and a
+    measure with no successful sample is None: never a made-up number)."""
+    if count < 1 or object_bytes < 0:
+        raise ProbeError(f"count must be >= 1 and object size >= 0 (got {count}, {object_bytes})")
+    if not (access.access_key and access.secret_key):
+        raise ProbeError(
+            f"remote {access.remote!r} has no access key in rclone's config or environment: "
+            "the probe signs its own requests"
+        )
+    ep = endpoint_of(access)
+    bucket, prefix = split_bucket_path(bucket_path)
+    started = utc_now()
+    errors: list[str] = []
+    connects: list[float] = []
+    handshakes: list[float] = []
+    for _ in range(count):
+        try:
+            connects.append(tcp_connect_s(ep, timeout))
+            if ep.scheme == "https":
+                handshakes.append(tls_handshake_s(ep, timeout))
+        except OSError as err:
+            errors.append(f"connect: {type(err).__name__}: {err}")
+    stem = f"{prefix}/probe/{host_info()['host']}-{os.getpid()}-{time.time_ns()}".lstrip("/")
+    keys = [f"{stem}-{i}" for i in range(count)]
+    puts: list[float] = []
+    gets: list[float] = []
+    body = os.urandom(object_bytes)
+    conn = _connection(ep, timeout)
+    try:
+        for method, times in (("PUT", puts), ("GET", gets)):
+            for key in keys:
+                try:
+                    status, seconds, data = signed_request(
+                        conn, access, ep, method, bucket, key, body if method == "PUT" else b""
+                    )
+                except (OSError, http.client.HTTPException) as err:
+                    errors.append(f"{method}: {type(err).__name__}: {err}")
+                    conn.close()
+                    conn = _connection(ep, timeout)
+                    continue
+                if status // 100 != 2:
+                    errors.append(f"{method}: HTTP {status}: {data[:200]!r}")
+                elif method == "GET" and data != body:
+                    errors.append("GET: object read back differs from what was written")
+                else:
+                    times.append(seconds)
+        for key in keys:  # untimed clean-up
+            try:
+                signed_request(conn, access, ep, "DELETE", bucket, key)
+            except (OSError, http.client.HTTPException) as err:
+                errors.append(f"DELETE: {type(err).__name__}: {err}")
+                break
+    finally:
+        conn.close()
+    secrets = [s for s in (access.secret_key, access.access_key, access.session_token) if s]
+    errors = [redact(e, secrets + secret_values()) for e in dict.fromkeys(errors)]
+    return {
+        "remote": access.remote,
+        "endpoint_host": ep.host,
+        "endpoint_port": ep.port,
+        "scheme": ep.scheme,
+        "path_style": access.path_style,
+        "started_utc": started,
+        "time_of_day_utc": started[11:19],
+        "count": count,
+        "object_bytes": object_bytes,
+        "tcp_connect_s": summary(connects),
+        "tls_handshake_s": summary(handshakes),
+        "tls": "measured" if ep.scheme == "https" else "none: http endpoint, no TLS handshake",
+        "put_ttfb_s": summary(puts),
+        "get_ttfb_s": summary(gets),
+        "requests": (
+            "one kept-alive connection opened before the clock (reopened untimed after an "
+            "error); time from request sent to first response byte; signed by botocore"
+        ),
+        "errors": errors,
+        "status": "ok" if not errors else "failed",
+        **host_info(),
+    }
+
+
+KERNEL_WINDOWS = {  # record key: the Linux setting whose third value caps the window
+    "tcp_rmem_max_bytes": "/proc/sys/net/ipv4/tcp_rmem",
+    "tcp_wmem_max_bytes": "/proc/sys/net/ipv4/tcp_wmem",
+}
+
+
+def kernel_windows(settings: Mapping[str, str] = KERNEL_WINDOWS) -> dict[str, int | None]:
+    """This node's largest TCP receive and send buffers (the third value of tcp_rmem and
+    tcp_wmem): auto-tuning never grows a connection's window beyond them, so they bound
+    one stream's rate at window / RTT. None where the node does not say (not Linux)."""
+    out: dict[str, int | None] = {}
+    for key, path in settings.items():
+        try:
+            out[key] = int(Path(path).read_text().split()[2])
+        except (OSError, ValueError, IndexError):
+            out[key] = None
+    return out
+
+
+def run_probe(
+    remote_url: str,
+    bucket_path: str | None,
+    out: Path,
+    *,
+    count: int = DEFAULT_COUNT,
+    object_bytes: int = DEFAULT_OBJECT_BYTES,
+    extra: Mapping[str, Any] | None = None,
+    skip_non_s3: bool = False,
+) -> dict[str, Any]:
+    """Probe ``remote_url`` (``name:`` or ``name:bucket/prefix``) and write the record.
+
+    ``bucket_path`` defaults to the path in ``remote_url``. With ``skip_non_s3`` a remote
+    the probe cannot speak to (a local directory, a non-S3 backend) gets a record saying
+    why, status ``skipped``, so a campaign mixing stores still runs; otherwise that is an
+    error.
+    """
+    try:
+        access = s3_access(remote_url, tool="the latency probe")
+    except ToolError as err:
+        if not skip_non_s3:
+            raise ProbeError(str(err)) from None
+        record = {
+            "remote": remote_url,
+            "status": "skipped",
+            "reason": str(err),
+            "started_utc": utc_now(),
+            **(extra or {}),
+            **host_info(),
+        }
+        write_json(out, record)
+        return record
+    path = bucket_path or remote_url.split(":", 1)[1]
+    record = probe(access, path, count=count, object_bytes=object_bytes)
+    record = {**record, "remote": remote_name(remote_url), **kernel_windows(), **(extra or {})}
+    write_json(out, record)
+    return record

@@ -1,0 +1,134 @@
+"""The end of a run: say plainly what did not work, and clean up on request."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+BAD = ("failed", "corrupt", "unverified")
+
+
+def failures(transfers_tsv: Path) -> list[dict[str, Any]]:
+    """The rows of transfers.tsv that are not ok (read with csv: the last job of every run
+    should not pay for importing pandas)."""
+    with open(transfers_tsv, newline="") as fh:
+        return [r for r in csv.DictReader(fh, delimiter="\t") if r["status"] in BAD]
+
+
+def describe(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{len(rows)} measurement(s) not ok (a rerun measures failed ones again):"]
+    for r in rows:
+        keys = (r["site"], r["direction"], r["remote"], r["layout"], r.get("setting"))
+        what = " ".join(str(k) for k in keys if isinstance(k, str) and k)
+        lines.append(f"  {r['status']}: {what} r{r['repeat']}: {r.get('error')}")
+    return "\n".join(lines)
+
+
+def finished_while_stopping(outputs: list[Path], marked_incomplete: bool) -> bool:
+    """True for a transfer that finished but that Snakemake never registered.
+
+    Ctrl-C sent to Snakemake alone (``kill -INT``, a scheduler signalling the head job) lets
+    the running jobs finish and exits without registering them: their outputs stay marked
+    incomplete, and the next run would measure them again ("Forced execution"). Snakemake
+    deletes a job's outputs before it starts it, so a job still marked incomplete whose
+    outputs all exist, with a record (written last, atomically) that says ``ok``, finished
+    its measurement. A failed record is left marked: a rerun measures it again anyway.
+    """
+    if not marked_incomplete or not all(p.exists() for p in outputs):
+        return False
+    try:
+        return json.loads(outputs[0].read_text()).get("status") == "ok"
+    except (OSError, ValueError):
+        return False
+
+
+def cleanup(spec: dict[str, Any]) -> None:
+    """Remove the campaign's bulk data from the remotes and scratch; keep every result.
+
+    Unfinished multipart uploads of the campaign (left by a transfer killed hard) are
+    aborted too: no listing shows them, but providers bill them.
+    """
+    from cloudbench.campaign.secrets import redact, secret_values
+    from cloudbench.measure import rclone as rc
+    from cloudbench.records import clip_tail
+
+    binary = rc.find_rclone()
+    flags = tuple(spec["flags"])
+    for remote in spec["remotes"]:
+        prefix = remote["data"]
+        res = rc.run_helper(rc.helper_command(binary, "purge", prefix, extra_flags=flags))
+        ok = res.returncode in rc.NOT_FOUND_EXITS  # already gone is fine
+        print(f"{'removed' if ok else 'FAILED to remove'} {prefix}")
+        if not ok:
+            raise RuntimeError(redact(clip_tail(res.stderr), secret_values()))
+        if rc.backend_type(binary, remote["url"]) in rc.MULTIPART_BACKENDS:
+            err = rc.abort_multipart(binary, remote["campaign"], flags)
+            if err:
+                raise RuntimeError(redact(err, secret_values()))
+            print(f"aborted unfinished multipart uploads under {remote['campaign']}")
+    for path in spec["scratch"]:
+        if Path(path).exists():
+            shutil.rmtree(path)
+        print(f"removed {path}")
+
+
+PREFLIGHT_FAILED = "preflight failed at site "
+
+
+def preflight_problems(logs: Sequence[Path]) -> list[str]:
+    """The problems failed preflights wrote to their job logs, one line each, without
+    repeats (a site's preflight and its gate find the same wrong key)."""
+    out: list[str] = []
+    for log in logs:
+        try:
+            text = log.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        site = ""
+        for line in text:
+            if PREFLIGHT_FAILED in line:
+                site = line.split(PREFLIGHT_FAILED, 1)[1].rstrip(":")
+            elif site and line.startswith("  ") and line.strip():
+                problem = f"cloudbench: preflight at site {site}: {line.strip()}"
+                if problem not in out:
+                    out.append(problem)
+    return out
+
+
+def stopped_summary(records: list[Path], failed_checks: Sequence[Path] = ()) -> str:
+    """One line for a run that stopped early (Ctrl-C, a failed job): what is finished, and
+    that the same command measures what is left (finished measurements are kept). A site
+    whose preflight did not pass (``failed_checks``: its logs) needs a fix first, not a
+    rerun: each of its problems comes first, one line each, and the line names the log."""
+    counts = {"ok": 0, "failed": 0}
+    missing = 0
+    for path in records:
+        if not path.exists():
+            missing += 1
+            continue
+        try:
+            status = json.loads(path.read_text()).get("status")
+        except (OSError, ValueError):
+            missing += 1
+            continue
+        counts["ok" if status == "ok" else "failed"] += 1
+    done = counts["ok"] + counts["failed"]
+    todo = missing + counts["failed"]
+    what = (
+        f"rerun the same command to measure the {todo} left (finished ones are kept)"
+        if todo
+        else "every measurement is recorded; rerun the same command to finish the report"
+    )
+    problems = ""
+    if failed_checks:
+        logs = ", ".join(str(p) for p in failed_checks)
+        what = f"the preflight failed (see {logs}): fix what it says, then {what}"
+        problems = "".join(f"{line}\n" for line in preflight_problems(failed_checks))
+    return problems + (
+        f"cloudbench: stopped with {done} of {len(records)} measurements recorded "
+        f"({counts['ok']} ok, {counts['failed']} failed), {missing} not measured yet; {what}"
+    )
