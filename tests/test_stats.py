@@ -545,7 +545,7 @@ def test_speedup_figure_shows_every_repeat_within_its_axis(tmp_path, monkeypatch
     summary = summarise(t, pd.DataFrame())
     metrics = stats.transfer_metrics(t, pd.DataFrame())
     seen = {}
-    monkeypatch.setattr(figures, "_save", lambda fig, path: seen.update(fig=fig))
+    monkeypatch.setattr(figures, "save", lambda fig, path: seen.update(fig=fig))
     figures.speedups(metrics, summary, {"campaign": "c"}, tmp_path / "s.png")
     ax = seen["fig"].axes[0]
     top = 250.2 / ((170.6 + 160.0) / 2)
@@ -561,7 +561,7 @@ def test_rate_over_time_leaves_out_transfers_too_short_for_a_curve(tmp_path, mon
          "setting": ["rclone-1xauto"], "repeat": [1], "elapsed_s": [0.5], "bytes": [10**8]}
     )  # fmt: skip
     said = []
-    monkeypatch.setattr(figures, "_empty", lambda path, message: said.append(message))
+    monkeypatch.setattr(figures, "placeholder", lambda path, message: said.append(message))
     figures.rate_vs_time(one, t, {"campaign": "c"}, tmp_path / "r.png")
     assert said and "too short for a rate over time" in said[0]
 

@@ -100,7 +100,7 @@ def _tick(label: str) -> str:
     return f"{text}\n{setting.removeprefix('rclone-')}" if setting else text
 
 
-def _grid(n: int, width: float = 6.0, height: float = 3.6, ncols: int = 2):
+def grid(n: int, width: float = 6.0, height: float = 3.6, ncols: int = 2):
     ncols = max(1, min(ncols, n))
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(
@@ -111,20 +111,20 @@ def _grid(n: int, width: float = 6.0, height: float = 3.6, ncols: int = 2):
     return fig, list(axes.flat[:n])
 
 
-def _save(fig, path: Path) -> None:
+def save(fig, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
 
 
-def _empty(path: Path, message: str) -> None:
+def placeholder(path: Path, message: str) -> None:
     """A figure that says why there is nothing to draw, in type large enough to read in
     the report's thumbnail."""
     fig, ax = plt.subplots(figsize=(8, 2.4))
     ax.axis("off")
     ax.text(0.5, 0.5, "\n".join(textwrap.wrap(message, 60)), ha="center", va="center",
             fontsize=16, fontweight="bold")  # fmt: skip
-    _save(fig, path)
+    save(fig, path)
 
 
 def _median_interval_label(summary: pd.DataFrame) -> str:
@@ -175,7 +175,7 @@ def rate_vs_time(
     ok = stats.ok_rates(transfers)
     keys = [*stats.GROUP, "repeat"]
     if series.empty or ok.empty:
-        return _empty(path, "no per-second series of a successful transfer recorded")
+        return placeholder(path, "no per-second series of a successful transfer recorded")
     wanted = set(map(tuple, ok[keys].itertuples(index=False)))
     frames = []
     for key, s in series.groupby(keys):
@@ -186,7 +186,7 @@ def rate_vs_time(
             r[k] = v
         frames.append(r)
     if not frames:
-        return _empty(
+        return placeholder(
             path,
             f"no transfer lasted {MIN_SERIES_SAMPLES} rclone stats intervals: too short for "
             "a rate over time (the tables have each transfer's rate)",
@@ -209,7 +209,7 @@ def rate_vs_time(
     data = pd.concat([first.assign(elapsed_s=0.0, second=0.0), data], ignore_index=True)
     pal = palette(data["layout"])
     cells = panels(info, data)
-    fig, axes = _grid(len(cells))
+    fig, axes = grid(len(cells))
     for ax, cell in zip(axes, cells, strict=True):
         d = cell.select(data)
         sns.lineplot(
@@ -256,7 +256,7 @@ def rate_vs_time(
             Line2D([], [], color="grey", lw=2.6, label="median of repeats"),
         ],
     )
-    _save(fig, path)
+    save(fig, path)
 
 
 # --- 2. sustained rate ------------------------------------------------------------------------
@@ -270,10 +270,10 @@ def sustained(
     crosses."""
     ok = metrics[(metrics["status"] == "ok") & metrics["sustained_mb_per_s"].notna()]
     if ok.empty:
-        return _empty(path, "no successful transfers: no sustained rates")
+        return placeholder(path, "no successful transfers: no sustained rates")
     pal = palette(metrics["layout"])
     cells = panels(info, ok)
-    fig, axes = _grid(len(cells), width=5.6)
+    fig, axes = grid(len(cells), width=5.6)
     rng = np.random.default_rng(0)  # jitter only
     for ax, cell in zip(axes, cells, strict=True):
         d = cell.select(ok)
@@ -347,7 +347,7 @@ def sustained(
         Line2D([], [], color="red", marker="o", mfc="none", lw=0, ms=10, label="outlier"),
     ]
     _legend(fig, pal, extra)
-    _save(fig, path)
+    save(fig, path)
 
 
 # --- 3. speed-up ------------------------------------------------------------------------------
@@ -371,7 +371,7 @@ def speedups(
                 "no chunked or multithread setting (clients x concurrency) was also measured "
                 "with plain; list a common value under concurrency: to compare them"
             )
-        return _empty(path, f"no speed-up to show: {why}")
+        return placeholder(path, f"no speed-up to show: {why}")
     pal = palette(metrics["layout"])
     ok = stats.ok_rates(metrics)
     base = (
@@ -384,7 +384,7 @@ def speedups(
     pts = ok[ok["layout"] != "plain"].merge(base, on=stats.PAIR)
     pts["ratio"] = pts["mb_per_s"] / pts["plain_median"]
     cells = panels(info, s)
-    fig, axes = _grid(len(cells), width=5.2)
+    fig, axes = grid(len(cells), width=5.2)
     rng = np.random.default_rng(0)
     for ax, cell in zip(axes, cells, strict=True):
         d = cell.select(s)
@@ -437,7 +437,7 @@ def speedups(
         Line2D([], [], color="grey", ls="--", lw=1, label="= plain"),
     ]
     _legend(fig, {k: v for k, v in pal.items() if k != "plain"}, extra)
-    _save(fig, path)
+    save(fig, path)
 
 
 # --- 4. rate against distance -----------------------------------------------------------------
@@ -453,16 +453,16 @@ def rate_vs_distance(transfers: pd.DataFrame, info: Mapping[str, Any], path: Pat
     ok = stats.ok_rates(transfers)
     dist = _distances(info)
     if dist.empty:
-        return _empty(
+        return placeholder(
             path,
             "no distances: set sites.<name>.location and remote_location "
             "(or remotes.<name>.location) as [latitude, longitude]",
         )
     if ok.empty:
-        return _empty(path, "no successful transfers to place against distance")
+        return placeholder(path, "no successful transfers to place against distance")
     pal = palette(ok["layout"])
     dirs = [d for d in DIRECTIONS if (ok["direction"] == d).any()]
-    fig, axes = _grid(len(dirs), width=6.2, height=4.0)
+    fig, axes = grid(len(dirs), width=6.2, height=4.0)
     pts_all = ok.merge(dist, on=["site", "remote"], how="inner")
     for ax, direction in zip(axes, dirs, strict=True):
         trend = stats.distance_trend(ok, dist, direction)
@@ -529,7 +529,7 @@ def rate_vs_distance(transfers: pd.DataFrame, info: Mapping[str, Any], path: Pat
         ax.set_ylabel(RATE_LABEL)
     extra = [Line2D([], [], color="black", marker="D", lw=0, label="site median")]
     _legend(fig, pal, extra)
-    _save(fig, path)
+    save(fig, path)
 
 
 # --- 5. where the time goes -------------------------------------------------------------------
@@ -547,7 +547,7 @@ def step_breakdown(
     throughput against effective end-to-end throughput."""
     budget = stats.time_budget(steps, transfers)
     if budget.empty:
-        return _empty(path, "no steps recorded")
+        return placeholder(path, "no steps recorded")
     step_cols = list(stats.PHASES)
     long = budget.melt(
         id_vars=["site", "end_to_end_s"],
@@ -618,4 +618,4 @@ def step_breakdown(
     ax2.set_title("throughput: transfers only vs. everything")
     ax2.legend(title=None, loc="lower right", fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)

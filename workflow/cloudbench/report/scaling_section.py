@@ -16,9 +16,9 @@ import pandas as pd
 import seaborn as sns
 
 from cloudbench.report import scaling
-from cloudbench.report.figures import RATE_LABEL, _empty, _grid, _save
+from cloudbench.report.figures import RATE_LABEL, grid, placeholder, save
 from cloudbench.report.intervals import level_text
-from cloudbench.report.tables import _page, _table
+from cloudbench.report.tables import html_table, page
 
 SHADES = sns.color_palette("colorblind", 10)
 NO_SWEEP = (
@@ -36,10 +36,10 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
     pts = scaling.point_table(transfers)
     table = scaling.scaling_table(transfers)
     if table.empty:
-        return _empty(path, NO_SWEEP)
+        return placeholder(path, NO_SWEEP)
     groups = list(table.groupby(["site", "remote", "direction"], sort=False).groups)
     axes_used = [a for a in scaling.AXES if (table["axis"] == a).any()]
-    fig, axes = _grid(len(groups) * len(axes_used), ncols=len(axes_used))
+    fig, axes = grid(len(groups) * len(axes_used), ncols=len(axes_used))
     styles = ["-", "--", ":", "-."]
     for i, (site, remote, direction) in enumerate(groups):
         for j, axis in enumerate(axes_used):
@@ -90,7 +90,7 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
             ax.set_title(f"{site} {direction} ({remote}) vs {axis}", fontsize=10)
             ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
 
 
 def scaling_html(
@@ -133,7 +133,7 @@ def scaling_html(
             ]
         ]  # fmt: skip
         body.append(
-            _table(
+            html_table(
                 shown,
                 flag=shown["collapse"].astype(bool),
                 headers={"held": "other knob held at", "best_median": "best median MB/s"},
@@ -147,7 +147,7 @@ def scaling_html(
         "repeats, 95% needs 6).</p>"
     )
     shown = points.assign(level=[level_text(v) for v in points["level"]])
-    body.append(_table(shown, flag=points["failed"] > 0, headers={"level": "coverage"}))
+    body.append(html_table(shown, flag=points["failed"] > 0, headers={"level": "coverage"}))
     if not clients.empty:
         spread = (
             clients.groupby(
@@ -168,5 +168,5 @@ def scaling_html(
             "share, across the repeats of a setting: a wide spread means some nodes (or their "
             "links) were slower; max_start_offset_s is the largest start skew.</p>"
         )
-        body.append(_table(spread))
-    path.write_text(_page("Scaling", "\n".join(body)))
+        body.append(html_table(spread))
+    path.write_text(page("Scaling", "\n".join(body)))

@@ -34,7 +34,7 @@ p.note { color: #444; max-width: 60em; }
 """
 
 
-def _page(title: str, body: str) -> str:
+def page(title: str, body: str) -> str:
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}'
         f'</title><style>{CSS}</style></head><body><h1 style="font-size:1.4em">'
@@ -70,7 +70,7 @@ def _cell(v: Any, text: bool, digits: int) -> str:
     return _fmt(v, digits)
 
 
-def _table(
+def html_table(
     df: pd.DataFrame,
     digits: Mapping[str, int] | None = None,
     flag: pd.Series | None = None,
@@ -118,10 +118,10 @@ def transfers_html(transfers: pd.DataFrame, missing: pd.DataFrame, path: Path) -
         "rclone_version",
     ]
     t = transfers.reindex(columns=cols)
-    body = _table(t, {"seconds": 4, "mb_per_s": 4}, flag=t["status"] != "ok", wrap={"error"})
+    body = html_table(t, {"seconds": 4, "mb_per_s": 4}, flag=t["status"] != "ok", wrap={"error"})
     if not missing.empty:
-        body += "<h2>Not reported yet</h2>" + _table(missing)
-    path.write_text(_page("Every transfer", body))
+        body += "<h2>Not reported yet</h2>" + html_table(missing)
+    path.write_text(page("Every transfer", body))
 
 
 def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> None:
@@ -159,7 +159,7 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
         f"Highlighted rows have a failed, corrupt or outlying repeat. All numbers, unrounded, "
         f"are in <code>summary.tsv</code>.</p>"
     )
-    body += _table(t, flag=flag)
+    body += html_table(t, flag=flag)
     out = metrics[metrics["outlier"].astype(bool)]
     body += (
         f'<h2>Outliers</h2><p class="note">A repeat whose rate is below '
@@ -183,17 +183,17 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
             ]
         ].copy()
         o["× median"] = o["mb_per_s"] / o["group_median"]
-        body += _table(o.rename(columns={"mb_per_s": "rate", "group_median": "group median"}))
+        body += html_table(o.rename(columns={"mb_per_s": "rate", "group_median": "group median"}))
     bad = metrics[metrics["status"] != "ok"]
     body += "<h2>Failed, corrupt and unverified transfers</h2>"
     if bad.empty:
         body += "<p>None: every transfer moved and verified every byte.</p>"
     else:
-        body += _table(
+        body += html_table(
             bad[["site", "remote", "direction", "layout", "repeat", "status", "retries", "error"]],
             wrap={"error"},
         )
-    path.write_text(_page("Rate per site, direction and strategy", body))
+    path.write_text(page("Rate per site, direction and strategy", body))
 
 
 def _prices(info: Mapping[str, Any]) -> dict[str, stats.Prices | None]:
@@ -259,16 +259,16 @@ def cost_html(
         "</code>); none are invented.</p>"
     )
     body += "<h2>Prices used</h2>" + (
-        _table(price_rows) if not price_rows.empty else "<p>no remotes</p>"
+        html_table(price_rows) if not price_rows.empty else "<p>no remotes</p>"
     )
-    body += "<h2>What this campaign cost</h2>" + _table(c)
+    body += "<h2>What this campaign cost</h2>" + html_table(c)
     body += (
         '<h2>Moving one TB</h2><p class="note">Hours = 10<sup>12</sup> bytes / the '
         "median (P50) whole-transfer rate of the <code>ok</code> repeats of that site, "
         "direction and layout, assuming it holds for the whole TB; egress applies to "
-        "downloads only (storage: see the prices table).</p>" + _table(t)
+        "downloads only (storage: see the prices table).</p>" + html_table(t)
     )
-    path.write_text(_page("Cost", body))
+    path.write_text(page("Cost", body))
 
 
 def _when(ts: Any) -> str:
@@ -335,7 +335,7 @@ def campaign_html(
                 f"{manifest.get('host', NA)} ({manifest.get('node_cores', NA)} cores)",
             )
         )
-    body = _table(pd.DataFrame(rows, columns=["", "value"]))
+    body = html_table(pd.DataFrame(rows, columns=["", "value"]))
     site_rows = []
     for name, s in (info.get("sites") or {}).items():
         st = t[t["site"] == name] if not t.empty else t
@@ -354,7 +354,7 @@ def campaign_html(
             "last (UTC)": _when(pd.to_datetime(st["started_utc"], utc=True, errors="coerce").max()
                                 if len(st) else None),
         })  # fmt: skip
-    body += "<h2>Sites</h2>" + _table(pd.DataFrame(site_rows))
+    body += "<h2>Sites</h2>" + html_table(pd.DataFrame(site_rows))
     dist = stats.site_remote_distances(info.get("sites") or {}, info.get("remotes") or {})
     rem_rows = []
     for name, r in (info.get("remotes") or {}).items():
@@ -365,7 +365,7 @@ def campaign_html(
             "distance from sites (km)": ", ".join(
                 f"{x.site} {x.distance_km:,.0f}" for x in d.itertuples()) or NA,
         })  # fmt: skip
-    body += "<h2>Remotes</h2>" + _table(pd.DataFrame(rem_rows))
+    body += "<h2>Remotes</h2>" + html_table(pd.DataFrame(rem_rows))
     if manifest and manifest.get("files"):
         files = pd.DataFrame(
             [
@@ -373,5 +373,5 @@ def campaign_html(
                 for f in manifest["files"]
             ]
         )
-        body += "<h2>Dataset files (campaign manifest)</h2>" + _table(files)
-    path.write_text(_page("Campaign", body))
+        body += "<h2>Dataset files (campaign manifest)</h2>" + html_table(files)
+    path.write_text(page("Campaign", body))

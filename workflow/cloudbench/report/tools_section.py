@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 
 from cloudbench.report import latency
-from cloudbench.report.figures import DIRECTIONS, RATE_LABEL, _empty, _grid, _save
+from cloudbench.report.figures import DIRECTIONS, RATE_LABEL, grid, placeholder, save
 from cloudbench.report.intervals import level_text
-from cloudbench.report.tables import _page, _table
+from cloudbench.report.tables import html_table, page
 
 NO_ROWS = "no successful transfers yet"
 ONE_TOOL = (
@@ -75,16 +75,16 @@ def tools_png(transfers: pd.DataFrame, path: Path) -> None:
     failure rate in the title. Nothing is pooled across sites, layouts or settings."""
     transfers = with_tool(transfers)
     if transfers.empty:
-        return _empty(path, NO_ROWS)
+        return placeholder(path, NO_ROWS)
     rates = latency.tool_strategy_rates(transfers)
     fails = latency.failure_rate_by_tool(transfers)
     rates = rates[rates["n"] > 0]
     if rates.empty:
-        return _empty(path, NO_ROWS)
+        return placeholder(path, NO_ROWS)
     if rates["tool"].nunique() == 1:
-        return _empty(path, ONE_TOOL.format(tool=rates["tool"].iloc[0]))
+        return placeholder(path, ONE_TOOL.format(tool=rates["tool"].iloc[0]))
     panels = _panels(rates)
-    fig, axes = _grid(len(panels), width=6.2, height=4.0)
+    fig, axes = grid(len(panels), width=6.2, height=4.0)
     colors = _tool_colors(transfers["tool"])
     for ax, (key, sel) in zip(axes, panels, strict=False):
         several = "setting" in sel and sel["setting"].str.partition("-")[2].nunique() > 1
@@ -110,7 +110,7 @@ def tools_png(transfers: pd.DataFrame, path: Path) -> None:
         unique = dict(zip(labels, handles, strict=True))
         ax.legend(unique.values(), unique.keys(), fontsize=8, loc="best", framealpha=0.9)
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
 
 
 def tools_html(transfers: pd.DataFrame, path: Path) -> None:
@@ -118,7 +118,7 @@ def tools_html(transfers: pd.DataFrame, path: Path) -> None:
     transfers = with_tool(transfers)
     if transfers.empty:
         empty = pd.DataFrame(columns=latency.TOOL_COLUMNS)
-        path.write_text(_page("Tools", f'<p class="note">{NO_ROWS}</p>' + _table(empty)))
+        path.write_text(page("Tools", f'<p class="note">{NO_ROWS}</p>' + html_table(empty)))
         return
     rates = latency.tool_strategy_rates(transfers)
     body = [
@@ -128,7 +128,7 @@ def tools_html(transfers: pd.DataFrame, path: Path) -> None:
         "the order-statistic interval of the median and its real coverage (75% for 3 "
         "repeats, 95% needs 6); not_ok: rows without a rate (failed, corrupt, unverified). "
         "Every download of every tool was verified against the manifest.</p>",
-        _table(
+        html_table(
             rates.assign(ci_level=[level_text(v) for v in rates["ci_level"]]),
             headers={"median": "median MB/s", "ci_low": "low", "ci_high": "high"}
             | {"ci_level": "coverage"},
@@ -139,7 +139,7 @@ def tools_html(transfers: pd.DataFrame, path: Path) -> None:
         "manifest).</p>",
     ]
     fails = latency.failure_rate_by_tool(transfers)
-    body.append(_table(fails, flag=fails["failure_rate"] > 0))
+    body.append(html_table(fails, flag=fails["failure_rate"] > 0))
     per = latency.per_object_by_tool(transfers)
     body.append(
         "<h2>Per object</h2>"
@@ -148,8 +148,8 @@ def tools_html(transfers: pd.DataFrame, path: Path) -> None:
         "values apart): with many small files the cost per object, not per byte, decides "
         "the rate.</p>"
     )
-    body.append(_table(per, digits={"s_per_object": 3}))
-    path.write_text(_page("Tools", "\n".join(body)))
+    body.append(html_table(per, digits={"s_per_object": 3}))
+    path.write_text(page("Tools", "\n".join(body)))
 
 
 def latency_png(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> None:
@@ -168,8 +168,8 @@ def latency_png(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> No
     dirs = [d for d in DIRECTIONS if not joined.empty and (joined["direction"] == d).any()]
     n = len(dirs) + (not times.empty) + (not per.empty)
     if n == 0:
-        return _empty(path, NO_PROBES)
-    fig, axes = _grid(n, width=6.2, height=4.0)
+        return placeholder(path, NO_PROBES)
+    fig, axes = grid(n, width=6.2, height=4.0)
     for ax, direction in zip(axes, dirs, strict=False):
         _rate_vs_rtt_panel(ax, joined[joined["direction"] == direction], fits.get(direction))
         ax.set_title(f"{direction}: rate vs RTT", fontsize=10)
@@ -179,7 +179,7 @@ def latency_png(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> No
     if not per.empty:
         _per_object_panel(rest.pop(0), per, "" if not times.empty else NO_PROBE_TIMES)
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
 
 
 def _rate_vs_rtt_panel(ax, p: pd.DataFrame, fit) -> None:
@@ -235,14 +235,14 @@ def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> N
     if probes.empty:  # the (empty) table still shows what a probe would give
         note = f'<p class="note">{html.escape(NO_PROBES)}</p>'
         empty = pd.DataFrame(columns=latency.PROBE_COLUMNS)
-        path.write_text(_page("Latency", note + _table(empty)))
+        path.write_text(page("Latency", note + html_table(empty)))
         return
     body = [
         "<h2>Probes</h2>"
         '<p class="note">before and after each site\'s transfers, per remote: P50 TCP '
         "connect (one round trip), TLS handshake (https only), and P50/P90/P99 time to first "
         "byte of small signed GETs and PUTs, in ms, with the time of day (UTC).</p>",
-        _table(
+        html_table(
             probes.drop(
                 columns=["started_utc", "tcp_rmem_max_bytes", "tcp_wmem_max_bytes"], errors="ignore"
             ),
@@ -251,7 +251,7 @@ def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> N
         "<h2>Round-trip time per site and remote</h2>"
         '<p class="note">RTT: the median over the pair\'s probes of their P50 TCP connect '
         "time.</p>",
-        _table(latency.pair_rtt(probes)),
+        html_table(latency.pair_rtt(probes)),
     ]
     if not transfers.empty:
         _, fits = latency.rate_vs_rtt(transfers, probes)
@@ -277,5 +277,5 @@ def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> N
     if ceilings.empty:
         body.append('<p class="note">window unknown: no ceiling stated</p>')
     else:
-        body.append(_table(ceilings, flag=ceilings["of_ceiling"] > 0.8))
-    path.write_text(_page("Latency", "\n".join(body)))
+        body.append(html_table(ceilings, flag=ceilings["of_ceiling"] > 0.8))
+    path.write_text(page("Latency", "\n".join(body)))
