@@ -437,3 +437,18 @@ def test_longest_stall_is_the_longest_stretch_without_new_bytes():
     assert longest_stall(elapsed, moved) == 79.0  # from 2 s, the first line showing 10
     assert longest_stall([1.0, 2.0, 3.0], [1, 2, 3]) == 0.0
     assert longest_stall([], []) == 0.0
+
+
+def test_bookkeeping_errors_say_what_went_wrong_not_the_config_notice():
+    """A publish error once read "NOTICE: Config file ... not found - using defaults", the
+    notice rclone prints whenever the remote lives in the environment alone."""
+    from cloudbench.measure.rclone import without_config_notice
+
+    stderr = (
+        '2026/11/24 09:24:53 NOTICE: Config file "/root/.config/rclone/rclone.conf" not found'
+        " - using defaults\n2026/11/24 09:24:53 ERROR : Attempt 1/3 failed: 403 Forbidden\n"
+    )
+    assert without_config_notice(stderr) == (
+        "2026/11/24 09:24:53 ERROR : Attempt 1/3 failed: 403 Forbidden\n"
+    )
+    assert without_config_notice("ERROR : x\n") == "ERROR : x\n"

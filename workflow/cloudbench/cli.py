@@ -212,14 +212,14 @@ def cmd_manifest(a):
 
 def cmd_aggregate(a):
     """The tables, then (in the same process: pandas loaded once) the figures from them."""
-    from cloudbench import aggregate  # pandas: only where tables are made
+    from cloudbench.report import aggregate  # pandas: only where tables are made
 
     aggregate.write_tables(Path(a.results), json.loads(a.expected), Path(a.out))
     cmd_plots(a, tables=Path(a.out))
 
 
 def cmd_plots(a, tables: Path | None = None):
-    from cloudbench import plots  # matplotlib and seaborn: only here
+    from cloudbench.report import build as plots  # matplotlib and seaborn: only here
 
     outputs = {name: Path(getattr(a, name)) for name in REPORT_OUTPUTS}
     plots.build_report(tables or Path(a.tables), json.loads(a.info), outputs, jobs=a.jobs)

@@ -259,7 +259,14 @@ def backend_type(binary: str, remote: str) -> str:
 
 def abort_multipart(binary: str, prefix: str, flags: Sequence[str] = ()) -> str | None:
     """Abort every unfinished multipart upload under ``prefix``, whatever its age; the
-    error (rclone's last line) if that failed, None if done or there was nothing to abort.
+    error (rclone's last line) if that failed, None if done or there was nothing to abort."""
+    return abort_multipart_said(binary, prefix, flags)[0]
+
+
+def abort_multipart_said(
+    binary: str, prefix: str, flags: Sequence[str] = ()
+) -> tuple[str | None, bool]:
+    """:func:`abort_multipart`, and whether the store said there were none to abort.
 
     A transfer killed hard (SIGKILL, walltime, a lost node) leaves its multipart uploads on
     the store: invisible in listings, billed by providers. Some S3 servers answer an empty
@@ -268,9 +275,11 @@ def abort_multipart(binary: str, prefix: str, flags: Sequence[str] = ()) -> str 
     res = run_helper(
         helper_command(binary, "backend", "cleanup", prefix, "-o", "max-age=0", extra_flags=flags)
     )
-    if res.returncode == 0 or "NoSuchUpload" in res.stderr:
-        return None
-    return clip_tail((res.stderr.strip().splitlines() or ["rclone failed"])[-1])
+    if "NoSuchUpload" in res.stderr:
+        return None, True
+    if res.returncode == 0:
+        return None, False
+    return clip_tail((res.stderr.strip().splitlines() or ["rclone failed"])[-1]), False
 
 
 def copy_command(
@@ -322,11 +331,24 @@ def helper_command(
     return [binary, verb, *args, *HELPER_PATIENCE, *extra_flags]
 
 
+# rclone's notice when the remote is defined in the environment alone: not an error, but it
+# came first in every error a bookkeeping call reported ("publish failed: NOTICE: Config file
+# ... not found")
+_CONFIG_NOTICE = re.compile(r"^.*NOTICE: Config file .* not found - using defaults\n?", re.M)
+
+
+def without_config_notice(stderr: str) -> str:
+    """rclone's stderr less its "Config file not found - using defaults" notice."""
+    return _CONFIG_NOTICE.sub("", stderr)
+
+
 def run_helper(cmd: Sequence[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run a bookkeeping call; one that outlives ``timeout`` is a failure (exit 124), not a
-    traceback, so the step can say what happened."""
+    traceback, so the step can say what happened. Its stderr holds what went wrong only."""
     try:
-        return subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+        res = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+        res.stderr = without_config_notice(res.stderr)
+        return res
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(
             list(cmd), 124, "", f"rclone {cmd[1]} timed out after {timeout:.0f} s"

@@ -66,10 +66,14 @@ def cleanup(spec: dict[str, Any]) -> None:
         if not ok:
             raise RuntimeError(redact(clip_tail(res.stderr), secret_values()))
         if rc.backend_type(binary, remote["url"]) in rc.MULTIPART_BACKENDS:
-            err = rc.abort_multipart(binary, remote["campaign"], flags)
+            err, none = rc.abort_multipart_said(binary, remote["campaign"], flags)
             if err:
                 raise RuntimeError(redact(err, secret_values()))
-            print(f"aborted unfinished multipart uploads under {remote['campaign']}")
+            print(
+                f"no unfinished multipart uploads under {remote['campaign']} (the store said so)"
+                if none
+                else f"aborted every unfinished multipart upload under {remote['campaign']}"
+            )
     for path in spec["scratch"]:
         if Path(path).exists():
             shutil.rmtree(path)
