@@ -105,3 +105,21 @@ def test_tool_strategy_medians_with_intervals():
     assert t.loc["rclone", "ci_low"] <= 120.0 <= t.loc["rclone", "ci_high"]
     assert t.loc["s5cmd", "n"] == 2 and t.loc["s5cmd", "not_ok"] == 2
     assert math.isnan(t.loc["s5cmd", "ci_low"])  # 2 repeats: no interval
+
+
+def test_latency_page_of_skipped_probes_says_why_instead_of_dashes(tmp_path):
+    """The demo (a local remote) showed a probes table of dashes and an RTT heading without
+    numbers; now the page says why there is none and which probes were skipped."""
+    from cloudbench.report.tools_section import NO_PROBES, latency_html
+
+    probes = pd.DataFrame(
+        [
+            {"site": "a", "remote": "main", "when": w, "status": "skipped"}
+            for w in ("before", "after")
+        ]
+    ).assign(connect_p50_ms=float("nan"))
+    out = tmp_path / "latency.html"
+    latency_html(pd.DataFrame(), probes, out)
+    page = out.read_text()
+    assert NO_PROBES in page and "skipped" in page
+    assert "Round-trip time" not in page and "get_ttfb_p50_ms" not in page

@@ -130,3 +130,12 @@ def test_progress_in_the_job_log_and_cloudbench_watch_during_a_capped_transfer(t
         f"{record['mb_per_s']:.1f} MB/s, ok"
     )
     assert Path(tmp_path / "remote-dir").exists()
+
+
+def test_a_transfer_without_a_stats_line_is_starting_not_zero_of_zero():
+    from cloudbench.measure.progress import Progress
+
+    p = Progress("upload plain r1", 0, 0, 0.0, 2.0)
+    assert p.line() == "upload plain r1: starting, 2s elapsed, no stats yet"
+    assert "0 B of 0 B" not in p.line()
+    assert "0 B of 25.17 MB (0%)" in Progress("x", 0, 25_170_000, 0.0, 1.0).line()

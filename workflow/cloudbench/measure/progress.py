@@ -108,7 +108,14 @@ class Progress:
         left = max(0, self.total - self.done)
         return left / (self.mb_per_s * 1e6) if self.mb_per_s > 0 else math.inf
 
+    @property
+    def started(self) -> bool:
+        """Whether the client has said how much it moves (its first stats line)."""
+        return self.total > 0 or self.done > 0
+
     def line(self) -> str:
+        if not self.started:  # not "0 B of 0 B (0%)": nothing is known yet
+            return f"{self.label}: starting, {human_seconds(self.elapsed_s)} elapsed, no stats yet"
         return (
             f"{self.label}: {human_bytes(self.done)} of {human_bytes(self.total)} "
             f"({100 * self.fraction:.0f}%) at {self.mb_per_s:.1f} MB/s, "
@@ -283,7 +290,9 @@ def _watch_rich(frame, idle, interval: float, out: TextIO, published) -> None:
             table.add_row(
                 p.label,
                 ProgressBar(total=max(p.total, 1), completed=p.done, width=30),
-                f"{human_bytes(p.done)} / {human_bytes(p.total)} ({100 * p.fraction:.0f}%)",
+                f"{human_bytes(p.done)} / {human_bytes(p.total)} ({100 * p.fraction:.0f}%)"
+                if p.started
+                else "starting",
                 f"{p.mb_per_s:.1f} MB/s",
                 human_seconds(p.eta_s),
             )

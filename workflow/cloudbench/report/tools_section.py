@@ -232,10 +232,13 @@ def _per_object_panel(ax, per: pd.DataFrame, note: str) -> None:
 
 def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> None:
     """Each probe, each pair's RTT, and the window/RTT ceilings where the window is known."""
-    if probes.empty:  # the (empty) table still shows what a probe would give
-        note = f'<p class="note">{html.escape(NO_PROBES)}</p>'
-        empty = pd.DataFrame(columns=latency.PROBE_COLUMNS)
-        path.write_text(page("Latency", note + html_table(empty)))
+    if probes.empty or probes["connect_p50_ms"].isna().all():
+        # no probe measured a time (none ran, or every remote was skipped): say so and list
+        # which were skipped, rather than a table of dashes under headings without numbers
+        note = f'<p class="note">{html.escape(NO_PROBES)}.</p>'
+        shown = [c for c in ("site", "remote", "when", "status") if c in probes.columns]
+        listed = html_table(probes[shown]) if shown and not probes.empty else ""
+        path.write_text(page("Latency", note + listed))
         return
     body = [
         "<h2>Probes</h2>"
