@@ -265,6 +265,13 @@ def test_every_attempt_counts_in_the_bytes_moved_that_the_store_bills(tmp_path):
     assert attempt_totals(record, ok) == {
         "attempts": 3, "bytes_moved_all_attempts": 1000 + killed_bytes + 64 * 2**20,
     }  # fmt: skip
+    # an upload that failed before moving anything reports no bytes: it counts 0, and the
+    # sum stays a number (it was blank)
+    other = tmp_path / "r2.json"
+    keep_attempt(other, {"started_utc": "2026-11-23T11:00:00Z", "status": "failed"})
+    done = {"started_utc": "2026-11-23T11:05:00Z", "status": "ok", "bytes_moved": 5}
+    keep_attempt(other, done)
+    assert attempt_totals(other, done) == {"attempts": 2, "bytes_moved_all_attempts": 5}
 
 
 def test_a_transfer_that_finished_while_snakemake_stopped_is_told_apart(tmp_path):

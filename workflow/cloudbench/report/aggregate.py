@@ -69,7 +69,12 @@ def attempt_totals(record: Path, rec: dict) -> dict[str, int | None]:
     killed = sorted(folder.glob("*.unrecorded.*")) if folder.is_dir() else []
     if not recorded and not killed:
         return {"attempts": 1, "bytes_moved_all_attempts": rec.get("bytes_moved")}
-    moved = [_load(p).get("bytes_moved") for p in recorded]
+    # a failed attempt that reported no bytes moved none the store could bill (it failed
+    # before its copy, or its client counts nothing): 0, not an unknown that blanks the sum
+    moved = [
+        r.get("bytes_moved") if r.get("bytes_moved") is not None or r.get("status") == "ok" else 0
+        for r in map(_load, recorded)
+    ]
     for log in killed:
         final = parse_rclone_log(log.read_text(errors="replace").splitlines()).final
         moved.append(final.bytes if final else 0)
