@@ -446,7 +446,8 @@ def test_headline_says_when_a_speed_up_rests_on_retried_repeats():
     said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))
     assert said == [
         "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few ok repeats to "
-        "compare with plain (rclone re-sent data after failed requests: chunked-3MiB 4.19 MB; the "
+        "compare with plain (rclone counted bytes beyond the data (sent again, e.g. after a "
+        "failed request, which rclone logs only at -vv): chunked-3MiB 4.19 MB; the "
         "rates include the time lost)."
     ]
     assert resent_bytes(t) == 4 * 2**20

@@ -197,7 +197,12 @@ def sentences(table: pd.DataFrame) -> list[str]:
         ]
         told = [f"rclone retried during these repeats: {', '.join(retried)}"] if retried else []
         told += (
-            [f"rclone re-sent data after failed requests: {', '.join(resent)}"] if resent else []
+            [
+                f"rclone counted bytes beyond the data (sent again, e.g. after a failed "
+                f"request, which rclone logs only at -vv): {', '.join(resent)}"
+            ]
+            if resent
+            else []
         )
         stalled = [f"{r.layout} r{k} {t:.0f} s" for r in g.itertuples() for k, t in r.stalls]
         told += [f"rclone moved nothing for a while: {', '.join(stalled)}"] if stalled else []
