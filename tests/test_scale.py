@@ -102,6 +102,9 @@ def test_local_clients_run_together_and_add_up(tmp_path):
             (tmp_path / "results/scale/sites/edi/rclone/upload").rglob("r1.client-*.jsonl")
         )
         assert len(logs) == 6
+        index = tmp_path / "results/scale/sites/edi/rclone/upload"
+        (own,) = [p for p in index.rglob("rclone-4x1/r1.jsonl")]  # no longer left empty
+        assert "4 clients: r1.client-0.jsonl, r1.client-1.jsonl" in own.read_text()
         moved = 0
         for log in logs:
             if "rclone-4x1" in str(log):

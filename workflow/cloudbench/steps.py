@@ -212,6 +212,12 @@ def timed_copy(
     for k in range(n):
         paths.client_log(log, k).unlink(missing_ok=True)
     exit_code, how = clients.run_clients(plan_path, n, threads, dict(os.environ))
+    # the measurement's own log names its clients' logs (it was left empty beside them)
+    names = ", ".join(paths.client_log(log, k).name for k in range(n))
+    Path(log).write_text(
+        json.dumps({"level": "info", "source": "cloudbench", "msg": f"{n} clients: {names}"})
+        + "\n"
+    )
     per = clients.read_clients(folder, n)
     group = clients.aggregate(per, n, spec.start_tolerance_s)
     first = next((c for c in per if c is not None), {})
