@@ -79,4 +79,6 @@ def test_readme_commands_work_as_written(tmp_path):
             assert run.returncode == 0, f"{command}\n{said[-3000:]}"
             if plan:  # the study's plan: 10 files, 3 strategies, generated then uploaded
                 assert "rule generate" in said and "rule upload" in said, said[-2000:]
+            if not plan:  # what the cleanup removed is said on the terminal, not only logged
+                assert "removed mys3:lattice-bench/tursa-us-2026/data" in said, said[-2000:]
         assert not leftover.exists()  # the cleanup removed the campaign's data

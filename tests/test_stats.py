@@ -625,3 +625,23 @@ def test_small_files_front_page_leads_with_files_per_second_per_setting():
     assert "Many small files" not in headline.headline_html(
         t, summarise(t, pd.DataFrame()), info, None
     )
+
+
+def test_plain_at_auto_is_the_baseline_of_a_layout_run_at_the_same_concurrency():
+    """A new user swept chunked over concurrency 2 and 8 with plain at auto (= 2 on that
+    job): every speed-up was blank. Now chunked at 2 has one, and chunked at 8 says why not."""
+    from cloudbench import report  # noqa: F401
+    from cloudbench.report import headline
+
+    rows = [("a", "upload", "plain", r, 10.0 + r) for r in (1, 2, 3)]
+    rows += [("a", "upload", "chunked-4MiB", r, 20.0 + r) for r in (1, 2, 3)]
+    rows += [("a", "upload", "chunked-4MiB", r, 30.0 + r) for r in (1, 2, 3)]
+    t = transfers_frame(rows).assign(tool="rclone", clients=1)
+    t["concurrency"] = [2] * 6 + [8] * 3
+    t["setting"] = ["rclone-1xauto"] * 3 + ["rclone-1x2"] * 3 + ["rclone-1x8"] * 3
+    s = summarise(t, pd.DataFrame()).set_index("setting")
+    assert s.loc["rclone-1x2", "speedup_vs_plain"] == pytest.approx(22 / 12)
+    assert math.isnan(s.loc["rclone-1x8", "speedup_vs_plain"])
+    said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))[0]
+    assert "plain was not measured at this setting, so no speed-up" in said
+    assert "– over plain" not in said

@@ -215,8 +215,7 @@ def timed_copy(
     # the measurement's own log names its clients' logs (it was left empty beside them)
     names = ", ".join(paths.client_log(log, k).name for k in range(n))
     Path(log).write_text(
-        json.dumps({"level": "info", "source": "cloudbench", "msg": f"{n} clients: {names}"})
-        + "\n"
+        json.dumps({"level": "info", "source": "cloudbench", "msg": f"{n} clients: {names}"}) + "\n"
     )
     per = clients.read_clients(folder, n)
     group = clients.aggregate(per, n, spec.start_tolerance_s)
@@ -243,6 +242,7 @@ def timed_copy(
 
 # What every client of a group shares, taken from the first that reported.
 _SHARED_CLIENT_KEYS = (
+    "bytes_moved_from",
     "concurrency", "transfers", "streams_per_object", "backend", "backend_concurrency",
     "rclone_version", "rclone_env",
 )  # fmt: skip

@@ -54,4 +54,4 @@ rule cleanup:
     params:
         spec=cleanup_spec(),
     shell:
-        "$CLOUDBENCH_PYTHON -m cloudbench cleanup --spec {params.spec:q} > {log} 2>&1"
+        "$CLOUDBENCH_PYTHON -m cloudbench cleanup --spec {params.spec:q} 2>&1 | tee {log}"

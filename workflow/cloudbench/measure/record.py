@@ -122,6 +122,7 @@ TRANSFER_COLUMNS: list[str] = [f.name for f in fields(TransferRow)]
 # Counts that a column of blanks would otherwise turn into floats ("1.0")
 WHOLE_TRANSFER_COLUMNS: tuple[str, ...] = (
     "chunk_bytes", "bytes_moved", "backend_concurrency", "attempts", "bytes_moved_all_attempts",
+    "retries",
 )  # fmt: skip
 
 

@@ -178,7 +178,10 @@ def clients_table(transfers: pd.DataFrame, results: Path) -> pd.DataFrame:
                 {**{k: key[k] for k in CLIENT_TABLE_COLUMNS if k in key}, **c}
                 | {"start_offset_s": offset}
             )
-    return pd.DataFrame(rows, columns=CLIENT_TABLE_COLUMNS)
+    df = pd.DataFrame(rows, columns=CLIENT_TABLE_COLUMNS)
+    for col in ("files", "objects", "bytes_requested", "bytes_moved", "connections", "retries"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")  # never "25165824.0"
+    return df
 
 
 def expected_steps(results: Path, plan: dict) -> list[Path]:

@@ -46,6 +46,10 @@ def write_tsv(table: pd.DataFrame, path: Path) -> None:
     out = table.copy()
     floats = out.select_dtypes("float").columns
     out[floats] = out[floats].round(4)
+    for col in floats:  # whole numbers (a knee of 2 clients) without a ".0"
+        values = out[col].dropna()
+        if len(values) and (values == values.round()).all():
+            out[col] = out[col].astype("Int64")
     out.to_csv(path, sep="\t", index=False, na_rep="")
 
 

@@ -179,16 +179,13 @@ def sentences(table: pd.DataFrame) -> list[str]:
             continue
         b = best.iloc[0]
         where = f" ({remote})" if table["remote"].nunique() > 1 else ""
-        plain_here = g["layout"].str.startswith("plain").any()
-        gain = (
-            f", {_speedup_cell(b)} over plain"
-            if plain_here and not b["layout"].startswith("plain")
-            else ""
-        )
+        is_plain = b["layout"].startswith("plain")
+        has_speedup = not math.isnan(b["speedup"])
+        gain = f", {_speedup_cell(b)} over plain" if has_speedup and not is_plain else ""
         lead, doubt = "", " (the only layout measured here)"
         if len(g) > 1:
             lead, doubt = _verdict(g, b)
-            if not plain_here:
+            if not is_plain and not has_speedup:
                 doubt += "; plain was not measured at this setting, so no speed-up"
         compared = g[g["best"] | g["layout"].str.startswith("plain")]
         retried = [f"{r.layout} {r.retries}" for r in compared.itertuples() if r.retries]

@@ -328,6 +328,20 @@ def _connections(group: pd.DataFrame) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
+def _same_setting(m: pd.DataFrame, group: pd.DataFrame, setting: str) -> pd.Series:
+    """Rows of ``m`` run like ``group``: the same tool and clients at the same concurrency
+    as run (``auto`` is the job's threads, so plain at auto and chunked at 2 on a 2-core job
+    are one setting); by label where the table has no such columns."""
+    cols = ("tool", "clients", "concurrency")
+    if not all(c in m.columns for c in cols):
+        return m["setting"] == setting
+    run = group[list(cols)].dropna().drop_duplicates()
+    if len(run) != 1:
+        return m["setting"] == setting
+    tool, clients, conc = run.iloc[0]
+    return (m["tool"] == tool) & (m["clients"] == clients) & (m["concurrency"] == conc)
+
+
 def summarise(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
     """One row per site x remote x direction x layout: rate statistics of the ``ok`` repeats
     (n, mean, P10/P50/P90), the sustained median with its interval and that interval's
@@ -348,7 +362,7 @@ def summarise(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
             & (m["remote"] == remote)
             & (m["direction"] == direction)
             & (m["layout"] == "plain")
-            & (m["setting"] == setting)
+            & _same_setting(m, g, setting)
             & (m["status"] == "ok")
         ]["mb_per_s"]
         if layout == "plain":

@@ -130,7 +130,8 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
     sm = summary
     t = pd.DataFrame({
         "site": sm["site"], "remote": sm["remote"], "direction": sm["direction"],
-        "layout": sm["layout"], "n ok": sm["n"], "mean": sm["mean"], "P10": sm["p10"],
+        "layout": sm["layout"], "setting": sm["setting"], "n ok": sm["n"], "mean": sm["mean"],
+        "P10": sm["p10"],
         "P50": sm["p50"], "P90": sm["p90"],
         "sustained median [interval] coverage": [
             with_interval(v, lo, hi, lvl, n=n) for v, lo, hi, lvl, n in
@@ -148,6 +149,9 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
     })  # fmt: skip
     if t["remote"].nunique() <= 1:
         t = t.drop(columns=["remote"])
+    # the setting (tool-clients x concurrency) tells rows of a sweep apart; one setting: noise
+    if t["setting"].nunique() <= 1:
+        t = t.drop(columns=["setting"])
     flag = (summary["failed"] + summary["corrupt"] + summary["outliers"]) > 0
     body = (
         f'<p class="note">Rates in MB/s (10<sup>6</sup> B/s) over the <code>ok</code> '
@@ -163,8 +167,8 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
     out = metrics[metrics["outlier"].astype(bool)]
     body += (
         f'<h2>Outliers</h2><p class="note">A repeat whose rate is below '
-        f"{stats.OUTLIER_FRACTION} × the median of its group (same site, remote, direction "
-        f"and layout, the repeat included, at least {stats.OUTLIER_MIN_REPEATS} ok "
+        f"{stats.OUTLIER_FRACTION} × the median of its group (same site, remote, direction, "
+        f"layout and setting, the repeat included, at least {stats.OUTLIER_MIN_REPEATS} ok "
         f"repeats): a collapse, not noise.</p>"
     )
     if out.empty:
@@ -176,6 +180,7 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
                 "remote",
                 "direction",
                 "layout",
+                *(["setting"] if "setting" in out else []),
                 "repeat",
                 "started_utc",
                 "mb_per_s",
@@ -190,7 +195,13 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
         body += "<p>None: every transfer moved and verified every byte.</p>"
     else:
         body += html_table(
-            bad[["site", "remote", "direction", "layout", "repeat", "status", "retries", "error"]],
+            bad[
+                [
+                    *["site", "remote", "direction", "layout"],
+                    *(["setting"] if "setting" in bad else []),
+                    *["repeat", "status", "retries", "error"],
+                ]
+            ],
             wrap={"error"},
         )
     path.write_text(page("Rate per site, direction and strategy", body))
