@@ -237,7 +237,11 @@ def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> N
         # which were skipped, rather than a table of dashes under headings without numbers
         note = f'<p class="note">{html.escape(NO_PROBES)}.</p>'
         shown = [c for c in ("site", "remote", "when", "status") if c in probes.columns]
-        listed = html_table(probes[shown]) if shown and not probes.empty else ""
+        listed = html_table(
+            probes[shown]
+            if shown and not probes.empty
+            else pd.DataFrame(columns=latency.PROBE_COLUMNS)  # what a probe would give
+        )
         path.write_text(page("Latency", note + listed))
         return
     body = [
