@@ -137,6 +137,7 @@ def scaling_html(
                 shown,
                 flag=shown["collapse"].astype(bool),
                 headers={"held": "other knob held at", "best_median": "best median MB/s"},
+                wrap={"collapse", "values"},  # a long sweep stays inside the window
             )
         )
     points = scaling.point_table(transfers)
