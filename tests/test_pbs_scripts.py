@@ -569,3 +569,16 @@ def test_status_main_success_from_exit_status_cleans_up(
     assert status.main(["6.srv"]) == 0
     assert capsys.readouterr().out == "success\n"
     assert not copy.exists()
+
+
+def test_a_pbs_site_refuses_several_clients_without_a_launcher():
+    """PBS has no srun: without CLOUDBENCH_LAUNCHER every client of a measurement would run
+    on the job's first node. The run stops before submitting, saying what to set."""
+    from cloudbench.site.jobenv import launcher_problem
+
+    said = launcher_problem("true", {"tesseract": 4, "tursa": 1}, {})
+    assert said is not None and said.startswith("site tesseract measures with up to 4 clients")
+    assert "CLOUDBENCH_LAUNCHER" in said
+    assert launcher_problem(True, {"tesseract": 4}, {"CLOUDBENCH_LAUNCHER": "mpiexec"}) is None
+    assert launcher_problem("true", {"tesseract": 1}, {}) is None  # one client: nothing to place
+    assert launcher_problem(None, {"tursa": 8}, {}) is None  # Slurm sites have srun

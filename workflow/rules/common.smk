@@ -2,6 +2,7 @@
 # or in the cloudbench package, never inside a rule.
 import functools
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,10 +31,20 @@ except ConfigError as err:
     stop(f"config error: {err}")
 # Checked where jobs are submitted; batch jobs themselves do not see the variables.
 MISSING_ENV = jobenv.missing_variables(config.get("required_env"))
+NO_LAUNCHER = jobenv.launcher_problem(
+    config.get("launcher_required"),
+    {
+        s.name: max((m.setting.clients for m in CAMPAIGN.measurements(s)), default=1)
+        for s in CAMPAIGN.active_sites
+    },
+    os.environ,
+)
 
 
 onstart:
     # before any job runs or is submitted, but not on a dry run (-n needs no account)
+    if NO_LAUNCHER:
+        stop(NO_LAUNCHER)
     if MISSING_ENV:
         stop(
             f"this profile needs {', '.join(MISSING_ENV)} set in the environment "

@@ -24,12 +24,12 @@ from typing import Any
 
 from cloudbench.measure import series
 from cloudbench.records import rate_mb_s, read_json, write_json
-from cloudbench.site.jobenv import die_with_parent
+from cloudbench.site.jobenv import LAUNCHER_VARIABLE, die_with_parent
 
 # Environment variables that carry a task's rank under the launchers HPC centres use.
 RANK_VARIABLES = ("SLURM_PROCID", "PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PALS_RANKID")
 # A site's own launcher, as a template: {n} clients, {threads} per client, {command}.
-LAUNCHER_ENV = "CLOUDBENCH_LAUNCHER"
+LAUNCHER_ENV = LAUNCHER_VARIABLE  # a site's launcher template (named in site.jobenv)
 SRUN_TEMPLATE = "srun --ntasks={n} --cpus-per-task={threads} --kill-on-bad-exit=0 {command}"
 BARRIER_TIMEOUT_S = 600.0  # a client that never shows up fails the group, it does not hang it
 GO_LEAD_S = 0.5  # the agreed start lies this far ahead, so every client sees it in time

@@ -45,6 +45,28 @@ def prepare(workflow_dir: str, use_conda: bool, upload_in_this_run: bool = False
         os.environ["PATH"] = os.pathsep.join([here, os.environ.get("PATH", "")])
 
 
+LAUNCHER_VARIABLE = "CLOUDBENCH_LAUNCHER"  # the same name cloudbench.measure.group reads
+
+
+def launcher_problem(
+    required: bool | str | None, most_clients: Mapping[str, int], env: Mapping[str, str]
+) -> str | None:
+    """Why a run must not start: a site whose scheduler has no srun (PBS profiles set
+    ``launcher_required``) measures with several clients, and no launcher is set, so every
+    client would run on the job's first node, not one per node. None when it may start."""
+    if str(required).lower() not in ("true", "1", "yes") or env.get(LAUNCHER_VARIABLE):
+        return None
+    several = {site: n for site, n in most_clients.items() if n > 1}
+    if not several:
+        return None
+    site, n = next(iter(several.items()))
+    return (
+        f"site {site} measures with up to {n} clients, and this scheduler has no srun: set "
+        f"{LAUNCHER_VARIABLE} to start them one per node (e.g. export {LAUNCHER_VARIABLE}="
+        "'mpiexec -n {n} --map-by ppr:1:node {command}'), or measure with clients: [1]"
+    )
+
+
 def missing_variables(required: str | list[str] | None) -> list[str]:
     """Names in ``required`` (comma-separated or a list) that are unset or empty.
 
