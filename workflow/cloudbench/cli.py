@@ -329,7 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         epilog=(
             "Commands for people, beside the steps above: watch (live progress of a "
-            "campaign's transfers: cloudbench watch --help), launch (a campaign across sites "
+            "campaign's transfers: cloudbench watch --help), compare (one campaign against "
+            "another: cloudbench compare --help), launch (a campaign across sites "
             "over ssh: cloudbench launch --help), config-doc (every campaign key, from the "
             "schema), columns-doc (every column of transfers.tsv)."
         ),
@@ -458,6 +459,38 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def cmd_compare(argv: list[str]) -> int:
+    """``cloudbench compare A B``: campaign B against campaign A, measurement by measurement."""
+    p = argparse.ArgumentParser(
+        prog="cloudbench compare",
+        description="Campaign B against campaign A: for every measurement both made, the "
+        "factor of B's median rate over A's with its exact interval and a verdict (slower, "
+        "faster, no clear change); regressions first; measurements of one campaign only are "
+        "listed.",
+    )
+    p.add_argument("a", type=Path, help="results directory (or transfers.tsv) of campaign A")
+    p.add_argument("b", type=Path, help="results directory (or transfers.tsv) of campaign B")
+    p.add_argument("--out", type=Path, help="write compare.tsv and compare.html here")
+    a = p.parse_args(argv)
+    from cloudbench.report import compare
+
+    try:
+        table = compare.compare(compare.read_transfers(a.a), compare.read_transfers(a.b))
+    except FileNotFoundError as err:
+        print(f"cloudbench compare: {err}", file=sys.stderr)
+        return 2
+    print("\n".join(compare.lines(table, str(a.a), str(a.b))))
+    if a.out:
+        from cloudbench.report.tables import html_table, page
+
+        a.out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(a.out / "compare.tsv", sep="\t", index=False, na_rep="")
+        flag = table["verdict"] == "slower"
+        body = "<p>" + "<br>".join(compare.lines(table, str(a.a), str(a.b))[:1]) + "</p>"
+        (a.out / "compare.html").write_text(page("Comparison", body + html_table(table, flag=flag)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["config-doc"]:
@@ -472,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[:1] == ["watch"]:
         return cmd_watch(argv[1:])
+    if argv[:1] == ["compare"]:
+        return cmd_compare(argv[1:])
     if argv[:1] == ["launch"]:
         from cloudbench.site.launch import main as launch_main
 
