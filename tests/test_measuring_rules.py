@@ -318,3 +318,26 @@ def test_help_names_every_command_a_person_types():
     ).stdout
     for command in ("watch", "launch", "config-doc", "columns-doc", "upload", "aggregate"):
         assert command in out, command
+
+
+def test_a_group_attempt_killed_before_its_clients_wrote_a_line_still_counts(tmp_path):
+    """A new user SIGKILLed a 2-client s5cmd download 1.5 s in: its clients had written
+    nothing, so nothing was set aside and attempts stayed short by one. The group's own log
+    (its clients' names and start time, with a second name) is written before they start."""
+    import json
+    import os
+
+    from cloudbench.campaign.paths import client_log, live_log
+    from cloudbench.measure.attempts import set_aside_unrecorded
+    from cloudbench.report.aggregate import attempt_totals
+
+    record, log = tmp_path / "r1.json", tmp_path / "r1.jsonl"
+    log.write_text(json.dumps({"time": "2026-11-24T09:28:18Z", "msg": "2 clients: ..."}) + "\n")
+    os.link(log, live_log(log))
+    for k in range(2):
+        client_log(log, k).write_text("")  # the clients had printed nothing yet
+    log.unlink()  # Snakemake deletes a job's declared log before running it again
+    set_aside_unrecorded(record, [log, client_log(log, 0), client_log(log, 1)])
+    done = {"started_utc": "2026-11-24T09:28:50Z", "status": "ok", "bytes_moved": 9}
+    keep_attempt(record, done)
+    assert attempt_totals(record, done) == {"attempts": 2, "bytes_moved_all_attempts": 9}

@@ -5,6 +5,7 @@ Every function writes its outputs atomically and returns nothing; the CLI maps r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -211,12 +212,16 @@ def timed_copy(
     plan_path = clients.write_plan(folder, plan)
     for k in range(n):
         paths.client_log(log, k).unlink(missing_ok=True)
-    exit_code, how = clients.run_clients(plan_path, n, threads, dict(os.environ))
-    # the measurement's own log names its clients' logs (it was left empty beside them)
+    # the measurement's own log names its clients' logs (it was left empty beside them), and
+    # is written before they start: an attempt killed before any client wrote a line still
+    # leaves it, so the rerun counts that attempt (its start time makes each one distinct)
     names = ", ".join(paths.client_log(log, k).name for k in range(n))
-    Path(log).write_text(
-        json.dumps({"level": "info", "source": "cloudbench", "msg": f"{n} clients: {names}"}) + "\n"
-    )
+    index = {"time": utc_now(), "level": "info", "source": "cloudbench"}
+    Path(log).write_text(json.dumps(index | {"msg": f"{n} clients: {names}"}) + "\n")
+    paths.live_log(log).unlink(missing_ok=True)  # a second name: Snakemake deletes the log on rerun
+    with contextlib.suppress(OSError):
+        os.link(log, paths.live_log(log))
+    exit_code, how = clients.run_clients(plan_path, n, threads, dict(os.environ))
     per = clients.read_clients(folder, n)
     group = clients.aggregate(per, n, spec.start_tolerance_s)
     first = next((c for c in per if c is not None), {})
