@@ -35,7 +35,7 @@ PROBE_COLUMNS = [
     "count", "object_bytes", "status",
     "connect_p50_ms", "tls_p50_ms", "get_ttfb_p50_ms", "get_ttfb_p90_ms", "get_ttfb_p99_ms",
     "put_ttfb_p50_ms", "put_ttfb_p90_ms", "put_ttfb_p99_ms",
-    "tcp_rmem_max_bytes", "tcp_wmem_max_bytes",
+    "tcp_rmem_max_bytes", "tcp_wmem_max_bytes", "reason",
 ]  # fmt: skip
 CEILING_COLUMNS = [
     "site", "remote", "direction", "rtt_ms", "window_bytes", "connections", "ceiling_mb_s",
@@ -81,6 +81,7 @@ def probe_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
                for op in ("get", "put") for q in ("p50", "p90", "p99")},
             "tcp_rmem_max_bytes": r.get("tcp_rmem_max_bytes"),
             "tcp_wmem_max_bytes": r.get("tcp_wmem_max_bytes"),
+            "reason": r.get("reason"),  # why a probe was skipped
         })  # fmt: skip
     return pd.DataFrame(rows, columns=PROBE_COLUMNS)
 

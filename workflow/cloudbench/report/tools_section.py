@@ -235,12 +235,13 @@ def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> N
     if probes.empty or probes["connect_p50_ms"].isna().all():
         # no probe measured a time (none ran, or every remote was skipped): say so and list
         # which were skipped, rather than a table of dashes under headings without numbers
-        note = f'<p class="note">{html.escape(NO_PROBES)}.</p>'
-        shown = [c for c in ("site", "remote", "when", "status") if c in probes.columns]
+        note = f"<p><b>{html.escape(NO_PROBES)}.</b></p>"
+        shown = [c for c in ("site", "remote", "when", "status", "reason") if c in probes.columns]
         listed = html_table(
             probes[shown]
             if shown and not probes.empty
-            else pd.DataFrame(columns=latency.PROBE_COLUMNS)  # what a probe would give
+            else pd.DataFrame(columns=latency.PROBE_COLUMNS),  # what a probe would give
+            wrap={"reason"},
         )
         path.write_text(page("Latency", note + listed))
         return
