@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from cloudbench.report import latency
 from cloudbench.report.intervals import level_text, ratio_interval
 
-IDENTITY = ["site", "remote", "direction", "tool", "layout", "setting"]
+# a measurement's identity as the report's tables have it (one list, in latency), less the
+# strategy, which the layout already names
+IDENTITY = [k for k in latency.IDENTITY if k != "strategy"]
 COLUMNS = [
     *IDENTITY, "n_a", "n_b", "median_a", "median_b", "ratio", "low", "high", "level", "verdict",
 ]  # fmt: skip
