@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.infra import fixtures
-from tests.infra.slurm import SlurmCluster
+from tests.infra.slurm import PBS_BIN, PBS_STANDIN_VARIABLE, SlurmCluster
 
 slurm_cluster = fixtures.slurm_cluster  # the session fixture, visible to this module
 
@@ -35,10 +36,59 @@ def wait_until(pred: Callable[[], bool], timeout: float, what: str) -> None:
 def test_cluster_properties(slurm_cluster: SlurmCluster) -> None:
     assert slurm_cluster.cores >= 1
     assert slurm_cluster.env["SLURM_CONF"] == str(slurm_cluster.conf_path)
-    for name in ("munged", "slurmctld", "slurmd"):
+    for name in ("munged", "slurmctld", *(f"slurmd@{n}" for n in slurm_cluster.nodes)):
         assert slurm_cluster.log_paths[name].exists(), name
     out = slurm_cluster.run(["sinfo", "-h", "-o", "%P %t"]).stdout.split()
     assert out[0] == f"{slurm_cluster.partition}*"
+
+
+def test_tasks_land_on_distinct_nodes_with_their_own_hostname(slurm_cluster: SlurmCluster) -> None:
+    """Each slurmd is a node of its own: srun --nodes=3 gives three node names, each task
+    seeing its node's name both from Slurm and from hostname (its own UTS namespace)."""
+    n = len(slurm_cluster.nodes)
+    out = slurm_cluster.run(
+        ["srun", f"--nodes={n}", "--ntasks-per-node=1", "sh", "-c",
+         'echo "$SLURM_PROCID $SLURMD_NODENAME $(hostname)"'],
+        timeout=60,
+    ).stdout  # fmt: skip
+    rows = sorted(line.split() for line in out.splitlines())
+    assert rows == [[str(k), node, node] for k, node in enumerate(slurm_cluster.nodes)]
+
+
+@needs_torque
+def test_pbs_jobs_get_pbs_variables_and_pbsdsh_starts_a_task_per_chunk(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """The PBS stand-in (torque qsub over Slurm, a TaskProlog, pbsdsh played by srun: no PBS
+    server runs here) gives a job what PBS Pro gives it: PBS_JOBID, PBS_JOBNAME,
+    PBS_O_WORKDIR, a PBS_NODEFILE with a line per chunk of select=2, and pbsdsh tasks on
+    those nodes, each with its PBS_VNODENUM."""
+    out_file = tmp_path / "seen.txt"
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"env | grep ^PBS_ | sort > {out_file}.tmp\n"
+        f"sed 's/^/node: /' $PBS_NODEFILE >> {out_file}.tmp\n"
+        "pbsdsh -- sh -c 'echo task: $PBS_VNODENUM $(hostname)' | sort >> "
+        f"{out_file}.tmp\nmv {out_file}.tmp {out_file}\n"
+    )
+    env = slurm_cluster.client_env(
+        {PBS_STANDIN_VARIABLE: "1", "PATH": f"{PBS_BIN}:{os.environ['PATH']}"}
+    )
+    job = slurm_cluster.run(
+        ["qsub", "-V", "-N", "pbsjob", "-l", "select=2:ncpus=1,place=scatter,walltime=00:05:00",
+         str(script)],
+        env=env, cwd=tmp_path,
+    ).stdout.split()[0]  # fmt: skip
+    wait_until(out_file.exists, 60, "the PBS job's output")
+    seen = out_file.read_text().splitlines()
+    assert f"PBS_JOBID={job}" in seen and "PBS_JOBNAME=pbsjob" in seen
+    assert f"PBS_O_WORKDIR={tmp_path}" in seen
+    nodes = [line.removeprefix("node: ") for line in seen if line.startswith("node: ")]
+    assert len(nodes) == 2 and len(set(nodes)) == 2
+    assert [line for line in seen if line.startswith("task: ")] == [
+        f"task: {k} {node}" for k, node in enumerate(nodes)
+    ]
 
 
 def test_sbatch_array(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:

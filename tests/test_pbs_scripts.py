@@ -323,7 +323,7 @@ def test_read_properties_and_names() -> None:
         # a measurement with 4 clients: a node (chunk of 24 cores) per client
         (
             {"threads": 24, "resources": {"tasks": 4, "mem_mb": 16000}},
-            "select=4:ncpus=24:mem=16000mb",
+            "select=4:ncpus=24:mem=16000mb,place=scatter",
         ),
     ],
 )

@@ -2,20 +2,23 @@
 per client (rclone's --bwlimit is per process), N clients that really run together move N
 times the cap; clients that ran one after the other would not.
 
-Local clients are processes on this machine; on the single-node Slurm of the tests they are
-tasks of one batch job, started by srun (each reports its SLURM_PROCID).
+Local clients are processes on this machine; on the 3-node Slurm of the tests they are tasks
+of one batch job, one per node, started by srun (each reports its SLURM_PROCID, node and step).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.s3 import serve_s3
+from tests.infra.slurm import PBS_BIN, PBS_STANDIN_VARIABLE
 from tests.infra.workflow import BIN, snakemake, write_config
 
 pytestmark = pytest.mark.slow
@@ -138,34 +141,100 @@ def test_a_client_count_above_the_files_is_refused_before_any_work(tmp_path):
 
 
 @pytest.mark.scheduler
-@pytest.mark.rates  # 2 x the cap within 10%: alone on the machine
-def test_slurm_runs_two_clients_as_two_tasks_of_one_job(slurm_cluster, tmp_path):  # noqa: F811
+@pytest.mark.rates  # N x the cap within 10%: alone on the machine
+def test_slurm_puts_each_client_on_a_node_of_its_own(slurm_cluster, tmp_path):  # noqa: F811
+    """On the 3-node test Slurm, 1, 2 and 3 clients: one batch job per measurement holding
+    one node per client, srun starting one task per node, every client's node and job step
+    in clients.tsv, and N clients moving N x the per-client cap."""
+    assert len(slurm_cluster.nodes) >= 3
     env = {
         **slurm_cluster.env,
         "SBATCH_ACCOUNT": "cloudbench",
         "SBATCH_PARTITION": slurm_cluster.partition,
     }
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
-        cfg = _campaign(tmp_path, [2], files=2, size="12MiB", site="tursa")  # tursa profile
-        # a site with one-core tasks: two clients fit the 2-CPU test node
+        cfg = _campaign(tmp_path, [1, 2, 3], files=6, site="tursa")  # the tursa profile
         run = snakemake(
-            tmp_path, cfg, "--cores", "2", "--set-threads", "upload=1",
-            profile="tursa", env={**env, **s3.client_env("S3T")}, timeout=900,
+            tmp_path, cfg, "--cores", "2", profile="tursa",
+            env={**env, **s3.client_env("S3T")}, timeout=900,
         )  # fmt: skip
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     df = _rows(tmp_path)
-    row = df.loc[2]
-    assert row["status"] == "ok" and row["mb_per_s"] == pytest.approx(2 * CAP, rel=0.10)
-    rec = json.loads(
-        next((tmp_path / "results/scale/sites/tursa/transfers").rglob("r1.json")).read_text()
-    )
-    assert rec["launcher"].startswith("srun --ntasks=2")
-    assert sorted((c["client"], c["rank_from"]) for c in rec["per_client"]) == [
-        (0, "SLURM_PROCID"),
-        (1, "SLURM_PROCID"),
+    assert list(df.index) == [1, 2, 3]
+    for n in (1, 2, 3):
+        row = df.loc[n]
+        assert row["status"] == "ok" and row["mb_per_s"] == pytest.approx(n * CAP, rel=0.10), n
+        assert row["ran_on"].startswith("batch job "), row["ran_on"]
+        assert len(set(row["host"].split(","))) == n, row["host"]  # n distinct node names
+    clients = pd.read_csv(tmp_path / "results/scale/clients.tsv", sep="\t", dtype=str)
+    for n in (2, 3):
+        group = clients[clients["clients"] == str(n)]
+        job = df.loc[n, "ran_on"].removeprefix("batch job ")
+        assert sorted(group["host"]) == list(slurm_cluster.nodes[:n])  # one client per node
+        assert set(group["batch_job"]) == {job}  # all of them tasks of the measurement's job
+        assert group["job_step"].nunique() == 1 and group["job_step"].iloc[0].isdigit()
+    recs = [
+        json.loads(p.read_text())
+        for p in (tmp_path / "results/scale/sites/tursa/transfers").rglob("r1.json")
     ]
-    # one batch job for the measurement, not one per client
+    several = [r for r in recs if int(r["clients"]) > 1]
+    assert len(several) == 2
+    for rec in several:
+        assert rec["launcher"].startswith("srun --ntasks=")
+        assert {c["rank_from"] for c in rec["per_client"]} == {"SLURM_PROCID"}
+    # one batch job per measurement, not one per client
     out = run.stdout + run.stderr
     assert (
-        len(re.findall(r"has been submitted with SLURM jobid \S+ \(log: \S*rule_upload", out)) == 1
+        len(re.findall(r"has been submitted with SLURM jobid \S+ \(log: \S*rule_upload", out)) == 3
     )
+
+
+@pytest.mark.scheduler
+@pytest.mark.rates  # 2 x the cap within 10%: alone on the machine
+def test_pbs_starts_each_client_on_a_chunk_of_its_own_with_pbsdsh(slurm_cluster, tmp_path):  # noqa: F811
+    """A PBS site (the tesseract profile, through qsub): a 2-client measurement is one job
+    of select=2 chunks placed apart, its clients started by pbsdsh, one per node, each
+    knowing its rank from PBS_VNODENUM. PBS itself does not run here: qsub/qstat are
+    Slurm's torque wrappers, PBS's variables come from a TaskProlog and pbsdsh is srun
+    underneath (tests/infra/pbs/pbsdsh); what is tested is ours: detection, placement,
+    ranks and rows."""
+    env = {
+        **slurm_cluster.env,
+        "PBS_ACCOUNT": "cloudbench",
+        PBS_STANDIN_VARIABLE: "1",
+        "PATH": f"{PBS_BIN}:{os.environ['PATH']}",
+    }
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        cfg = _campaign(tmp_path, [2], files=2, site="tesseract")
+        run = snakemake(
+            tmp_path, cfg, "--cores", "2", profile="tesseract",
+            env={**env, **s3.client_env("S3T")}, timeout=900,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    row = _rows(tmp_path).loc[2]
+    assert row["status"] == "ok" and row["mb_per_s"] == pytest.approx(2 * CAP, rel=0.10)
+    rec = json.loads(
+        next((tmp_path / "results/scale/sites/tesseract/transfers").rglob("r1.json")).read_text()
+    )
+    assert rec["launcher"] == "pbsdsh --"
+    assert sorted((c["client"], c["rank_from"]) for c in rec["per_client"]) == [
+        (0, "PBS_VNODENUM"),
+        (1, "PBS_VNODENUM"),
+    ]
+    hosts = [c["host"] for c in rec["per_client"]]
+    assert len(set(hosts)) == 2 and set(hosts) <= set(slurm_cluster.nodes)
+    assert list((tmp_path / "logs/pbs/jobs").glob("*.exit")), "nothing went through qsub"
+
+
+def test_a_pbs_site_without_pbsdsh_is_refused_before_any_job(tmp_path):
+    """No pbsdsh on PATH and no CLOUDBENCH_LAUNCHER: a PBS site asked for 2 clients stops
+    with one line before anything is submitted, instead of running both on one node."""
+    cfg = _campaign(tmp_path, [1, 2], files=2, site="tesseract")
+    path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "pbsdsh").exists())
+    run = snakemake(
+        tmp_path, cfg, "--cores", "2", profile="tesseract", env={"PBS_ACCOUNT": "x", "PATH": path}
+    )
+    assert run.returncode != 0
+    assert "site tesseract measures with up to 2 clients" in run.stderr
+    assert "no pbsdsh on PATH" in run.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "logs/pbs").exists()

@@ -88,7 +88,8 @@ def resource_list(props: Mapping[str, Any]) -> str:
     """One ``-l`` value: select chunks (+ walltime) from tasks/threads/mem_mb/runtime.
 
     A job of several clients (``tasks``) asks for one chunk of ``threads`` cores per client,
-    so each client gets a node of its own; its clients are started inside the job by the
+    placed on distinct nodes (``place=scatter``), so each client gets a node of its own; its
+    clients are started inside the job by PBS's ``pbsdsh`` (one task per chunk), or by the
     launcher in ``$CLOUDBENCH_LAUNCHER`` (e.g. ``mpiexec -n {n} --ppn 1 {command}``).
     """
     resources = props.get("resources") or {}
@@ -98,6 +99,8 @@ def resource_list(props: Mapping[str, Any]) -> str:
     mem_mb = _positive_int(resources.get("mem_mb"))
     if mem_mb:
         chunk += f":mem={mem_mb}mb"
+    if tasks > 1:
+        chunk += ",place=scatter"
     runtime = _positive_int(resources.get("runtime"))  # minutes
     if runtime:
         chunk += f",walltime={runtime // 60:02d}:{runtime % 60:02d}:00"

@@ -1,4 +1,10 @@
-"""Throw-away single-node Slurm cluster (munged + slurmctld + slurmd) for tests.
+"""Throw-away Slurm cluster (munged + slurmctld + one slurmd per node) for tests.
+
+Several nodes on one host: each slurmd runs in a UTS namespace of its own (``unshare
+--uts``) with the node's name as its hostname, on a port of its own, so ``srun --nodes=3``
+places tasks on node1..node3 and each task sees its node's name in ``hostname`` and
+``SLURMD_NODENAME``, as on a real cluster. They share this machine's cores, memory,
+filesystem and network (127.0.0.1): placement is real, isolation is not.
 
 Why this exists: the workflow's scheduler code paths (the Snakemake slurm
 executor plugin, and the PBS scripts under ``profiles/tesseract``, which can be
@@ -55,9 +61,18 @@ REQUIRED_BINARIES: tuple[str, ...] = (
     "sinfo",
     "scancel",
     "scontrol",
+    "unshare",
 )
 PARTITION = "debug"
 CLUSTER_NAME = "cloudbench"
+NODES = 3  # enough for 1, 2 and 3 clients on distinct nodes
+NODE_PREFIX = "node"
+#: A job submitted with this variable set to 1 (the PBS profile tests set it; qsub -V passes
+#: it on) gets the variables real PBS sets, from a TaskProlog: Slurm's torque wrappers set
+#: none. Other jobs of the same cluster are plain Slurm jobs.
+PBS_STANDIN_VARIABLE = "CLOUDBENCH_TEST_PBS"
+#: The stand-in for PBS's pbsdsh (srun underneath), for PATH in PBS tests.
+PBS_BIN = Path(__file__).resolve().parent / "pbs"
 #: Registry of daemons started by this module (any run, any workdir), used to
 #: kill leftovers of crashed runs.  Only pids whose cmdline still matches are
 #: ever signalled.
@@ -91,6 +106,8 @@ class SlurmCluster:
     conf_path: Path
     partition: str
     hostname: str
+    #: The node names (node1..nodeN), each a slurmd with that name as its hostname.
+    nodes: tuple[str, ...]
     cores: int
     memory_mb: int
     #: Environment variables clients (sbatch, squeue, qsub, snakemake...) need.
@@ -170,7 +187,7 @@ class SlurmCluster:
                     time.sleep(0.5)
         except (subprocess.SubprocessError, OSError):
             pass  # best effort; the daemons are killed below regardless
-        for name in ("slurmd", "slurmctld", "munged"):
+        for name in (*(f"slurmd@{n}" for n in self.nodes), "slurmctld", "munged"):
             proc = self._procs.get(name)
             if proc is not None:
                 _terminate(proc, max(1.0, min(8.0, deadline - time.monotonic())))
@@ -192,10 +209,10 @@ class SlurmCluster:
 
 
 # ---------------------------------------------------------------------------
-def start_slurm(workdir: Path, timeout: float = 60) -> SlurmCluster:
+def start_slurm(workdir: Path, timeout: float = 60, nodes: int = NODES) -> SlurmCluster:
     """Write config + munge key into ``workdir``, start the daemons, wait idle.
 
-    Raises :class:`SlurmStartError` (after stopping whatever started) if the
+    Raises :class:`SlurmStartError` (after stopping whatever started) if a
     node is not ``idle`` within ``timeout`` seconds.
     """
     missing = missing_binaries()
@@ -229,26 +246,32 @@ def start_slurm(workdir: Path, timeout: float = 60) -> SlurmCluster:
     host = socket.gethostname().split(".")[0]
     cores = len(os.sched_getaffinity(0))
     memory_mb = _memory_mb()
-    ctld_port, slurmd_port = _free_ports(2)
+    names = tuple(f"{NODE_PREFIX}{k}" for k in range(1, nodes + 1))
+    ctld_port, *slurmd_ports = _free_ports(1 + nodes)
     logs = {
         "munged": dirs["log"] / "munged.log",
         "slurmctld": dirs["log"] / "slurmctld.log",
-        "slurmd": dirs["log"] / "slurmd.log",
+        **{f"slurmd@{n}": dirs["log"] / f"slurmd.{n}.log" for n in names},
     }
     conf = dirs["etc"] / "slurm.conf"
+    prolog = dirs["etc"] / "task-prolog.sh"
+    prolog.write_text(_pbs_task_prolog(conf, dirs["run"] / "pbs-nodefiles"))
+    prolog.chmod(0o755)
     conf.write_text(
         _slurm_conf(
             host=host,
             cores=cores,
             memory_mb=memory_mb,
             ctld_port=ctld_port,
-            slurmd_port=slurmd_port,
+            nodes=names,
+            slurmd_ports=slurmd_ports,
             munge_socket=munge_socket,
             state=dirs["state"],
             spool=spool,
             run=dirs["run"],
             logs=logs,
             plugstack=dirs["etc"] / "plugstack.conf",
+            task_prolog=prolog,
         )
     )
     # an empty plugstack.conf keeps /etc/slurm/plugstack.conf(.d) out
@@ -259,6 +282,7 @@ def start_slurm(workdir: Path, timeout: float = 60) -> SlurmCluster:
         conf_path=conf,
         partition=PARTITION,
         hostname=host,
+        nodes=names,
         cores=cores,
         memory_mb=memory_mb,
         env={"SLURM_CONF": str(conf)},
@@ -277,7 +301,18 @@ def start_slurm(workdir: Path, timeout: float = 60) -> SlurmCluster:
             f"--seed-file={dirs['state'] / 'munged.seed'}",
         ],
         "slurmctld": ["slurmctld", "-D", "-c", "-f", str(conf)],
-        "slurmd": ["slurmd", "-D", "-f", str(conf)],
+        # each node: its own UTS namespace, its name as hostname, then exec slurmd (same pid)
+        **{
+            f"slurmd@{n}": [
+                "unshare",
+                "--uts",
+                "sh",
+                "-c",
+                f'hostname {n} && exec slurmd -D -N {n} -f "$0"',
+                str(conf),
+            ]
+            for n in names
+        },
     }
     try:
         if not SYSTEM_CONF.exists():
@@ -300,7 +335,7 @@ def start_slurm(workdir: Path, timeout: float = 60) -> SlurmCluster:
             out.close()
             cluster._procs[name] = proc
             cluster.pids[name] = proc.pid
-            _registry_add(proc.pid, name, str(conf))
+            _registry_add(proc.pid, name.split("@")[0], str(conf))
             if name == "munged":
                 _wait_for(lambda: munge_socket.exists(), 15, proc, "munged socket")
             elif name == "slurmctld":
@@ -311,10 +346,10 @@ def start_slurm(workdir: Path, timeout: float = 60) -> SlurmCluster:
                     "slurmctld to answer scontrol ping",
                 )
         _wait_for(
-            lambda: _node_state(cluster) == "idle",
+            lambda: _node_states(cluster) == ["idle"] * nodes,
             timeout,
-            cluster._procs["slurmd"],
-            "node to become idle in sinfo",
+            cluster._procs[f"slurmd@{names[-1]}"],
+            f"{nodes} node(s) to become idle in sinfo",
         )
     except BaseException as exc:
         tail = cluster.logs_tail()
@@ -332,20 +367,27 @@ def _slurm_conf(
     cores: int,
     memory_mb: int,
     ctld_port: int,
-    slurmd_port: int,
+    nodes: Sequence[str],
+    slurmd_ports: Sequence[int],
     munge_socket: Path,
     state: Path,
     spool: Path,
     run: Path,
     logs: Mapping[str, Path],
     plugstack: Path,
+    task_prolog: Path,
 ) -> str:
+    node_range = _hostlist(nodes)
+    node_lines = "\n".join(
+        f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} "
+        f"CPUs={cores} RealMemory={memory_mb} State=UNKNOWN"
+        for n, port in zip(nodes, slurmd_ports, strict=True)
+    )
     return f"""\
-# generated by tests/infra/slurm.py -- single-node test cluster
+# generated by tests/infra/slurm.py -- {len(nodes)} node(s) on one host
 ClusterName={CLUSTER_NAME}
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld_port}
-SlurmdPort={slurmd_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -369,17 +411,37 @@ ReturnToService=2
 KillWait=5
 SchedulerParameters=sched_interval=1
 StateSaveLocation={state}
-SlurmdSpoolDir={spool}
+SlurmdSpoolDir={spool}/%n
 SlurmctldPidFile={run}/slurmctld.pid
-SlurmdPidFile={run}/slurmd.pid
+SlurmdPidFile={run}/slurmd.%n.pid
 SlurmctldLogFile={logs["slurmctld"]}
-SlurmdLogFile={logs["slurmd"]}
+SlurmdLogFile={Path(logs["slurmctld"]).parent}/slurmd.%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 PlugStackConfig={plugstack}
+TaskProlog={task_prolog}
 MailProg=/bin/true
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cores} RealMemory={memory_mb} State=UNKNOWN
-PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP
+{node_lines}
+PartitionName={PARTITION} Nodes={node_range} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def _pbs_task_prolog(conf: Path, nodefiles: Path) -> str:
+    """A TaskProlog (its ``export`` lines reach every task) giving jobs submitted through
+    qsub with ``CLOUDBENCH_TEST_PBS=1`` the variables a PBS server sets: PBS_JOBID,
+    PBS_JOBNAME, PBS_O_WORKDIR, PBS_ARRAY_INDEX, and PBS_NODEFILE (one line per node)."""
+    return f"""#!/bin/sh
+[ "${{{PBS_STANDIN_VARIABLE}:-}}" = 1 ] || exit 0
+mkdir -p {nodefiles}
+f={nodefiles}/$SLURM_JOB_ID.nodes
+if [ ! -s "$f" ]; then
+    SLURM_CONF={conf} scontrol show hostnames "$SLURM_JOB_NODELIST" > "$f.$$" && mv "$f.$$" "$f"
+fi
+echo "export PBS_JOBID=$SLURM_JOB_ID"
+echo "export PBS_JOBNAME=$SLURM_JOB_NAME"
+echo "export PBS_O_WORKDIR=$SLURM_SUBMIT_DIR"
+echo "export PBS_NODEFILE=$f"
+[ -z "${{SLURM_ARRAY_TASK_ID:-}}" ] || echo "export PBS_ARRAY_INDEX=$SLURM_ARRAY_TASK_ID"
 """
 
 
@@ -439,16 +501,19 @@ def _ok(cluster: SlurmCluster, args: Sequence[str], needle: str) -> bool:
     return out.returncode == 0 and needle in out.stdout
 
 
-def _node_state(cluster: SlurmCluster) -> str:
+def _hostlist(nodes: Sequence[str]) -> str:
+    """node1..node3 as Slurm writes them: node[1-3] (one node: its name)."""
+    if len(nodes) == 1:
+        return nodes[0]
+    return f"{NODE_PREFIX}[1-{len(nodes)}]"
+
+
+def _node_states(cluster: SlurmCluster) -> list[str]:
     try:
-        out = cluster.run(
-            ["sinfo", "-h", "-N", "-n", cluster.hostname, "-o", "%t"],
-            timeout=10,
-            check=False,
-        )
+        out = cluster.run(["sinfo", "-h", "-N", "-o", "%t"], timeout=10, check=False)
     except subprocess.TimeoutExpired:
-        return ""
-    return out.stdout.strip()
+        return []
+    return out.stdout.split()
 
 
 def _wait_for(pred, timeout: float, proc: subprocess.Popen, what: str) -> None:
@@ -590,7 +655,7 @@ def kill_stale_daemons() -> list[int]:
     """
     killed: list[int] = []
     keep: list[dict] = []
-    stale: dict[str, dict[str, int]] = {}  # conf -> {daemon name: pid}
+    stale: dict[str, dict[str, list[int]]] = {}  # conf -> {daemon name: pids}
     for entry in _registry_load():
         pid, name, conf = entry.get("pid"), entry.get("name", ""), entry.get("conf", "")
         if not isinstance(pid, int) or not conf:
@@ -601,7 +666,7 @@ def kill_stale_daemons() -> list[int]:
             continue
         cmd = _cmdline(pid)
         if cmd and Path(cmd[0]).name == name and _alive(pid):
-            stale.setdefault(conf, {})[name] = pid
+            stale.setdefault(conf, {}).setdefault(name, []).append(pid)
     for conf, daemons in stale.items():
         if "slurmctld" in daemons and "munged" in daemons:
             # jobs die cleanly only through the scheduler
@@ -618,9 +683,9 @@ def kill_stale_daemons() -> list[int]:
             except (subprocess.SubprocessError, OSError):
                 pass
         for name in ("slurmd", "slurmctld", "munged"):
-            if name in daemons:
-                _kill_pid(daemons[name])
-                killed.append(daemons[name])
+            for pid in daemons.get(name, ()):
+                _kill_pid(pid)
+                killed.append(pid)
         for pid in _our_job_pids(Path(conf)):
             _kill_pid(pid)
             killed.append(pid)

@@ -28,9 +28,39 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def host_info() -> dict[str, Any]:
-    """What makes rows from different centres comparable: host name and usable cores."""
-    return {"host": socket.gethostname(), "node_cores": usable_cores()}
+#: Where a batch system says which job (and step or task) a process belongs to: Slurm's,
+#: then PBS's own names. Outside any batch job, a process runs on the submit host.
+JOB_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID")
+STEP_VARIABLES = ("SLURM_STEP_ID", "PBS_TASKNUM")
+SUBMIT_HOST = "submit host"
+
+
+def batch_job(env: Mapping[str, str]) -> tuple[str, str]:
+    """The batch job and step (or PBS task) this process runs in, '' for none."""
+    job = next((env[v] for v in JOB_VARIABLES if env.get(v)), "")
+    step = next((env[v] for v in STEP_VARIABLES if env.get(v)), "") if job else ""
+    return job, step
+
+
+def ran_on(env: Mapping[str, str]) -> str:
+    """Where a measurement ran, as the report names it: ``batch job <id>``, or the submit
+    host (a login or data-transfer node, or this machine) where no batch job holds it."""
+    job, _ = batch_job(env)
+    return f"batch job {job}" if job else SUBMIT_HOST
+
+
+def host_info(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What makes rows from different centres comparable, and traceable to the scheduler:
+    host name, usable cores, and the batch job (and step) the process ran in."""
+    env = os.environ if env is None else env
+    job, step = batch_job(env)
+    return {
+        "host": socket.gethostname(),
+        "node_cores": usable_cores(),
+        "batch_job": job,
+        "job_step": step,
+        "ran_on": ran_on(env),
+    }
 
 
 def process_seconds(stat: str | None = None, uptime: float | None = None) -> float | None:

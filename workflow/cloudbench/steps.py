@@ -252,8 +252,9 @@ _SHARED_CLIENT_KEYS = (
     "rclone_version", "rclone_env",
 )  # fmt: skip
 CLIENT_COLUMNS = (
-    "client", "host", "status", "mb_per_s", "seconds", "start_offset_s", "started_utc",
-    "files", "objects", "bytes_requested", "bytes_moved", "connections", "retries", "error",
+    "client", "host", "batch_job", "job_step", "status", "mb_per_s", "seconds", "start_offset_s",
+    "started_utc", "files", "objects", "bytes_requested", "bytes_moved", "connections",
+    "retries", "error",
 )  # fmt: skip
 
 

@@ -154,8 +154,8 @@ def measurement_of(wildcards, direction):
 
 
 def clients_of(wildcards):
-    """Tasks of a transfer job: one per client (in a Slurm job, one per node: each task
-    asks for the job's threads)."""
+    """Nodes and tasks of a transfer job: one of each per client (each task asks for the
+    job's threads, so a client has a node of its own)."""
     return Setting.from_label(wildcards.setting).clients
 
 

@@ -31,6 +31,7 @@ rule upload:
     resources:
         network=1,
         mem_mb=2048,
+        nodes=clients_of,
         tasks=clients_of,
         mpi=launcher_of,
         runtime=transfer_runtime,
@@ -65,6 +66,7 @@ rule download:
     resources:
         network=1,
         mem_mb=2048,
+        nodes=clients_of,
         tasks=clients_of,
         mpi=launcher_of,
         runtime=transfer_runtime,

@@ -2,11 +2,12 @@
 launched, and the one aggregate record they add up to.
 
 A measurement with ``clients: N`` is still one batch job: it writes a plan, starts N client
-processes (``srun`` tasks, one per node, inside a Slurm job; N processes on one machine
-otherwise), and each client moves its own files once all of them are ready. The aggregate
-rate is all bytes over the wall-clock window from the first start to the last end, which is
-what the store delivered to the site; each client's own rate and the start skew are kept,
-so a rate that only looks high because the clients ran one after the other cannot pass.
+processes (one per node: ``srun`` tasks inside a Slurm job, ``pbsdsh`` tasks inside a PBS
+job; N processes on one machine otherwise), and each client moves its own files once all of
+them are ready. The aggregate rate is all bytes over the wall-clock window from the first
+start to the last end, which is what the store delivered to the site; each client's own rate
+and the start skew are kept, so a rate that only looks high because the clients ran one
+after the other cannot pass.
 """
 
 from __future__ import annotations
@@ -26,11 +27,20 @@ from cloudbench.measure import series
 from cloudbench.records import rate_mb_s, read_json, write_json
 from cloudbench.site.jobenv import LAUNCHER_VARIABLE, die_with_parent
 
-# Environment variables that carry a task's rank under the launchers HPC centres use.
-RANK_VARIABLES = ("SLURM_PROCID", "PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PALS_RANKID")
+# Environment variables that carry a task's rank under the launchers HPC centres use
+# (PBS_VNODENUM: pbsdsh's index of the task's line in $PBS_NODEFILE, from 0).
+RANK_VARIABLES = (
+    "SLURM_PROCID", "PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PALS_RANKID",
+    "PBS_VNODENUM",
+)  # fmt: skip
 # A site's own launcher, as a template: {n} clients, {threads} per client, {command}.
 LAUNCHER_ENV = LAUNCHER_VARIABLE  # a site's launcher template (named in site.jobenv)
-SRUN_TEMPLATE = "srun --ntasks={n} --cpus-per-task={threads} --kill-on-bad-exit=0 {command}"
+SRUN_TEMPLATE = (
+    "srun --ntasks={n} --ntasks-per-node=1 --cpus-per-task={threads} --kill-on-bad-exit=0 {command}"
+)
+# PBS's own task spawner: one task per line of $PBS_NODEFILE, i.e. per chunk of the job's
+# select=<n>:ncpus=<threads> (the PBS profiles' submit script asks for one chunk per client)
+PBSDSH_TEMPLATE = "pbsdsh -- {command}"
 BARRIER_TIMEOUT_S = 600.0  # a client that never shows up fails the group, it does not hang it
 GO_LEAD_S = 0.5  # the agreed start lies this far ahead, so every client sees it in time
 POLL_S = 0.002
@@ -54,16 +64,27 @@ def launcher(
     """The command that starts ``n`` copies of ``command`` as tasks of this batch job, or
     None to start them as local processes.
 
-    ``$CLOUDBENCH_LAUNCHER`` (a template) wins; inside a Slurm job, ``srun`` places one task
-    per node (each asks for ``threads`` cores); anywhere else the clients share this machine.
+    ``$CLOUDBENCH_LAUNCHER`` (a template) wins; then the batch system's own launcher
+    (:func:`batch_launcher`); anywhere else the clients share this machine.
     """
-    template = env.get(LAUNCHER_ENV)
-    if not template and env.get("SLURM_JOB_ID") and shutil.which("srun", path=env.get("PATH")):
-        template = SRUN_TEMPLATE
+    template = env.get(LAUNCHER_ENV) or batch_launcher(env)
     if not template:
         return None
     text = template.format(n=n, threads=threads, command=shlex.join(command))
     return shlex.split(text)
+
+
+def batch_launcher(env: Mapping[str, str]) -> str | None:
+    """The template of the launcher this batch job has, found as a user would: in a PBS job
+    (``PBS_JOBID`` and ``PBS_NODEFILE``) ``pbsdsh``, one task per chunk; in a Slurm job
+    ``srun``, one task per node (each asks for ``threads`` cores). PBS first: a PBS site
+    whose jobs run on Slurm underneath (qsub wrappers) still has PBS's node list."""
+    path = env.get("PATH")
+    if env.get("PBS_JOBID") and env.get("PBS_NODEFILE") and shutil.which("pbsdsh", path=path):
+        return PBSDSH_TEMPLATE
+    if env.get("SLURM_JOB_ID") and shutil.which("srun", path=path):
+        return SRUN_TEMPLATE
+    return None
 
 
 def client_index(explicit: int | None, env: Mapping[str, str]) -> tuple[int, str]:

@@ -93,8 +93,14 @@ class TransferRow:
         "rclone flags set in the environment (`RCLONE_BWLIMIT=8M`; never a credential's "
         "value): rclone applies them to every copy",
     )
-    host: str = _col("", "the node the transfer ran on")
+    host: str = _col("", "the node the transfer ran on (several clients: every client's node)")
     node_cores: int = _col("count", "that node's cores")
+    ran_on: str = _col(
+        "",
+        "`batch job <id>` (the Slurm or PBS job that held the transfer; its clients' job "
+        "steps are in clients.tsv), or `submit host` where no batch job did (a login or "
+        "data-transfer node, or the machine of a local run)",
+    )
     files_per_s: float = _col("files/s", "files / seconds: what many small files cost")
     s_per_object: float = _col("s", "seconds / objects")
     tool_version: str = _col("", "the version of the tool that moved the data")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -52,18 +53,22 @@ def launcher_problem(
     required: bool | str | None, most_clients: Mapping[str, int], env: Mapping[str, str]
 ) -> str | None:
     """Why a run must not start: a site whose scheduler has no srun (PBS profiles set
-    ``launcher_required``) measures with several clients, and no launcher is set, so every
-    client would run on the job's first node, not one per node. None when it may start."""
+    ``launcher_required``) measures with several clients, and neither PBS's ``pbsdsh`` is
+    on PATH nor a launcher is set, so every client would run on the job's first node, not
+    one per node. None when it may start."""
     if str(required).lower() not in ("true", "1", "yes") or env.get(LAUNCHER_VARIABLE):
+        return None
+    if shutil.which("pbsdsh", path=env.get("PATH")):
         return None
     several = {site: n for site, n in most_clients.items() if n > 1}
     if not several:
         return None
     site, n = next(iter(several.items()))
     return (
-        f"site {site} measures with up to {n} clients, and this scheduler has no srun: set "
-        f"{LAUNCHER_VARIABLE} to start them one per node (e.g. export {LAUNCHER_VARIABLE}="
-        "'mpiexec -n {n} --map-by ppr:1:node {command}'), or measure with clients: [1]"
+        f"site {site} measures with up to {n} clients, and this scheduler has no srun and "
+        f"no pbsdsh on PATH: set {LAUNCHER_VARIABLE} to start them one per node (e.g. "
+        f"export {LAUNCHER_VARIABLE}='mpiexec -n {{n}} --map-by ppr:1:node {{command}}'), "
+        "or measure with clients: [1]"
     )
 
 
