@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SNAKEMAKE := PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake
 CAMPAIGN ?= demo
 
-.PHONY: demo test test-quick test-unit lint format bench sysdeps clean launch profiles
+.PHONY: demo test test-quick test-unit lint format bench sysdeps versitygw clean launch profiles
 
 $(STAMP): pyproject.toml envs/awscli.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,22 @@ demo: $(STAMP)
 profiles:
 	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/link-profiles.py
 
+## versitygw: the second S3 server of the tests (an independent gateway that checks
+## signatures), built from source with Go once into a cache outside the checkout; without Go
+## it says so and the tests against it are skipped with that reason
+CLOUDBENCH_CACHE ?= $(HOME)/.cache/cloudbench
+export CLOUDBENCH_CACHE  # tests/infra/s3.py looks there too
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW := $(CLOUDBENCH_CACHE)/versitygw-$(VERSITYGW_VERSION)/versitygw
+versitygw:
+	@if [ -x $(VERSITYGW) ]; then echo "versitygw: already built ($(VERSITYGW))"; \
+	elif command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ]; then \
+		echo "versitygw: building $(VERSITYGW_VERSION) with Go (a few minutes, once)"; \
+		GOBIN=$(dir $(VERSITYGW)) PATH=$$PATH:/usr/local/go/bin \
+			go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION) \
+			|| echo "versitygw: WARNING: build failed (tests against it are skipped)"; \
+	else echo "versitygw: WARNING: no Go toolchain (tests against it are skipped)"; fi
+
 ## sysdeps: Debian packages the tests use (xxhash, slurm, munge, torque wrappers, sshd, chromium)
 sysdeps:
 	bash scripts/install-sysdeps.sh
@@ -47,7 +63,7 @@ OK5 = || { s=$$?; [ $$s -eq 5 ] || status=$$s; }
 
 ## test: the whole suite (installs what it needs): the tests that check rates (marked
 ## `rates`) alone, then the others side by side; at the end the ten slowest and the counts
-test: $(STAMP) sysdeps
+test: $(STAMP) sysdeps versitygw
 	@status=0; durations=$$(mktemp); demo=$$(mktemp -d); \
 	export CLOUDBENCH_DURATIONS_FILE=$$durations CLOUDBENCH_DEMO_DIR=$$demo/demo; \
 	echo "== the tests that check measured rates (and the demo campaign), one at a time"; \

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.infra.s3 import serve_s3
+from tests.infra.s3 import serve_s3, store_params
 from tests.infra.workflow import BIN, ROOT, snakemake, write_config
 
 pytestmark = pytest.mark.slow
@@ -71,7 +71,8 @@ def _popen_snakemake(workdir: Path, cfg: Path, env: dict) -> subprocess.Popen:
     )
 
 
-def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_config):
+@pytest.mark.parametrize("store", store_params())
+def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_config, store):
     """The server dies during the first upload: that measurement is failed with rclone's
     error, the campaign goes on once the server is back, the run ends non-zero listing the
     failure, and a rerun measures exactly the failed transfer again."""
@@ -79,7 +80,7 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
     cfg_d.update(remote="s3t:", strategies=["plain"], repeats=1)
     cfg_d["rclone"]["flags"] = ["--bwlimit", "4M"]
     cfg = write_config(tmp_path, cfg_d)
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
         env = s3.client_env("S3T")
         proc = _popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
         log = tmp_path / "results/demo/sites/tursa/rclone/upload/main/plain/rclone-1xauto/r1.jsonl"

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.infra.s3 import serve_s3
+from tests.infra.s3 import serve_s3, store_params
 from tests.infra.workflow import BIN, ROOT, snakemake, write_config
 
 pytestmark = pytest.mark.slow
@@ -74,9 +74,10 @@ def _start_killed_multipart(env: dict, workdir: Path, dst: str) -> None:
     assert _multipart_uploads(env), "the killed upload should have left a multipart upload"
 
 
-def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
+@pytest.mark.parametrize("store", store_params())
+def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
     cfg = write_config(tmp_path, CAMPAIGN)
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
         env = s3.client_env("MYSTORE")
         assert _rclone(env, "mkdir", "mystore:bench").returncode == 0
 

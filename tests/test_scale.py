@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
-from tests.infra.s3 import serve_s3
+from tests.infra.s3 import serve_s3, store_params
 from tests.infra.slurm import PBS_BIN, PBS_STANDIN_VARIABLE
 from tests.infra.workflow import BIN, snakemake, write_config
 
@@ -53,8 +53,9 @@ def _rows(tmp_path):
 
 
 @pytest.mark.rates  # N x the cap within 10%: alone on the machine
-def test_local_clients_run_together_and_add_up(tmp_path):
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+@pytest.mark.parametrize("store", store_params())
+def test_local_clients_run_together_and_add_up(tmp_path, store):
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
         cfg = _campaign(tmp_path, [1, 2, 4], download=True)
         env = s3.client_env("S3T")
         run = snakemake(tmp_path, cfg, env=env)

@@ -15,7 +15,7 @@ import pytest
 from cloudbench.measure import series, tools
 from cloudbench.measure.copy import Finished, Watch, run, tree_bytes
 from cloudbench.measure.rclone import find_rclone
-from tests.infra.s3 import serve_s3
+from tests.infra.s3 import serve_s3, store_params
 
 SECRET = "h13-Secret-Value-9f3e"
 KEY = "h13keyid0001"
@@ -262,9 +262,12 @@ def dataset(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture
-def server(tmp_path, monkeypatch):
-    with serve_s3(find_rclone(), tmp_path / "srv", key=KEY, secret=SECRET) as srv:
+@pytest.fixture(params=store_params())
+def server(request, tmp_path, monkeypatch):
+    """Each tool against both S3 servers (rclone serve s3, versitygw)."""
+    with serve_s3(
+        find_rclone(), tmp_path / "srv", key=KEY, secret=SECRET, store=request.param
+    ) as srv:
         (srv.root / "bkt").mkdir()
         for name, value in srv.client_env().items():
             monkeypatch.setenv(name, value)

@@ -15,7 +15,7 @@ import pytest
 
 from cloudbench.campaign.model import ConfigError, load_campaign
 from cloudbench.measure.arrival import MOVED_FROM_LISTING
-from tests.infra.s3 import serve_s3
+from tests.infra.s3 import serve_s3, store_params
 from tests.infra.workflow import BIN, snakemake, write_config
 from tests.test_report_browser import (
     check_outputs_in_browser,
@@ -128,12 +128,12 @@ class CmdlineWatch:
         self._thread.join(timeout=10)
 
 
-def _no_secret_in_files(root: Path, skip: Path) -> list[Path]:
-    """Files under ``root`` (but not ``skip``, the server's own files) holding the secret
-    key or the key id, in content or name."""
+def _no_secret_in_files(root: Path, skip: tuple[Path, ...]) -> list[Path]:
+    """Files under ``root`` (but not under ``skip``, the server's own files) holding the
+    secret key or the key id, in content or name."""
     found = []
     for p in root.rglob("*"):
-        if p.is_file() and not p.is_relative_to(skip):
+        if p.is_file() and not any(p.is_relative_to(s) for s in skip):
             data = p.read_bytes()
             if SECRET.encode() in data or KEY.encode() in data or KEY in p.name:
                 found.append(p)
@@ -143,12 +143,15 @@ def _no_secret_in_files(root: Path, skip: Path) -> list[Path]:
 ALL_TOOLS = ("rclone", "s5cmd", "aws", "command")
 
 
-@pytest.fixture(scope="module")
-def tools_campaign(tmp_path_factory):
-    """One campaign with every tool (and its report), shared by the checks below."""
-    tmp_path = tmp_path_factory.mktemp("tools")
+@pytest.fixture(scope="module", params=store_params())
+def tools_campaign(request, tmp_path_factory):
+    """One campaign with every tool (and its report) per S3 server, shared by the checks
+    below."""
+    tmp_path = tmp_path_factory.mktemp(f"tools-{request.param}")
     path = write_config(tmp_path, _config(ALL_TOOLS, command_template=TEMPLATE))
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET) as s3:
+    with serve_s3(
+        str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET, store=request.param
+    ) as s3:
         t0 = time.monotonic()
         with CmdlineWatch((SECRET, KEY)) as watch:
             run = snakemake(tmp_path, path, env=s3.client_env("S3T"))
@@ -195,7 +198,8 @@ def test_every_tool_moves_the_same_dataset_verified(tools_campaign):
     log = tmp_path / "results/tools/sites/edi/rclone/upload/main/plain/s5cmd-1x2/r1.jsonl"
     assert "cp " in log.read_text()
     # results, job logs, Snakemake's own logs and metadata: the whole working directory
-    assert _no_secret_in_files(tmp_path, skip=tmp_path / "s3root") == []
+    server = tmp_path / "s3root"
+    assert _no_secret_in_files(tmp_path, skip=(server, server.with_name("s3root.server"))) == []
     _check_probes(tmp_path / "results/tools", df)
     _check_sections(tmp_path / "results/tools/figures", tools)
     # the probes travel with the site's published results

@@ -1,7 +1,13 @@
-"""A real S3 endpoint for tests: ``rclone serve s3`` over a temp directory on 127.0.0.1.
+"""Real S3 endpoints for tests, on 127.0.0.1 over a temp directory: ``rclone serve s3``, and
+versitygw (an independent S3 gateway that checks signatures and implements multipart
+listing), so a behaviour seen against only one of them is the store's, not ours.
 
-Credentials reach rclone clients only through ``RCLONE_CONFIG_<NAME>_*`` environment
-variables, never through a command line, exactly as users are told to do.
+Credentials reach clients only through ``RCLONE_CONFIG_<NAME>_*`` environment variables, and
+the servers through theirs, never through a command line, as users are told to do.
+
+versitygw is a Go program built once by ``make versitygw`` into a cache outside the
+checkout (``$CLOUDBENCH_CACHE``, default ``~/.cache/cloudbench``); tests against it are
+skipped, with that command as the reason, where it was not built.
 """
 
 from __future__ import annotations
@@ -16,6 +22,29 @@ from dataclasses import dataclass
 from pathlib import Path
 
 START_TIMEOUT = 30.0
+SERVE_S3, VERSITYGW = "serve-s3", "versitygw"
+STORES = (SERVE_S3, VERSITYGW)
+VERSITYGW_VERSION = "v1.8.0"  # also in the Makefile's versitygw target
+
+
+def versitygw_binary() -> Path:
+    """Where ``make versitygw`` puts the binary (it may not be there)."""
+    cache = os.environ.get("CLOUDBENCH_CACHE") or str(Path.home() / ".cache/cloudbench")
+    return Path(cache) / f"versitygw-{VERSITYGW_VERSION}" / "versitygw"
+
+
+def store_param(store: str):
+    """``pytest.param`` for a store, skipped (with how to get it) where it is not built."""
+    import pytest
+
+    built = store != VERSITYGW or versitygw_binary().exists()
+    reason = f"versitygw not built: run `make versitygw` (needs Go; {versitygw_binary()})"
+    return pytest.param(store, id=store, marks=() if built else pytest.mark.skip(reason=reason))
+
+
+def store_params() -> list:
+    """Both stores, for ``@pytest.mark.parametrize("store", store_params())``."""
+    return [store_param(s) for s in STORES]
 
 
 def free_port() -> int:
@@ -32,13 +61,36 @@ class S3Server:
     key: str
     secret: str
     proc: subprocess.Popen | None = None
+    store: str = SERVE_S3
+
+    @property
+    def own_dir(self) -> Path:
+        """The server's own files (its logs), beside its root: the access log names the
+        key id of every request, as a store's logs do, so it is the store's, not ours."""
+        return self.root.with_name(f"{self.root.name}.server")
+
+    @property
+    def access_log(self) -> Path:
+        """versitygw's log of every request (one line each, with its S3 action)."""
+        return self.own_dir / f"{self.store}-{self.port}.access.log"
+
+    def _command(self) -> tuple[list[str], dict[str, str]]:
+        if self.store == VERSITYGW:
+            env = {"ROOT_ACCESS_KEY_ID": self.key, "ROOT_SECRET_ACCESS_KEY": self.secret}
+            return [
+                str(versitygw_binary()), "--port", f"127.0.0.1:{self.port}", "--quiet",
+                "--access-log", str(self.access_log), "posix", str(self.root),
+            ], env  # fmt: skip
+        # rclone reads list flags from the environment as CSV: quote the pair.
+        env = {"RCLONE_AUTH_KEY": f'"{self.key},{self.secret}"'}
+        return [self.rclone, "serve", "s3", "--addr", f"127.0.0.1:{self.port}", str(self.root)], env
 
     def client_env(self, name: str = "S3T") -> dict[str, str]:
         """Environment that defines the rclone remote ``<name>:`` for this server."""
         p = f"RCLONE_CONFIG_{name.upper()}_"
         return {
             p + "TYPE": "s3",
-            p + "PROVIDER": "Rclone",
+            p + "PROVIDER": "Rclone" if self.store == SERVE_S3 else "Other",
             p + "ENDPOINT": f"http://127.0.0.1:{self.port}",
             p + "ACCESS_KEY_ID": self.key,
             p + "SECRET_ACCESS_KEY": self.secret,
@@ -47,25 +99,25 @@ class S3Server:
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        # rclone reads list flags from the environment as CSV: quote the pair.
-        env = {**os.environ, "RCLONE_AUTH_KEY": f'"{self.key},{self.secret}"'}
+        self.own_dir.mkdir(exist_ok=True)
+        command, env = self._command()
         self.proc = subprocess.Popen(
-            [self.rclone, "serve", "s3", "--addr", f"127.0.0.1:{self.port}", str(self.root)],
-            env=env,
+            command,
+            env={**os.environ, **env},
             stdout=subprocess.DEVNULL,
-            stderr=open(self.root.parent / f"serve-s3-{self.port}.log", "ab"),  # noqa: SIM115
+            stderr=open(self.own_dir / f"{self.store}-{self.port}.log", "ab"),  # noqa: SIM115
         )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"rclone serve s3 exited with {self.proc.returncode}")
+                raise RuntimeError(f"{self.store} exited with {self.proc.returncode}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 return
             except OSError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError("rclone serve s3 did not start listening in time")
+        raise RuntimeError(f"{self.store} did not start listening in time")
 
     def kill(self) -> None:
         """SIGKILL: a crash, not a graceful shutdown (which lets open requests finish)."""
@@ -92,8 +144,10 @@ def serve_s3(
     key: str = "cbtestkey",
     secret: str = "cbtestsecret",
     port: int | None = None,
+    store: str = SERVE_S3,
 ) -> Iterator[S3Server]:
-    server = S3Server(rclone, root, port or free_port(), key, secret)
+    """An S3 server (``store``: serve-s3 or versitygw) for the ``with`` block."""
+    server = S3Server(rclone, root, port or free_port(), key, secret, store=store)
     server.start()
     try:
         yield server
