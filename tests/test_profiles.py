@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -141,3 +143,38 @@ def test_job_killed_by_pbs_is_failed_not_waited_on(slurm_cluster, tmp_path, demo
     returncode, out = _kill_mid_run(proc, slurm_cluster, "download", qdel)
     assert returncode != 0
     assert "Error in rule download" in out
+
+
+def test_transfers_on_the_submit_host_where_nodes_cannot_reach_the_store(
+    slurm_cluster,  # noqa: F811
+    tmp_path,
+    demo_config,
+):
+    """A Slurm site whose compute nodes have no route to the store: its profile says
+    transfers_on: submit_host. Data steps are still batch jobs (on the test nodes, whose
+    hostnames are node1..3); every transfer runs where snakemake runs, and says so."""
+    cfg = _campaign(tmp_path, demo_config, files=2, strategies=("plain",))
+    # the site's profile, made from the Slurm template as docs/hpc-sites.md says
+    profile = tmp_path / "profile-tursa"
+    shutil.copytree(Path(__file__).parents[1] / "profiles/slurm", profile)
+    text = (profile / "config.yaml").read_text().replace("site=mysite", "site=tursa")
+    text = text.replace("# - transfers_on=submit_host", "- transfers_on=submit_host")
+    assert "- transfers_on=submit_host" in text  # the template's line, uncommented
+    (profile / "config.yaml").write_text(text)
+    run = snakemake(
+        tmp_path, cfg, "--cores", "2", profile=str(profile), env=_env(slurm_cluster),
+        timeout=RUN_TIMEOUT,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = run.stdout + run.stderr
+    submitted = set(
+        re.findall(r"has been submitted with SLURM jobid \S+ \(log: \S*rule_(\w+?)/", out)
+    )
+    assert "Submitted array job" in out  # data steps: batch jobs (arrays) as always
+    assert "verify" in submitted and not submitted & {"upload", "download"}, submitted
+    df = pd.read_csv(tmp_path / "results/demo/transfers.tsv", sep="\t")
+    assert (df["status"] == "ok").all() and len(df) == 2
+    assert set(df["ran_on"]) == {"submit host"}
+    assert set(df["host"]) == {socket.gethostname()}  # this machine, not a node
+    steps = pd.read_csv(tmp_path / "results/demo/steps.tsv", sep="\t")
+    assert set(steps[steps["step"] == "checksum"]["host"]) <= set(slurm_cluster.nodes)

@@ -94,6 +94,15 @@ localrules:
     cleanup,
 
 
+# Where the site's compute nodes cannot reach the store, its profile says transfers_on:
+# submit_host and the transfers run here, on the login or data-transfer node.
+if config["transfers_on"] == "submit_host":
+
+    localrules:
+        upload,
+        download,
+
+
 def record(m):
     return paths.transfer_record(
         RESULTS,

@@ -97,6 +97,16 @@ def html_table(
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def _ran_on(transfers: pd.DataFrame) -> str:
+    """Where a site's transfers ran, in a few words: 'submit host', '9 batch jobs', or both."""
+    where = transfers.get("ran_on", pd.Series(dtype=str)).dropna().astype(str)
+    jobs = where[where.str.startswith("batch job")]
+    parts = [f"{len(jobs)} batch job(s)"] if len(jobs) else []
+    if (where == "submit host").any():
+        parts.append(f"submit host ({(where == 'submit host').sum()})")
+    return ", ".join(parts) or NA
+
+
 def transfers_html(transfers: pd.DataFrame, missing: pd.DataFrame, path: Path) -> None:
     """Every transfer, one row each; rows that are not ``ok`` are highlighted."""
     cols = [
@@ -115,6 +125,7 @@ def transfers_html(transfers: pd.DataFrame, missing: pd.DataFrame, path: Path) -
         "retries",
         "error",
         "host",
+        "ran_on",
         "rclone_version",
     ]
     t = transfers.reindex(columns=cols)
@@ -356,6 +367,7 @@ def campaign_html(
             "site": name, "role": role,
             "location": f"{loc[0]:.2f}, {loc[1]:.2f}" if loc else NA,
             "hosts": ", ".join(sorted(map(str, st["host"].dropna().unique()))) or NA,
+            "transfers ran on": _ran_on(st),
             "node cores": ", ".join(sorted({str(int(c)) for c in st["node_cores"].dropna()}))
             or NA,
             "rclone": ", ".join(sorted(map(str, st["rclone_version"].dropna().unique()))) or NA,
