@@ -83,6 +83,14 @@ def test_demo_campaign_end_to_end(demo_report):
     workdir, config, report = demo_report
     df = _check_campaign(workdir, config)
     assert set(df["site"]) == {"tursa", "tesseract"}
+    # measured in rounds: every layout's repeat r (3 layouts x 3 repeats) before any r+1,
+    # in the order cloudbench.campaign.order gives (not layout after layout)
+    ran = df.sort_values("started_utc")
+    assert list(ran["repeat"]) == sorted(ran["repeat"]), ran[["layout", "repeat"]]
+    first_round = ran[ran["repeat"] == 1]
+    assert first_round.groupby("direction")["layout"].nunique().to_dict() == {
+        "upload": 3, "download": 3,
+    }  # fmt: skip
     copy = workdir / "scratch/demo-remote/cloudbench/demo/data/chunked-4MiB/rclone-1xauto/r1"
     man = json.loads((copy / "manifest.json").read_text())
     assert len(man["files"][0]["chunks"]) == 6  # 24 MiB in 4 MiB chunks

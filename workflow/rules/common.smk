@@ -10,7 +10,7 @@ from pathlib import Path
 from snakemake.settings.types import DeploymentMethod
 
 from cloudbench.site import jobenv
-from cloudbench.campaign import paths
+from cloudbench.campaign import order, paths
 from cloudbench.campaign.model import (
     SETTING_PATTERN,
     ConfigError,
@@ -86,6 +86,7 @@ localrules:
     preflight,
     preflight_gate,
     stage,
+    staged_all,
     publish,
     pull,
     manifest,
@@ -282,11 +283,35 @@ def stage_inputs(wildcards):
 
 def upload_inputs(wildcards):
     """One record per layout (the stage rule's), so a large sweep's uploads do not each
-    depend on every file's records (a DAG of tens of thousands of edges)."""
+    depend on every file's records (a DAG of tens of thousands of edges); and the marker
+    that every layout is staged, so rounds are not cut short by data still being made. The
+    marker is ancient: rewritten when a layout is added, it measures nothing again."""
     return {
         "staged": paths.staged(RESULTS, UPLOAD_SITE, wildcards.layout),
+        "all_staged": ancient(paths.staged_all(RESULTS, UPLOAD_SITE)),
         "gate": gate_of(wildcards),
     }
+
+
+def staged_layouts():
+    return [paths.staged(RESULTS, UPLOAD_SITE, l.label) for l in CAMPAIGN.layouts]
+
+
+@functools.cache
+def _transfer_priorities():
+    return order.priorities(order.run_order(CAMPAIGN.measurements(), CAMPAIGN.seed))
+
+
+def transfer_priority(direction):
+    """The priority that puts a transfer in its place in the run order (by rounds,
+    shuffled within each: cloudbench.campaign.order)."""
+
+    def priority(wildcards):
+        return _transfer_priorities().get(
+            measurement_of(wildcards, direction), order.PRIORITY_BAND[0]
+        )
+
+    return priority
 
 
 def upload_of(wildcards):

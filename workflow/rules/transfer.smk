@@ -16,6 +16,19 @@ rule stage:
         " --steps {input.steps} --out {output} 2> {log}"
 
 
+rule staged_all:
+    input:
+        staged_layouts(),
+    output:
+        paths.staged_all(RESULTS, UPLOAD_SITE),
+    log:
+        paths.job_log(RESULTS, UPLOAD_SITE, "stage", "all"),
+    conda:
+        "../../envs/cloudbench.yaml"
+    shell:
+        "printf '%s\\n' {input} > {output} 2> {log}"
+
+
 rule upload:
     input:
         unpack(upload_inputs),
@@ -25,6 +38,7 @@ rule upload:
     log:
         job=transfer_job_log("upload"),
         rclone=transfer_pattern("upload", paths.rclone_log),
+    priority: transfer_priority("upload")
     conda:
         "../../envs/cloudbench.yaml"
     threads: workflow.cores
@@ -60,6 +74,7 @@ rule download:
     log:
         job=transfer_job_log("download"),
         rclone=transfer_pattern("download", paths.rclone_log),
+    priority: transfer_priority("download")
     conda:
         "../../envs/cloudbench.yaml"
     threads: workflow.cores

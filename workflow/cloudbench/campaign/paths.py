@@ -102,6 +102,12 @@ def staged(results, site, layout) -> str:
     return f"{sites_dir(results)}/{site}/steps/staged/{layout}.json"
 
 
+def staged_all(results, site) -> str:
+    """Every layout's data is ready at the upload site: uploads start only then, so the
+    first round is not run before the data of its last layout exists."""
+    return f"{sites_dir(results)}/{site}/steps/staged/all.txt"
+
+
 def checksum_json(results, site, file) -> str:
     return f"{sites_dir(results)}/{site}/checksums/{file}.chunks.json"
 
