@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from cloudbench.campaign import paths
-from cloudbench.report import figures, latency, scaling, stats
+from cloudbench.report import drift, figures, latency, scaling, stats
 from cloudbench.report import scaling_section as scaling_report
 from cloudbench.report import tables as html_tables
 from cloudbench.report import tools_section as tools_report
@@ -107,6 +107,7 @@ def build_report(
             sustained_mb_per_s=[], sustained_method=[], group_median=[], outlier=[]
         )
     )
+    trend = drift.drift_table(transfers)
     with _drawers(jobs) as drawers:
         drawn = [  # slowest first, so the last one to start is a short one
             drawers.submit(
@@ -126,6 +127,7 @@ def build_report(
             ),
             drawers.submit(figures.speedups, metrics, summary, info, out["speedup"]),
             drawers.submit(figures.rate_vs_distance, transfers, info, out["rate_vs_distance"]),
+            drawers.submit(drift.rate_vs_start_png, transfers, trend, out["rate_vs_start"]),
             drawers.submit(scaling_report.scaling_png, transfers, out["scaling"]),
             drawers.submit(tools_report.tools_png, transfers, out["tools"]),
             drawers.submit(tools_report.latency_png, transfers, probes, out["latency"]),
@@ -139,6 +141,7 @@ def build_report(
         tools_report.tools_html(transfers, out["tools_html"])
         tools_report.latency_html(transfers, probes, out["latency_html"])
         write_tsv(scaling.scaling_table(transfers), out["scaling_tsv"])
+        write_tsv(trend, out["drift_tsv"])
         write_tsv(latency.tool_strategy_rates(tools_report.with_tool(transfers)), out["tools_tsv"])
         write_tsv(
             latency.pair_rtt(probes) if not probes.empty else pd.DataFrame(), out["latency_tsv"]
@@ -146,4 +149,6 @@ def build_report(
         for figure in drawn:
             figure.result()  # a figure that failed fails the report, with its traceback
     # the headline embeds the rate-by-strategy figure: written once that is drawn
-    out["headline"].write_text(headline_html(metrics, summary, info, out["rate_by_strategy"]))
+    out["headline"].write_text(
+        headline_html(metrics, summary, info, out["rate_by_strategy"], drift.drift_sentences(trend))
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -290,9 +290,14 @@ def environment_flags(transfers: pd.DataFrame) -> str:
 
 
 def headline_html(
-    metrics: pd.DataFrame, summary: pd.DataFrame, info: Mapping[str, Any], figure: Path | None
+    metrics: pd.DataFrame,
+    summary: pd.DataFrame,
+    info: Mapping[str, Any],
+    figure: Path | None,
+    drifts: Sequence[str] = (),
 ) -> str:
-    """The fragment the report's front page shows (HTML without <html>/<body>)."""
+    """The fragment the report's front page shows (HTML without <html>/<body>); ``drifts``
+    are the lines of :func:`cloudbench.report.drift.drift_sentences`."""
     table = rows(metrics, summary)
     total = len(metrics)
     bad = metrics[metrics["status"] != "ok"] if total else metrics
@@ -328,6 +333,7 @@ def headline_html(
                 + "</p>"
             )
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
+    parts += [f'<p class="drift"><b>Drift</b>: {html.escape(s)}</p>' for s in drifts]
     if env := environment_flags(metrics):
         parts.append(
             f"<p>rclone flags set in the environment, not in the campaign file: "

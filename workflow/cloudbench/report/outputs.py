@@ -40,6 +40,8 @@ REPORT_OUTPUTS: dict[str, ReportOutput] = {
         "figures/rate_by_strategy.png", "rate_by_strategy", "Transfers"
     ),
     "speedup": ReportOutput("figures/speedup.png", "speedup", "Transfers"),
+    "rate_vs_start": ReportOutput("figures/rate_vs_start.png", "rate_vs_start", "Transfers"),
+    "drift_tsv": ReportOutput("drift.tsv", "drift_tsv", "Tables"),
     "rate_vs_distance": ReportOutput(
         "figures/rate_vs_distance.png", "rate_vs_distance", "Transfers"
     ),
