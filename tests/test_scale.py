@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -227,6 +228,44 @@ def test_pbs_starts_each_client_on_a_chunk_of_its_own_with_pbsdsh(slurm_cluster,
     assert list((tmp_path / "logs/pbs/jobs").glob("*.exit")), "nothing went through qsub"
 
 
+@pytest.mark.scheduler
+def test_one_allocation_holds_every_transfer_of_the_site_run(slurm_cluster, tmp_path):  # noqa: F811
+    """transfers_on: one_allocation (the Slurm template's lines, uncommented): one sbatch
+    for the whole transfer phase, holding the nodes of the largest client count, every
+    transfer one after the other inside it, 2 clients on 2 distinct nodes, and every row the
+    campaign implies, ok."""
+    profile = tmp_path / "profile-tursa"
+    shutil.copytree(Path(__file__).parents[1] / "profiles/slurm", profile)
+    text = (profile / "config.yaml").read_text().replace("site=mysite", "site=tursa")
+    text = text.replace("# - transfers_on=one_allocation", "- transfers_on=one_allocation")
+    text = text.replace("# group-components: [transfers=", "group-components: [transfers=")
+    assert "- transfers_on=one_allocation" in text and "\ngroup-components:" in text
+    (profile / "config.yaml").write_text(text)
+    env = {
+        **slurm_cluster.env,
+        "SBATCH_ACCOUNT": "cloudbench",
+        "SBATCH_PARTITION": slurm_cluster.partition,
+    }
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        cfg = _campaign(tmp_path, [1, 2], files=2, size="2MiB", site="tursa", download=True)
+        run = snakemake(
+            tmp_path, cfg, "--cores", "2", profile=str(profile),
+            env={**env, **s3.client_env("S3T")}, timeout=900,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = run.stdout + run.stderr
+    groups = re.findall(r"submitted with SLURM jobid (\S+) \(log: \S*/group_transfers", out)
+    assert len(groups) == 1, out[-3000:]  # one queue wait for every transfer
+    assert not re.search(r"\(log: \S*rule_(upload|download)/", out)  # no job of their own
+    df = pd.read_csv(tmp_path / "results/scale/transfers.tsv", sep="\t")
+    assert len(df) == 2 * 2  # (upload, download) x clients [1, 2]: as per-rule mode
+    assert (df["status"] == "ok").all() and set(df["ran_on"]) == {f"batch job {groups[0]}"}
+    assert set(df[df["clients"] == 2]["host"]) == {"node1,node2"}  # a node per client
+    ran = df.sort_values("started_utc")
+    ends = pd.to_datetime(ran["started_utc"]) + pd.to_timedelta(ran["seconds"], unit="s")
+    assert (pd.to_datetime(ran["started_utc"]).iloc[1:].values >= ends.iloc[:-1].values).all()
+
+
 def test_a_pbs_site_without_pbsdsh_is_refused_before_any_job(tmp_path):
     """No pbsdsh on PATH and no CLOUDBENCH_LAUNCHER: a PBS site asked for 2 clients stops
     with one line before anything is submitted, instead of running both on one node."""
@@ -239,3 +278,14 @@ def test_a_pbs_site_without_pbsdsh_is_refused_before_any_job(tmp_path):
     assert "site tesseract measures with up to 2 clients" in run.stderr
     assert "no pbsdsh on PATH" in run.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs/pbs").exists()
+
+
+def test_one_allocation_without_group_components_is_one_line():
+    """Without group-components naming the group, Snakemake would still submit one job per
+    transfer: the run says what to add instead of silently paying every queue wait."""
+    from cloudbench.site.jobenv import group_problem
+
+    said = group_problem(True, "transfers", {})
+    assert said is not None and "group-components: [transfers=100000]" in said
+    assert group_problem(True, "transfers", {"transfers": 100000}) is None
+    assert group_problem(False, "transfers", {}) is None

@@ -45,6 +45,11 @@ onstart:
     # before any job runs or is submitted, but not on a dry run (-n needs no account)
     if NO_LAUNCHER:
         stop(NO_LAUNCHER)
+    # the group settings are known only once the run starts
+    if problem := jobenv.group_problem(
+        ONE_ALLOCATION, TRANSFER_GROUP, workflow.group_settings.group_components
+    ):
+        stop(problem)
     if MISSING_ENV:
         stop(
             f"this profile needs {', '.join(MISSING_ENV)} set in the environment "
@@ -93,6 +98,13 @@ localrules:
     aggregate,
     status,
     cleanup,
+
+
+# One queue wait per site run: the profile says transfers_on: one_allocation, and every
+# transfer of the site runs in one batch job (a Snakemake group job) holding the nodes of
+# its largest client count, one after the other.
+ONE_ALLOCATION = config["transfers_on"] == "one_allocation"
+TRANSFER_GROUP = "transfers"
 
 
 # Where the site's compute nodes cannot reach the store, its profile says transfers_on:
@@ -171,8 +183,18 @@ def clients_of(wildcards):
 
 def launcher_of(wildcards):
     """Several clients start their own tasks (srun inside the job, see cloudbench.measure.group),
-    so the Slurm job step must not wrap the job in a one-task srun ('mpi' resource)."""
+    so the Slurm job step must not wrap the job in a one-task srun ('mpi' resource). In one
+    allocation every transfer is a step of the group's job (Snakemake wants one value for
+    a whole group); the clients' srun then overlaps the step that waits for them."""
+    if ONE_ALLOCATION:
+        return ""
     return "srun" if clients_of(wildcards) > 1 else ""
+
+
+def transfer_group(wildcards):
+    """One allocation per site run: every transfer in one group job (the profile sets
+    transfers_on: one_allocation and group-components: [transfers=...])."""
+    return TRANSFER_GROUP if ONE_ALLOCATION else None
 
 
 def transfer_runtime(wildcards):

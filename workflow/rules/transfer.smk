@@ -39,6 +39,8 @@ rule upload:
         job=transfer_job_log("upload"),
         rclone=transfer_pattern("upload", paths.rclone_log),
     priority: transfer_priority("upload")
+    group:
+        transfer_group
     conda:
         "../../envs/cloudbench.yaml"
     threads: workflow.cores
@@ -75,6 +77,8 @@ rule download:
         job=transfer_job_log("download"),
         rclone=transfer_pattern("download", paths.rclone_log),
     priority: transfer_priority("download")
+    group:
+        transfer_group
     conda:
         "../../envs/cloudbench.yaml"
     threads: workflow.cores

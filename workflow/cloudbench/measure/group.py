@@ -35,8 +35,11 @@ RANK_VARIABLES = (
 )  # fmt: skip
 # A site's own launcher, as a template: {n} clients, {threads} per client, {command}.
 LAUNCHER_ENV = LAUNCHER_VARIABLE  # a site's launcher template (named in site.jobenv)
+# --overlap: in one allocation per site run the transfer itself is a job step holding its
+# node's cores while it waits for its clients
 SRUN_TEMPLATE = (
-    "srun --ntasks={n} --ntasks-per-node=1 --cpus-per-task={threads} --kill-on-bad-exit=0 {command}"
+    "srun --ntasks={n} --ntasks-per-node=1 --cpus-per-task={threads} --overlap "
+    "--kill-on-bad-exit=0 {command}"
 )
 # PBS's own task spawner: one task per line of $PBS_NODEFILE, i.e. per chunk of the job's
 # select=<n>:ncpus=<threads> (the PBS profiles' submit script asks for one chunk per client)

@@ -72,6 +72,19 @@ def launcher_problem(
     )
 
 
+def group_problem(one_allocation: bool, group: str, components: Mapping[str, int]) -> str | None:
+    """Why one allocation per site run cannot be: Snakemake makes one group job per
+    connected part of a group, and a site's transfers are not connected to each other, so
+    without ``group-components`` naming the group every transfer would still be a job of
+    its own. None when it can be."""
+    if not one_allocation or int(components.get(group, 0)) > 1:
+        return None
+    return (
+        f"transfers_on=one_allocation needs the profile to set group-components: "
+        f"[{group}=100000] as well (Snakemake puts that many transfers in one batch job)"
+    )
+
+
 def missing_variables(required: str | list[str] | None) -> list[str]:
     """Names in ``required`` (comma-separated or a list) that are unset or empty.
 
