@@ -452,3 +452,16 @@ def test_bookkeeping_errors_say_what_went_wrong_not_the_config_notice():
         "2026/11/24 09:24:53 ERROR : Attempt 1/3 failed: 403 Forbidden\n"
     )
     assert without_config_notice("ERROR : x\n") == "ERROR : x\n"
+
+
+def test_unfinished_uploads_are_counted_under_the_campaigns_path_only():
+    from cloudbench.measure.rclone import unfinished_under
+
+    listing = (
+        '{"bench": [{"Key": "trust/data/plain/r1/objects/a.bin", "UploadId": "1"},'
+        ' {"Key": "other/data/b.bin", "UploadId": "2"}]}'
+    )
+    assert unfinished_under(listing, "mystore:bench/trust") == 1
+    assert unfinished_under(listing, "mystore:bench") == 2
+    assert unfinished_under('{"bench": []}', "mystore:bench/trust") == 0  # versitygw's "none"
+    assert unfinished_under("", "mystore:bench/trust") == 0

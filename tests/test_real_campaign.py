@@ -226,6 +226,8 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
         clean = snakemake(tmp_path, cfg, "cleanup", "--cores", "1", env=env, profile=None)
         assert clean.returncode == 0, clean.stderr[-3000:]
         assert _multipart_uploads(env) == []
+        said = clean.stdout + clean.stderr  # the count the store listed, whichever store
+        assert "aborted 1 unfinished multipart upload(s) under mystore:bench/trust" in said
         listing = _rclone(env, "lsf", "-R", "mystore:bench/trust/data")
         assert listing.stdout.strip() == ""
         assert (tmp_path / RESULTS / "transfers.tsv").exists()  # results are kept

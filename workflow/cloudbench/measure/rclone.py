@@ -265,21 +265,44 @@ def abort_multipart(binary: str, prefix: str, flags: Sequence[str] = ()) -> str 
 
 def abort_multipart_said(
     binary: str, prefix: str, flags: Sequence[str] = ()
-) -> tuple[str | None, bool]:
-    """:func:`abort_multipart`, and whether the store said there were none to abort.
+) -> tuple[str | None, int]:
+    """Abort the unfinished multipart uploads under ``prefix`` (``remote:bucket/path``):
+    an error (None if none) and how many the store listed there before.
 
     A transfer killed hard (SIGKILL, walltime, a lost node) leaves its multipart uploads on
-    the store: invisible in listings, billed by providers. Some S3 servers answer an empty
-    multipart listing with 404 NoSuchUpload: nothing to abort, not an error.
+    the store: invisible in listings, billed by providers. Stores answer an empty listing
+    differently (rclone serve s3: 404 NoSuchUpload; versitygw: an empty list); both are
+    "none", not an error.
     """
+    listed = run_helper(
+        helper_command(binary, "backend", "list-multipart-uploads", prefix, extra_flags=flags)
+    )
+    if "NoSuchUpload" in listed.stderr:
+        return None, 0
+    if listed.returncode != 0:
+        return clip_tail((listed.stderr.strip().splitlines() or ["rclone failed"])[-1]), 0
+    count = unfinished_under(listed.stdout, prefix)
+    if count == 0:
+        return None, 0
     res = run_helper(
         helper_command(binary, "backend", "cleanup", prefix, "-o", "max-age=0", extra_flags=flags)
     )
-    if "NoSuchUpload" in res.stderr:
-        return None, True
-    if res.returncode == 0:
-        return None, False
-    return clip_tail((res.stderr.strip().splitlines() or ["rclone failed"])[-1]), False
+    if res.returncode == 0 or "NoSuchUpload" in res.stderr:
+        return None, count
+    return clip_tail((res.stderr.strip().splitlines() or ["rclone failed"])[-1]), count
+
+
+def unfinished_under(listing: str, prefix: str) -> int:
+    """How many uploads of rclone's ``list-multipart-uploads`` JSON (bucket -> uploads,
+    each with its ``Key``) lie under ``prefix``'s path inside its bucket."""
+    try:
+        buckets = json.loads(listing or "{}")
+    except ValueError:
+        return 0
+    path = prefix.split(":", 1)[-1].strip("/")
+    bucket, _, inside = path.partition("/")
+    uploads = (buckets or {}).get(bucket) or []
+    return sum(1 for u in uploads if str(u.get("Key", "")).startswith(inside))
 
 
 def copy_command(

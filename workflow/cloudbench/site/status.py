@@ -66,13 +66,14 @@ def cleanup(spec: dict[str, Any]) -> None:
         if not ok:
             raise RuntimeError(redact(clip_tail(res.stderr), secret_values()))
         if rc.backend_type(binary, remote["url"]) in rc.MULTIPART_BACKENDS:
-            err, none = rc.abort_multipart_said(binary, remote["campaign"], flags)
+            err, count = rc.abort_multipart_said(binary, remote["campaign"], flags)
             if err:
                 raise RuntimeError(redact(err, secret_values()))
             print(
-                f"no unfinished multipart uploads under {remote['campaign']} (the store said so)"
-                if none
-                else f"aborted every unfinished multipart upload under {remote['campaign']}"
+                f"aborted {count} unfinished multipart upload(s) under {remote['campaign']}"
+                if count
+                else f"no unfinished multipart uploads under {remote['campaign']} (the store "
+                "listed none)"
             )
     for path in spec["scratch"]:
         if Path(path).exists():
