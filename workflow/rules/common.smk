@@ -105,6 +105,8 @@ localrules:
 # its largest client count, one after the other.
 ONE_ALLOCATION = config["transfers_on"] == "one_allocation"
 TRANSFER_GROUP = "transfers"
+# the transfers' group: None otherwise (a rule with any group is never a local rule)
+TRANSFERS_GROUPED = TRANSFER_GROUP if ONE_ALLOCATION else None
 
 
 # Where the site's compute nodes cannot reach the store, its profile says transfers_on:
@@ -189,12 +191,6 @@ def launcher_of(wildcards):
     if ONE_ALLOCATION:
         return ""
     return "srun" if clients_of(wildcards) > 1 else ""
-
-
-def transfer_group(wildcards):
-    """One allocation per site run: every transfer in one group job (the profile sets
-    transfers_on: one_allocation and group-components: [transfers=...])."""
-    return TRANSFER_GROUP if ONE_ALLOCATION else None
 
 
 def transfer_runtime(wildcards):

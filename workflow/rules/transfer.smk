@@ -40,7 +40,7 @@ rule upload:
         rclone=transfer_pattern("upload", paths.rclone_log),
     priority: transfer_priority("upload")
     group:
-        transfer_group
+        TRANSFERS_GROUPED
     conda:
         "../../envs/cloudbench.yaml"
     threads: workflow.cores
@@ -78,7 +78,7 @@ rule download:
         rclone=transfer_pattern("download", paths.rclone_log),
     priority: transfer_priority("download")
     group:
-        transfer_group
+        TRANSFERS_GROUPED
     conda:
         "../../envs/cloudbench.yaml"
     threads: workflow.cores
