@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from tests.infra.s3 import serve_s3, store_params
-from tests.infra.workflow import BIN, ROOT, snakemake, write_config
+from tests.infra.workflow import BIN, ROOT, default_sigint, snakemake, write_config
 
 pytestmark = pytest.mark.slow
 # rclone reads flags from RCLONE_* variables: given only to the run whose server dies, so
@@ -68,6 +68,7 @@ def _popen_snakemake(workdir: Path, cfg: Path, env: dict) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        preexec_fn=default_sigint,  # it is Ctrl-C'd
     )
 
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tests.infra.s3 import serve_s3, store_params
-from tests.infra.workflow import BIN, ROOT, snakemake, write_config
+from tests.infra.workflow import BIN, ROOT, default_sigint, snakemake, write_config
 
 pytestmark = pytest.mark.slow
 CAMPAIGN = {
@@ -90,6 +90,7 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
             cwd=tmp_path,
             env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env, **FAST_FAIL},
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            preexec_fn=default_sigint,  # Ctrl-C'd below
         )  # fmt: skip
         first = (
             tmp_path
@@ -280,6 +281,7 @@ def test_ctrl_c_to_snakemake_alone_keeps_the_transfer_it_let_finish(tmp_path):
             env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env,
                  "RCLONE_BWLIMIT": "1M"},  # the upload takes ~4 s
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            preexec_fn=default_sigint,  # Ctrl-C'd below
         )  # fmt: skip
         log = results / "rclone/upload/main/plain/rclone-1xauto/r1.jsonl"
         deadline = time.monotonic() + 120

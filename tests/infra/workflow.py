@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,14 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 RUN_TIMEOUT = 900
 WORKFLOW_PROFILE = ROOT / "profiles" / "default"
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a process the test will Ctrl-C: SIGINT back to its default, as in a
+    terminal. A suite started in the background (``make test &``, or a CI runner without job
+    control) hands its children SIGINT ignored, and Python then never raises
+    KeyboardInterrupt, so Snakemake would not stop at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def write_config(workdir: Path, config: dict, name: str = "campaign.yaml") -> Path:
