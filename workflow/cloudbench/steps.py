@@ -31,6 +31,7 @@ from cloudbench.measure import group as clients
 from cloudbench.measure import rclone as rc
 from cloudbench.measure import series as series_file
 from cloudbench.measure.attempts import (
+    attempted_before,
     fresh_dir,
     keep_attempt,
     last_attempt,
@@ -50,7 +51,7 @@ from cloudbench.records import (
     write_json,
 )
 
-COPY_MANIFEST, OBJECTS = paths.MANIFEST, paths.OBJECTS
+COPY_MANIFEST, OBJECTS, CHECKSUMS = paths.MANIFEST, paths.OBJECTS, paths.CHECKSUMS
 
 
 # --- transfers -----------------------------------------------------------------------------
@@ -409,7 +410,12 @@ def upload(
         if made:
             regenerated.append(name)
     dst = spec.data_prefix
-    abort_error = clear_copy(binary, spec, dst)
+    # Only a copy measured before (this run or an earlier one left its attempt here) can have
+    # left objects or unfinished uploads at its place: clearing costs round trips to the store
+    # on every measurement otherwise. A copy some other checkout left there is caught all the
+    # same: rclone skipping an object fails the measurement, which the next attempt clears.
+    logs = [log, *(paths.client_log(log, k) for k in range(spec.setting.clients))]
+    abort_error = clear_copy(binary, spec, dst) if attempted_before(record, logs) else None
     src = chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
     man = copy_manifest(spec, hashes)
     with tempfile.TemporaryDirectory() as tmp:
@@ -432,21 +438,15 @@ def upload(
             }
             man_path = Path(tmp) / COPY_MANIFEST
             write_json(man_path, man)
-            sums = Path(tmp) / "checksums.xxh128"
-            sums.write_text("".join(xxh128sum_line(hashes[n]["xxh128"], n) for n in spec.files))
-            for path in (sums, man_path):  # manifest last: it marks the copy complete
-                res = rc.run_helper(
-                    rc.helper_command(
-                        binary, "copyto", str(path), f"{dst}/{path.name}", extra_flags=spec.flags
-                    )
+            # the manifest marks the copy complete (the file hashes are in it, and in
+            # checksums.xxh128 beside the campaign's manifest, which is written once a run)
+            res = rc.publish_file(binary, man_path, f"{dst}/{COPY_MANIFEST}", spec.flags)
+            if res.returncode != 0:
+                rec.update(
+                    status="failed",
+                    error=f"publishing {COPY_MANIFEST}: {clip_tail(res.stderr)}",
+                    mb_per_s=None,
                 )
-                if res.returncode != 0:
-                    rec.update(
-                        status="failed",
-                        error=f"publishing {path.name}: {clip_tail(res.stderr)}",
-                        mb_per_s=None,
-                    )
-                    break
     _finish(record, rec, log)
 
 
@@ -495,11 +495,7 @@ def fetch_copy_manifest(spec: TransferSpec) -> dict[str, Any] | None:
     A store that cannot be read (down, refusing, timing out) raises RemoteUnreachable: that
     is a failed measurement to retry, not a missing upload.
     """
-    res = rc.run_helper(
-        rc.helper_command(
-            rc.find_rclone(), "cat", f"{spec.data_prefix}/{COPY_MANIFEST}", extra_flags=spec.flags
-        )
-    )
+    res = rc.read_object(rc.find_rclone(), spec.data_prefix, COPY_MANIFEST, spec.flags)
     if res.returncode == 0 and res.stdout.strip():
         return json.loads(res.stdout)
     if res.returncode in rc.NOT_FOUND_EXITS:  # 0 with nothing printed: no such object
@@ -765,15 +761,17 @@ def campaign_manifest(
         **host_info(),
     }
     write_json(out, manifest)
+    # every copy holds the same files: one checksum list per campaign, for `xxh128sum -c`
+    sums = out.with_name(CHECKSUMS)
+    sums.write_text("".join(xxh128sum_line(h["xxh128"], n) for n, h in sorted(hashes.items())))
     binary = rc.find_rclone()
     for remote in info["remotes"]:
-        dst = f"{remote['prefix']}/{COPY_MANIFEST}"
-        res = rc.run_helper(
-            rc.helper_command(
-                binary, "copyto", str(out), dst, extra_flags=tuple(info.get("flags", ()))
+        for path in (sums, out):  # the manifest last: it names what is complete
+            dst = f"{remote['prefix']}/{path.name}"
+            res = rc.run_helper(
+                rc.helper_command(
+                    binary, "copyto", str(path), dst, extra_flags=tuple(info.get("flags", ()))
+                )
             )
-        )
-        if res.returncode != 0:
-            raise StepError(
-                f"cannot publish the campaign manifest to {dst}: {clip_tail(res.stderr)}"
-            )
+            if res.returncode != 0:
+                raise StepError(f"cannot publish {path.name} to {dst}: {clip_tail(res.stderr)}")

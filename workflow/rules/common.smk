@@ -586,7 +586,7 @@ def bookkeeping_targets():
     targets += [paths.published(RESULTS, s.name) for s in CAMPAIGN.active_sites]
     targets += [p for s in CAMPAIGN.active_sites for p in probe_records(s)]
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
-        targets.append(f"{RESULTS}/manifest.json")
+        targets.append(paths.campaign_manifest(RESULTS))
     return targets
 
 

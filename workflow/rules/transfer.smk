@@ -108,7 +108,8 @@ rule manifest:
         checksums=checksum_jsons(),
         uploads=upload_records(),
     output:
-        f"{RESULTS}/manifest.json",
+        manifest=paths.campaign_manifest(RESULTS),
+        checksums=paths.campaign_checksums(RESULTS),
     log:
         paths.job_log(RESULTS, UPLOAD_SITE, "manifest"),
     conda:
@@ -118,4 +119,4 @@ rule manifest:
         release=UPLOAD_DATA,
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench manifest --info {params.info:q} --checksums {input.checksums}"
-        " --uploads {input.uploads} --out {output} --release {params.release:q} 2> {log}"
+        " --uploads {input.uploads} --out {output.manifest} --release {params.release:q} 2> {log}"

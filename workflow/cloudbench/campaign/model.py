@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudbench.campaign.schema import SchemaError, validate
 from cloudbench.campaign.secrets import credential_flag, credential_in_remote, credential_in_value
 from cloudbench.campaign.sizes import SizeError, parse_duration, parse_size, size_label
 from cloudbench.data import chunking
@@ -571,6 +570,9 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     ``base`` resolves relative scratch paths (the working directory by default), so every
     job of a run, wherever it executes, agrees on where bulk data lives.
     """
+    # imported here: a transfer job rebuilds its spec from JSON and never reads YAML
+    from cloudbench.campaign.schema import SchemaError, validate
+
     try:
         cfg = validate(cfg)
     except SchemaError as err:

@@ -163,10 +163,16 @@ def table(results, name: str) -> str:
 # and the folder of a copy's objects.
 MANIFEST = "manifest.json"
 OBJECTS = "objects"
+# Beside the campaign's manifest: every file's XXH128 in `xxh128sum -c` form
+CHECKSUMS = "checksums.xxh128"
 
 
 def campaign_manifest(results) -> str:
     return f"{results}/{MANIFEST}"
+
+
+def campaign_checksums(results) -> str:
+    return f"{results}/{CHECKSUMS}"
 
 
 def status_file(results) -> str:

@@ -27,10 +27,12 @@ import functools
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cloudbench.campaign import rclone_sensitive as _snapshot
 
@@ -194,12 +196,27 @@ def _providers_json(binary: str) -> str:
     ).stdout
 
 
+def _ask_sensitive(binary: str) -> dict[str, Any]:
+    meta = parse_providers(_providers_json(binary))
+    return {
+        "backends": {k: [p, sorted(o)] for k, (p, o) in meta.backends.items()},
+        "global_options": sorted(meta.global_options),
+    }
+
+
 @functools.lru_cache(maxsize=8)
 def _from_binary(binary: str) -> RcloneSensitive:
-    """What ``binary`` says (~0.1 s, once per process), with the snapshot added; the
-    snapshot alone if it cannot say (missing, too old, not rclone)."""
+    """What ``binary`` says (~0.1 s the first time, then remembered per binary), with the
+    snapshot added; the snapshot alone if it cannot say (missing, too old, not rclone)."""
+    from cloudbench.measure.rclone import remembered
+
     try:
-        return parse_providers(_providers_json(binary)).merged(snapshot())
+        said = remembered(binary, "sensitive", _ask_sensitive)
+        meta = RcloneSensitive(
+            {k: (p, frozenset(o)) for k, (p, o) in said["backends"].items()},
+            frozenset(said["global_options"]),
+        )
+        return meta.merged(snapshot())
     except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError):
         return snapshot()
 
@@ -306,11 +323,25 @@ def _parts(value: str) -> list[str]:
     return [p for p in out if len(p) >= MIN_SECRET_LEN]
 
 
+def _config_files(binary: str, config_file: str | None) -> list[Path]:
+    """Where rclone looks for its config file: ``RCLONE_CONFIG``, else beside the binary,
+    the XDG place, the home directory's dot file (rclone's own order)."""
+    if config_file is not None:
+        return [Path(config_file)] if config_file else []
+    home = Path.home()
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(home / ".config")
+    beside = Path(os.path.realpath(shutil.which(binary) or binary)).parent
+    return [beside / "rclone.conf", Path(xdg) / "rclone" / "rclone.conf", home / ".rclone.conf"]
+
+
 @functools.lru_cache(maxsize=4)
 def _config_dump(binary: str, config_file: str | None) -> tuple[tuple[str, str, str], ...]:
     """(remote, option, value) of rclone's config file, from one ``rclone config dump``
     per process (and config file): it holds secrets, so it is parsed and never printed.
-    An encrypted file without its password, or no rclone, gives nothing."""
+    An encrypted file without its password, or no rclone, gives nothing; with no config
+    file at all (remotes in the environment only) no process is started."""
+    if not any(p.is_file() for p in _config_files(binary, config_file)):
+        return ()
     try:
         res = subprocess.run(
             [binary, "config", "dump", "--ask-password=false"],

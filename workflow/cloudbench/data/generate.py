@@ -22,8 +22,6 @@ import os
 import threading
 from pathlib import Path
 
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-
 from cloudbench.data.chunking import preallocate
 from cloudbench.data.parallel import run_workers, usable_cores
 
@@ -42,6 +40,9 @@ def _keystream_at(key: bytes, nonce: bytes, offset: int):
     """The encryptor whose output is the file's keystream from byte ``offset`` (a multiple of
     16): CTR's 128-bit big-endian counter block, advanced by ``offset / 16``."""
     counter = (int.from_bytes(nonce, "big") + offset // _AES_BLOCK) % (1 << 128)
+    # imported here: every transfer job imports this module, few generate anything
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
     return Cipher(algorithms.AES(key), modes.CTR(counter.to_bytes(16, "big"))).encryptor()
 
 

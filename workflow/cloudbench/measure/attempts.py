@@ -46,6 +46,15 @@ def keep_attempt(
         live_log(log).unlink(missing_ok=True)  # recorded: no longer an attempt to set aside
 
 
+def attempted_before(record_path: Path, logs: Sequence[Path]) -> bool:
+    """Whether this measurement was attempted here before: a kept attempt, or a log that an
+    attempt killed before its record left (at its own path or its second name)."""
+    folder = attempts_dir(record_path)
+    if folder.is_dir() and any(folder.iterdir()):
+        return True
+    return any(p.exists() for log in logs for p in (log, live_log(log)))
+
+
 def set_aside_unrecorded(record_path: Path, logs: Sequence[Path]) -> None:
     """Logs left by an attempt that never wrote its record (a job killed hard, or stopped
     with Ctrl-C) go into ``<record>.attempts/`` as ``<mtime>.unrecorded.<name>``, so the next

@@ -11,6 +11,7 @@ it had), redaction of its output, the series file and the record.
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import subprocess
 import sys
@@ -89,6 +90,35 @@ def tree_bytes(root: Path) -> int:
                 continue  # renamed or removed between listing and stat
             total += min(st.st_size, st.st_blocks * 512)
     return total
+
+
+class _ExitWatch:
+    """Wakes the moment a process exits (a pidfd, polled): ``Popen.wait(timeout)`` sleeps in
+    steps of up to 50 ms, which a timed copy of a second would count as its own."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        try:
+            self._fd: int | None = os.pidfd_open(proc.pid)
+            self._poll = select.poll()
+            self._poll.register(self._fd, select.POLLIN)
+        except (AttributeError, OSError):  # not Linux >= 5.3: Popen's own polling
+            self._fd = None
+
+    def wait(self, timeout: float) -> bool:
+        """True once the process has exited (and is reaped), False after ``timeout`` s."""
+        if self._fd is not None and not self._poll.poll(max(0, int(timeout * 1000))):
+            return False
+        try:
+            self.proc.wait(timeout=None if self._fd is not None else timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class _Sampler:
@@ -178,6 +208,7 @@ def run(
             preexec_fn=die_with_parent,  # a killed job leaves no client moving data
         )
         deadline = None if timeout is None else t0 + timeout
+        exits = _ExitWatch(proc)
         try:
             if on_start is not None:
                 on_start(proc.pid)
@@ -188,18 +219,17 @@ def run(
                     kill_tree(proc)
                     break
                 wait = interval if deadline is None else min(interval, deadline - now)
-                try:
-                    proc.wait(timeout=wait)
+                if exits.wait(wait):
                     break
-                except subprocess.TimeoutExpired:
-                    if deadline is not None and time.perf_counter() >= deadline:
-                        continue
-                    print(_progress_line(watch, tail, sampler, t0), file=sys.stderr, flush=True)
+                if deadline is not None and time.perf_counter() >= deadline:
+                    continue
+                print(_progress_line(watch, tail, sampler, t0), file=sys.stderr, flush=True)
         except BaseException:
             kill_tree(proc, grace_s=2.0)  # Ctrl-C: the client goes with the job
             raise
         finally:
             seconds = time.perf_counter() - t0
+            exits.close()
             if sampler is not None:
                 sampler.stop()
         captured.seek(0)

@@ -14,9 +14,10 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cloudbench.records import clip_tail
 
@@ -60,9 +61,9 @@ def version_tuple(spec: str) -> tuple[int, int, int]:
     return parse_version(f"rclone v{spec.lstrip('v')}")
 
 
-def _version_cache() -> Path:
+def _cache_file(what: str) -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "cloudbench" / "rclone-versions.json"
+    return Path(base) / "cloudbench" / f"rclone-{what}.json"
 
 
 def _binary_identity(binary: str) -> str:
@@ -71,38 +72,44 @@ def _binary_identity(binary: str) -> str:
     return f"{real}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def rclone_version(binary: str) -> str:
-    """``1.75.2``-style version of ``binary``.
-
-    Remembered per binary (path, inode, size and mtime, so a replaced binary is asked
-    again): ``rclone version`` runs lsb_release and costs ~0.1 s, in every transfer job.
-    """
-    cache = _version_cache()
-    try:
-        key = _binary_identity(binary)
-    except OSError as err:
-        raise RcloneError(f"cannot run {binary} version: {err}") from None
+def remembered(binary: str, what: str, ask: Callable[[str], Any]) -> Any:
+    """``ask(binary)``'s answer, remembered per binary (path, inode, size and mtime, so a
+    replaced binary is asked again) in ``~/.cache/cloudbench/rclone-<what>.json``: asking
+    rclone costs ~0.1 s, in every transfer job. Raises OSError for a binary that is not
+    there; what ``ask`` raises is not remembered."""
+    cache = _cache_file(what)
+    key = _binary_identity(binary)
     try:
         known = json.loads(cache.read_text())
     except (OSError, ValueError):
         known = {}
-    if isinstance(known, dict) and isinstance(known.get(key), str):
+    known = known if isinstance(known, dict) else {}
+    if key in known:
         return known[key]
-    try:
-        out = subprocess.run(
-            [binary, "version"], capture_output=True, text=True, timeout=60, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError) as err:
-        raise RcloneError(f"cannot run {binary} version: {err}") from None
-    version = ".".join(map(str, parse_version(out)))
+    answer = ask(binary)
     try:  # a cache that cannot be written only costs the next job the same 0.1 s
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({**(known if isinstance(known, dict) else {}), key: version}))
+        tmp.write_text(json.dumps({**known, key: answer}))
         tmp.replace(cache)
     except OSError:
         pass
-    return version
+    return answer
+
+
+def _ask_version(binary: str) -> str:
+    out = subprocess.run(
+        [binary, "version"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout  # `rclone version` runs lsb_release
+    return ".".join(map(str, parse_version(out)))
+
+
+def rclone_version(binary: str) -> str:
+    """``1.75.2``-style version of ``binary`` (remembered per binary)."""
+    try:
+        return str(remembered(binary, "versions", _ask_version))
+    except (OSError, subprocess.SubprocessError) as err:
+        raise RcloneError(f"cannot run {binary} version: {err}") from None
 
 
 def check_version(found: str, minimum: str) -> None:
@@ -245,7 +252,7 @@ def backend_type(binary: str, remote: str) -> str:
     not ``name:`` is a local path.
     """
     m = _REMOTE_NAME_RE.match(remote)
-    if not m or (len(m.group(2)) == 1 and not m.group(1)):  # C:\ is a path
+    if not m or local_path(remote) is not None:
         return "local"
     if m.group(1):
         return m.group(2)
@@ -345,13 +352,81 @@ def copy_command(
 # backoff (10 low-level retries: a `cat` of a dead S3 endpoint waits over 10 minutes,
 # silently). The campaign's own flags come after these, so a campaign can still set them.
 HELPER_PATIENCE = ("--low-level-retries", "3", "--contimeout", "15s", "--timeout", "60s")
+# Every bookkeeping request carries this User-Agent, so a store's own request log tells them
+# from the measured copy's (which keeps rclone's): how `make bench` counts them, and how a
+# store's operator can.
+BOOKKEEPING_AGENT = "cloudbench-bookkeeping"
+# Writing one small object in one request: no check of what is there first, no HEAD after
+# the PUT (its ETag is checked), no bucket check (the copy that went before made it). A
+# bookkeeping call on a wide-area store costs a round trip per request, per measurement.
+ONE_REQUEST_WRITE = ("--no-check-dest", "--s3-no-head", "--s3-no-check-bucket")
 
 
 def helper_command(
     binary: str, verb: str, *args: str, extra_flags: Sequence[str] = ()
 ) -> list[str]:
     """An untimed bookkeeping call (purge, copyto, cat, lsjson, ...)."""
-    return [binary, verb, *args, *HELPER_PATIENCE, *extra_flags]
+    return [binary, verb, *args, *HELPER_PATIENCE, "--user-agent", BOOKKEEPING_AGENT, *extra_flags]
+
+
+def as_directory(prefix: str) -> str:
+    """``prefix`` with one trailing slash: rclone then lists it as a directory at once,
+    without first asking the store whether it is an object (a HEAD request)."""
+    return prefix.rstrip("/") + "/"
+
+
+def local_path(prefix: str) -> Path | None:
+    """``prefix`` as a directory of this machine when it is a plain path, not a remote:
+    its bookkeeping needs no rclone process (~0.08 s each, in every transfer job)."""
+    m = _REMOTE_NAME_RE.match(prefix)
+    if m and not (len(m.group(2)) == 1 and not m.group(1)):  # C:\ is a path
+        return None
+    return Path(prefix)
+
+
+def _done(cmd: Sequence[str], stdout: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.CompletedProcess(list(cmd), 0, stdout, "")
+
+
+def publish_file(
+    binary: str, path: str | Path, dst: str, flags: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """Write one small local file to ``dst`` (an object path) in one request; on a local
+    directory, a copy renamed into place."""
+    local = local_path(dst)
+    if local is None:
+        cmd = helper_command(
+            binary, "copyto", str(path), dst, *ONE_REQUEST_WRITE, extra_flags=flags
+        )
+        return run_helper(cmd)
+    try:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(f".{local.name}.{os.getpid()}.partial")
+        shutil.copyfile(path, tmp)
+        tmp.replace(local)
+    except OSError as err:
+        return subprocess.CompletedProcess(["copyto", dst], 1, "", f"cannot write {dst}: {err}")
+    return _done(["copyto", dst])
+
+
+def read_object(
+    binary: str, folder: str, name: str, flags: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """The object ``name`` directly under ``folder``, in two requests (one listing of that
+    folder, not of what lies below it, and the GET; ``rclone cat folder/name`` would HEAD
+    first). An absent object prints nothing (exit 0)."""
+    local = local_path(folder)
+    if local is None:
+        cmd = helper_command(
+            binary, "cat", as_directory(folder), "--include", f"/{name}", extra_flags=flags
+        )
+        return run_helper(cmd)
+    try:
+        return _done(["cat", name], (local / name).read_text())
+    except FileNotFoundError:
+        return _done(["cat", name])
+    except OSError as err:
+        return subprocess.CompletedProcess(["cat", name], 1, "", f"cannot read {name}: {err}")
 
 
 # rclone's notice when the remote is defined in the environment alone: not an error, but it
@@ -385,7 +460,10 @@ class ListingError(RuntimeError):
 def list_sizes(binary: str, prefix: str, flags: Sequence[str] = ()) -> dict[str, int]:
     """Every object under ``prefix`` with its size, by path relative to it: one untimed
     listing (``rclone lsjson -R --files-only``), the store's own word on what arrived. An
-    absent prefix lists as empty."""
+    absent prefix lists as empty. A local directory is walked, no process started."""
+    local = local_path(prefix)
+    if local is not None:
+        return _local_sizes(local)
     res = run_helper(
         helper_command(
             binary,
@@ -394,7 +472,7 @@ def list_sizes(binary: str, prefix: str, flags: Sequence[str] = ()) -> dict[str,
             "--files-only",
             "--no-mimetype",
             "--no-modtime",
-            prefix,
+            as_directory(prefix),
             extra_flags=flags,
         )
     )
@@ -407,3 +485,15 @@ def list_sizes(binary: str, prefix: str, flags: Sequence[str] = ()) -> dict[str,
         return {e["Path"]: int(e["Size"]) for e in json.loads(res.stdout or "[]")}
     except (ValueError, KeyError, TypeError) as err:
         raise ListingError(f"cannot read the listing of {prefix}: {err}") from None
+
+
+def _local_sizes(root: Path) -> dict[str, int]:
+    out = {}
+    for dirpath, _dirs, names in os.walk(root):
+        for n in names:
+            full = Path(dirpath) / n
+            try:
+                out[full.relative_to(root).as_posix()] = full.stat().st_size
+            except OSError as err:
+                raise ListingError(f"cannot list {root}: {err}") from None
+    return out
