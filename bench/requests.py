@@ -37,6 +37,7 @@ from tests.infra.s3 import VERSITYGW, serve_s3, versitygw_binary
 
 TARGET_PER_MEASUREMENT = 2  # bookkeeping requests beyond the copy's own, at most
 RTT_S = 0.1
+FAR_ROW = f"orchestration-at-{RTT_S * 1000:.0f}ms-rtt"
 REMOTE = "BENCHS3"
 BOOKKEEPING_AGENT = "cloudbench-bookkeeping"  # cloudbench.measure.rclone.BOOKKEEPING_AGENT
 FILES, FILE_SIZE = 2, 16 * MIB
@@ -91,13 +92,15 @@ def _remote_env(port: int, key: str, secret: str) -> dict[str, str]:
 
 def bench_requests(h: Harness, files: int = FILES, size: int = FILE_SIZE) -> None:
     if not versitygw_binary().exists():
-        h.rows.append(
-            Row("bookkeeping-requests-per-measurement", float("nan"), TARGET_PER_MEASUREMENT,
-                "requests", float("nan"), f"<= {TARGET_PER_MEASUREMENT}", False,
-                f"not measured: versitygw is not built ({versitygw_binary()}); run "
-                "`make versitygw` (needs Go)")
-        )  # fmt: skip
+        why = f"not measured: versitygw is not built ({versitygw_binary()}); `make versitygw`"
+        nan = float("nan")
+        h.rows += [
+            Row("bookkeeping-requests-per-measurement", nan, nan, "requests", nan,
+                f"<= {TARGET_PER_MEASUREMENT}", False, why),
+            Row(FAR_ROW, nan, nan, "s", nan, "(reported)", False, why),
+        ]  # fmt: skip
         return
+    size = min(size, max(MIB, h.size // MIB * MIB))  # a quick run (--size 8MiB) stays quick
     chunk = max(MIB, min(h.chunk, size // 2))
     rclone = shutil.which("rclone", path=user_env()["PATH"]) or "rclone"
     d = h.work / "requests"
@@ -147,7 +150,7 @@ def bench_requests(h: Harness, files: int = FILES, size: int = FILE_SIZE) -> Non
     near_s, far_s = statistics.median(here), statistics.median(far)
     h.rows.append(
         Row(
-            f"orchestration-at-{RTT_S * 1000:.0f}ms-rtt",
+            FAR_ROW,
             far_s,
             near_s,
             "s",

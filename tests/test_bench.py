@@ -16,6 +16,7 @@ from cloudbench.data.checksums import digest_note_path, hash_stream
 from cloudbench.data.chunking import concatenate, split_file
 from cloudbench.data.generate import _key_nonce, _keystream, _keystream_at, generate_file
 from cloudbench.records import read_json, write_json
+from tests.infra.s3 import versitygw_binary
 
 TOOLS = ("xxh128sum", "openssl", "dd", "split", "cat")
 needs_tools = pytest.mark.skipif(
@@ -26,7 +27,8 @@ ROWS = [
     "generate", "generate-openssl", "checksum", "chunk", "reassemble+verify", "transfer",
     "transfer-rate-honest", "memory-generate", "memory-checksum", "memory-chunk",
     "memory-reassemble", "memory-verify", "schedule", "schedule-sweep", "schedule-sweep-site",
-    "end-to-end", "orchestration-per-measurement", "snakemake-alone",
+    "end-to-end", "orchestration-per-measurement", "snakemake-alone", "report",
+    "bookkeeping-requests-per-measurement", "orchestration-at-100ms-rtt",
 ]  # fmt: skip
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,6 +70,16 @@ def test_bench_quick_run_writes_every_row(tmp_path):
     assert 0 < float(orchestration["ours"]) < 10, orchestration  # job seconds less the copy's
     assert "median over 4 transfers" in orchestration["detail"], orchestration
     assert float(rows["snakemake-alone"]["ours"]) > 0
+    assert float(rows["report"]["ours"]) > 0
+    # counted by versitygw's own log: at most 2 requests a measurement beyond the copy's
+    requests = rows["bookkeeping-requests-per-measurement"]
+    if not versitygw_binary().exists():  # `make test` builds it; a bare pytest may not have
+        assert "not measured: versitygw is not built" in requests["detail"]
+        return
+    assert requests["pass"] == "PASS" and float(requests["ours"]) <= 2, requests
+    assert "over 4 measurements" in requests["detail"], requests
+    far = rows["orchestration-at-100ms-rtt"]  # each round trip 100 ms: the far side is slower
+    assert float(far["ours"]) > float(far["baseline"]) + 0.2, far
     md = (out / "bench.md").read_text()
     assert "Page cache: warm" in md and "filesystem:" in md and "cpu:" in md
     assert (out / "pairs.tsv").read_text().count("\n") > 10
