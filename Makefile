@@ -97,9 +97,13 @@ format: $(STAMP)
 	$(BIN)/snakefmt workflow
 
 ## bench: the data steps against the tools they stand in for, and the whole job against the
-## study's bash procedure (results/bench/bench.md); one comparison: make bench ONLY=end-to-end
-bench: $(STAMP)
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m bench --out results/bench $(if $(ONLY),--only $(ONLY))
+## study's bash procedure (results/bench/bench.md); one comparison: make bench ONLY=end-to-end.
+## Every step also runs the version in COMPARE (a commit or a checkout; by default the last
+## landed one, named in bench/compare-ref) side by side: its figures fill the `previous` column
+COMPARE ?= $(shell cat bench/compare-ref 2>/dev/null)
+bench: $(STAMP) versitygw
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m bench --out results/bench \
+		$(if $(ONLY),--only $(ONLY)) $(if $(COMPARE),--compare $(COMPARE))
 
 clean:
 	rm -rf results/demo scratch .snakemake

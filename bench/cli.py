@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -43,6 +44,29 @@ STEPS = (
 
 def _scratch_default() -> Path:
     return REPO / "scratch" / "bench"
+
+
+def compare_checkout(what: str, base: Path) -> Path:
+    """The checkout to compare with: ``what`` itself if it is one, else a git commit of this
+    repository checked out (once) as a detached worktree under ``base``."""
+    path = Path(what)
+    if (path / "workflow" / "Snakefile").is_file():
+        return path.resolve()
+    git = ["git", "-C", str(REPO)]
+    found = subprocess.run([*git, "rev-parse", "--verify", "-q", f"{what}^{{commit}}"],
+                           capture_output=True, text=True)  # fmt: skip
+    if found.returncode != 0:
+        raise SystemExit(f"--compare {what}: neither a checkout nor a commit of {REPO}")
+    commit = found.stdout.strip()
+    tree = base / f"compare-{commit[:12]}"
+    if not (tree / "workflow" / "Snakefile").is_file():
+        subprocess.run([*git, "worktree", "prune"], check=False)
+        made = subprocess.run([*git, "worktree", "add", "--detach", str(tree), commit],
+                              capture_output=True, text=True)  # fmt: skip
+        if made.returncode != 0:
+            raise SystemExit(f"--compare {what}: git worktree add failed: {made.stderr.strip()}")
+    print(f"comparing with {commit[:12]} in {tree}", file=sys.stderr, flush=True)
+    return tree
 
 
 def write_results(
@@ -181,10 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{endtoend.FILE_SIZE // 2**20}MiB; its chunks are --chunk, at most a quarter of it)",
     )
     p.add_argument(
+        "--compare",
         "--e2e-compare",
-        metavar="CHECKOUT",
-        help="also run the end-to-end campaign from this other checkout, in the same rotation "
-        "(a before/after comparison under the same machine load)",
+        metavar="CHECKOUT_OR_REF",
+        help="run every step of this other version too, side by side in the same rotation (a "
+        "before/after comparison under the same machine load): a checkout's directory, or a "
+        "git commit of this repository (checked out for the run as a detached worktree); "
+        "its figures go to the `previous` column",
     )
     p.add_argument("--keep", action="store_true", help="keep the scratch data")
     p.add_argument("--child", nargs=2, metavar=("STEP", "JSON"), help=argparse.SUPPRESS)
@@ -208,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(a.dir) if a.dir else _scratch_default()
     base.mkdir(parents=True, exist_ok=True)
     a.work = Path(tempfile.mkdtemp(prefix="run-", dir=base))
+    a.compare = compare_checkout(a.compare, base) if a.compare else None
     only = a.only or list(STEPS)
     cache = (
         "cold: `sync; echo 3 > /proc/sys/vm/drop_caches` before every timed run of either side"
@@ -241,8 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             if step in only:
                 print(f"[{step}]", file=sys.stderr, flush=True)
                 if step == "end-to-end":
-                    compare = Path(a.e2e_compare) if a.e2e_compare else None
-                    endtoend.bench_end_to_end(bench, a.e2e_files, parse_size(a.e2e_size), compare)
+                    endtoend.bench_end_to_end(bench, a.e2e_files, parse_size(a.e2e_size), a.compare)
                 elif step == "requests":
                     requests.bench_requests(bench)
                 else:

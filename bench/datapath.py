@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import REPO
-from bench.harness import MIB, Harness, Row
+from bench.harness import MIB, Harness, Row, versus_previous
 
 MEMORY_LIMIT = 256 * MIB
 SCHEDULE_LIMIT = 15.0
@@ -57,6 +57,26 @@ class DataPath(Harness):
         self.name = "bench-001.bin"
         self.data = self.work / "data" / self.name
         self.width = max(4, len(str(max(1, -(-self.size // self.chunk)) - 1)))
+        self._import_s: float | None = None
+
+    def previous_side(self, prepare, *steps: tuple[str, dict[str, Any]]):
+        """A side for :meth:`pairs_of` that runs ``steps`` (name, arguments) with the
+        compared checkout's code, each in a child process; their Python start and imports
+        (the median of three ``--child import`` runs) are taken off, as ours runs in this
+        process."""
+        assert self.compare is not None
+        compare = self.compare
+        if self._import_s is None:
+            self._import_s = statistics.median(
+                run_child(compare, "import", {})[0] for _ in range(3)
+            )
+        start = self._import_s
+
+        def run():
+            total = sum(run_child(compare, step, kw)[0] - start for step, kw in steps)
+            return {"step_seconds": max(total, 1e-6)}
+
+        return ("previous", prepare, run)
 
     def ensure_data(self) -> None:
         if not (self.data.is_file() and self.data.stat().st_size == self.size):
@@ -72,10 +92,11 @@ class DataPath(Harness):
         d = self.work / "generate"
         d.mkdir(parents=True, exist_ok=True)
         ours_out, dd_out, ssl_out = d / "ours.bin", d / "dd.bin", d / "openssl.bin"
+        prev_out = d / "previous" / "previous.bin"
         count = _dd_count(self.size)
 
         def clean():
-            for p in (ours_out, dd_out, ssl_out):
+            for p in (ours_out, dd_out, ssl_out, prev_out):
                 p.unlink(missing_ok=True)
             self.settle()
 
@@ -100,18 +121,25 @@ class DataPath(Harness):
                 check=True,
             )
 
-        runs = self.pairs_of(
-            "generate", [("ours", clean, ours), ("dd", clean, dd), ("openssl", clean, openssl)]
-        )
-        for p in (ours_out, dd_out, ssl_out):
+        sides = [("ours", clean, ours), ("dd", clean, dd), ("openssl", clean, openssl)]
+        if self.compare:
+            sides.append(
+                self.previous_side(clean, ("generate", {"out": str(prev_out), "size": self.size}))
+            )
+        runs = self.pairs_of("generate", sides)
+        for p in (ours_out, dd_out, ssl_out, prev_out):
             p.unlink(missing_ok=True)
-        self.speed_row("generate", runs["ours"], runs["dd"], "dd if=/dev/zero bs=1M", 0.9)
+        previous = runs.get("previous")
+        self.speed_row(
+            "generate", runs["ours"], runs["dd"], "dd if=/dev/zero bs=1M", 0.9, previous=previous
+        )
         self.speed_row(
             "generate-openssl",
             runs["ours"],
             runs["openssl"],
             "openssl enc -aes-256-ctr < /dev/zero | dd iflag=fullblock",
             1.2,
+            previous=previous,
         )
 
     # --- checksum -------------------------------------------------------------------------------
@@ -146,7 +174,11 @@ class DataPath(Harness):
         def prep():
             self.settle(self.data)
 
-        runs = self.pairs_of("checksum", [("ours", prep, ours), ("xxh128sum", prep, base)])
+        sides = [("ours", prep, ours), ("xxh128sum", prep, base)]
+        if self.compare:
+            kw = {"data": str(self.data), "chunk": self.chunk, "out": str(d / "previous")}
+            sides.append(self.previous_side(prep, ("checksum", kw)))
+        runs = self.pairs_of("checksum", sides)
         same = seen["ours"] == seen["xxh128sum"] and len(seen["ours"]) == 1
         if not same:
             raise SystemExit(f"checksum: ours {seen['ours']} != xxh128sum {seen['xxh128sum']}")
@@ -157,6 +189,7 @@ class DataPath(Harness):
             "xxh128sum",
             0.9,
             f"ours also computes the {self.chunk // MIB} MiB chunk digests; same digest",
+            previous=runs.get("previous"),
         )
 
     # --- chunk ----------------------------------------------------------------------------------
@@ -195,13 +228,31 @@ class DataPath(Harness):
                 ["split", "-b", str(self.chunk), str(self.data), str(split_dir / "x.")], check=True
             )
 
-        runs = self.pairs_of("chunk", [("ours", prep_ours, ours), ("split", prep_split, base)])
+        sides = [("ours", prep_ours, ours), ("split", prep_split, base)]
+        if self.compare:
+            prev_dir = d / "previous" / "chunks"
+
+            def prep_previous():
+                shutil.rmtree(prev_dir, ignore_errors=True)
+                self.settle(self.data)
+
+            kw = {"data": str(self.data), "chunk": self.chunk, "width": self.width}
+            sides.append(
+                self.previous_side(prep_previous, ("chunk", kw | {"outdir": str(prev_dir)}))
+            )
+        runs = self.pairs_of("chunk", sides)
         n = len(list(ours_dir.iterdir()))
         if n != len(list(split_dir.iterdir())):
             raise SystemExit("chunk: ours and split made different numbers of chunks")
         shutil.rmtree(d, ignore_errors=True)
         self.speed_row(
-            "chunk", runs["ours"], runs["split"], f"split -b {self.chunk}", 1.5, f"{n} chunks"
+            "chunk",
+            runs["ours"],
+            runs["split"],
+            f"split -b {self.chunk}",
+            1.5,
+            f"{n} chunks",
+            previous=runs.get("previous"),
         )
 
     # --- reassemble + verify ---------------------------------------------------------------------
@@ -281,7 +332,11 @@ class DataPath(Harness):
             if parse_xxh128sum(out)[str(cat_out)] != digest:
                 raise SystemExit("reassemble: cat + xxh128sum disagrees with the manifest")
 
-        runs = self.pairs_of("reassemble", [("ours", prep, ours), ("cat+xxh128sum", prep, base)])
+        sides = [("ours", prep, ours), ("cat+xxh128sum", prep, base)]
+        if self.compare:
+            kw = {"spec": spec.to_json(), "manifest": str(man), "out": str(d / "previous")}
+            sides.append(self.previous_side(prep, ("reassemble", kw), ("verify", kw)))
+        runs = self.pairs_of("reassemble", sides)
         source = runs["ours"][-1].extra.get("digest_from")
         shutil.rmtree(d, ignore_errors=True)
         self.speed_row(
@@ -291,6 +346,7 @@ class DataPath(Harness):
             "cat chunks > file; xxh128sum file",
             1.5,
             f"verify took its digest from: {source}",
+            previous=runs.get("previous"),
         )
 
     # --- transfer -------------------------------------------------------------------------------
@@ -455,24 +511,18 @@ class DataPath(Harness):
         chunk_dir = spec.local_dir / self.name
         results: list[tuple[str, int, float]] = []
 
+        previous: dict[str, int] = {}
+
         def child(step: str, **kw: Any) -> None:
-            cmd = [sys.executable, "-m", "bench", "--child", step, json.dumps(kw)]
-            # the child imports this checkout's bench and cloudbench, as this process does
-            path = [str(REPO), str(REPO / "workflow"), os.environ.get("PYTHONPATH", "")]
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
-            t0 = time.perf_counter()
-            proc = subprocess.Popen(cmd, env=env)
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            seconds = time.perf_counter() - t0
-            if proc.returncode != 0:
-                raise SystemExit(f"memory: {step} failed in its child process")
-            results.append((step, usage.ru_maxrss * 1024, seconds))
+            seconds, rss = run_child(REPO, step, kw)
+            results.append((step, rss, seconds))
             print(
-                f"  memory {step}: max RSS {usage.ru_maxrss / 1024:.0f} MiB ({seconds:.1f} s)",
+                f"  memory {step}: max RSS {rss / MIB:.0f} MiB ({seconds:.1f} s)",
                 file=sys.stderr,
                 flush=True,
             )
+            if self.compare is not None:  # the same step, in the other checkout's code
+                previous[step] = run_child(self.compare, step, kw)[1]
 
         child(
             "import",
@@ -506,6 +556,7 @@ class DataPath(Harness):
                         if step == "verify"
                         else ""
                     ),
+                    versus_previous(rss, previous[step], "B") if step in previous else "-",
                 )
             )
 
@@ -553,26 +604,30 @@ class DataPath(Harness):
         config = d / "campaign.yaml"
         config.write_text(yaml.safe_dump(cfg, sort_keys=False))
         bindir = Path(sys.executable).parent
-        cmd = [
-            str(bindir / "snakemake"),
-            "--snakefile",
-            str(REPO / "workflow" / "Snakefile"),
-            "--directory",
-            str(d),
-            "--profile",
-            str(REPO / "profiles" / "local"),
-            "--configfile",
-            str(config),
-            "-n",
-        ]
+
+        def command(repo: Path) -> list[str]:
+            return [
+                str(bindir / "snakemake"),
+                "--snakefile", str(repo / "workflow" / "Snakefile"),
+                "--directory", str(d),
+                "--profile", str(repo / "profiles" / "local"),
+                "--configfile", str(config),
+                "-n",
+            ]  # fmt: skip
+
         env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
-        times, jobs, transfers = [], "?", "?"
-        for _ in range(max(1, min(3, self.pairs))):
+        times, previous, jobs, transfers = [], [], "?", "?"
+        for k in range(max(1, min(3, self.pairs))):
+            if self.compare is not None:  # the other checkout's plan, in turn first and second
+                if k % 2 == 0:
+                    previous.append(_timed_plan(command(self.compare), d, env, name)[0])
             t0 = time.perf_counter()
-            proc = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True)
+            proc = subprocess.run(command(REPO), cwd=d, env=env, capture_output=True, text=True)
             times.append(time.perf_counter() - t0)
             if proc.returncode != 0:
                 raise SystemExit(f"{name}: snakemake -n failed:\n{proc.stderr[-2000:]}")
+            if self.compare is not None and k % 2 == 1:
+                previous.append(_timed_plan(command(self.compare), d, env, name)[0])
             counts: dict[str, int] = {}
             for line in (proc.stdout + proc.stderr).splitlines():
                 words = line.split()
@@ -593,6 +648,7 @@ class DataPath(Harness):
                 f"snakemake -n, {what}, 3 strategies, 3 repeats, 5 sites: {jobs} jobs, "
                 f"{transfers} transfer jobs (one per measurement); "
                 f"runs {' '.join(f'{t:.2f}' for t in times)} s",
+                versus_previous(med, statistics.median(previous)) if previous else "-",
             )
         )
 
@@ -645,6 +701,30 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def _timed_plan(cmd: list[str], d: Path, env: dict[str, str], name: str) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{name}: snakemake -n of {cmd[2]} failed:\n{proc.stderr[-2000:]}")
+    return seconds, proc.stdout
+
+
+def run_child(repo: Path, step: str, kw: dict[str, Any]) -> tuple[float, int]:
+    """Run one step in a fresh process with ``repo``'s bench and cloudbench (this checkout,
+    or the one compared with): wall seconds and max RSS in bytes."""
+    cmd = [sys.executable, "-m", "bench", "--child", step, json.dumps(kw)]
+    path = [str(repo), str(repo / "workflow"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=repo)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{step} failed in a child process of {repo}")
+    return seconds, usage.ru_maxrss * 1024
 
 
 def _dd_count(size: int) -> list[str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from bench import REPO
-from bench.harness import MIB, Harness, Row
+from bench.harness import MIB, Harness, Row, versus_previous
 
 TARGET = 1.35  # cloudbench's wall time / the bash procedure's, at most
 # A transfer job's wall time beyond its timed copy (Python's start, bookkeeping calls to the
@@ -230,6 +230,7 @@ def bench_end_to_end(
     report_s = report_seconds(d / "cloudbench", d / "cloudbench.yaml", REPO, env)
     shutil.rmtree(d, ignore_errors=True)
     theirs = runs["bash"]
+    before = statistics.median(o.seconds for o in runs["compare"]) if "compare" in runs else None
     for side, repo in checkouts.items():
         mine = runs[side]
         ratios = [o.seconds / b.seconds for o, b in zip(mine, theirs, strict=True)]
@@ -257,6 +258,9 @@ def bench_end_to_end(
                 f"same command with nothing left to do, median of {min(3, h.pairs)}, after the "
                 f"rounds) took "
                 f"{noop[side]:.1f} s, so the campaign without it is {alone:.2f}x",
+                versus_previous(statistics.median(o.seconds for o in mine), before)
+                if before and side == "cloudbench"
+                else "-",
             )
         )
         if side != "cloudbench":

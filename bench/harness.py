@@ -34,6 +34,7 @@ class Row:
     target: str
     passed: bool
     detail: str = ""
+    previous: str = "-"  # the same figure from the --compare checkout, in the same run
 
     def cells(self) -> list[str]:
         return [
@@ -44,11 +45,24 @@ class Row:
             f"{self.ratio:.3f}",
             self.target,
             "PASS" if self.passed else "FAIL",
+            self.previous,
             self.detail,
         ]
 
 
-HEADER = ["step", "ours", "baseline", "unit", "ratio", "target", "pass", "detail"]
+HEADER = ["step", "ours", "baseline", "unit", "ratio", "target", "pass", "previous", "detail"]
+# ours slower than the previous version by more than this share: called a regression
+REGRESSION = 0.15
+
+
+def versus_previous(ours_s: float, previous_s: float, unit: str = "s") -> str:
+    """The previous version's figure and how ours compares (its time / ours: above 1 is
+    faster now); REGRESSION where ours lost more than REGRESSION of it."""
+    if not (ours_s > 0 and previous_s > 0):
+        return "-"
+    speed = previous_s / ours_s
+    flag = " REGRESSION" if speed < 1 - REGRESSION else ""
+    return f"{_fmt(previous_s)} {unit} ({speed:.2f}x){flag}"
 
 
 def _fmt(x: float) -> str:
@@ -79,6 +93,8 @@ class Harness:
         self.quiesce: float = args.quiesce
         self.work: Path = args.work
         self.chunk: int = args.chunk
+        # another checkout of cloudbench (the previous landed version), run side by side
+        self.compare: Path | None = getattr(args, "compare", None)
         self.rows: list[Row] = []
         self.runs: list[Run] = []
 
@@ -103,6 +119,8 @@ class Harness:
         t0 = time.perf_counter()
         extra = fn() or {}
         seconds = time.perf_counter() - t0
+        if "step_seconds" in extra:  # a side that timed its step itself (in a child process)
+            seconds = float(extra["step_seconds"])
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = sum(
@@ -150,6 +168,7 @@ class Harness:
         baseline: str,
         target: float,
         detail: str = "",
+        previous: list[Run] | None = None,
     ) -> None:
         ratios = [b.seconds / o.seconds for o, b in zip(ours, base, strict=True)]
         cpus = [b.cpu / o.cpu for o, b in zip(ours, base, strict=True) if o.cpu > 0]
@@ -169,6 +188,9 @@ class Harness:
                 f"vs {baseline}; {self.size / o_s / 1e6:.0f} vs {self.size / b_s / 1e6:.0f} MB/s; "
                 f"ratios {' '.join(f'{r:.2f}' for r in ratios)}; CPU-time ratio {cpu:.2f}"
                 + (f"; {detail}" if detail else ""),
+                versus_previous(o_s, statistics.median(r.seconds for r in previous))
+                if previous
+                else "-",
             )
         )
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import xxhash
 
 from cloudbench.data.chunking import pieces, prefetch_head, windows
+from cloudbench.data.parallel import usable_cores
 from cloudbench.records import write_json
 
 READ_BLOCK = 16 * 2**20
@@ -80,25 +82,41 @@ def hash_stream(
     whole = xxhash.xxh3_128()
     chunkers = [_ChunkHasher(c) for c in chunk_sizes]
     total = 0
-    for i, path in enumerate(paths):
-        if i + 1 < len(paths):  # a cold next file streams in while this one is hashed
-            prefetch_head(paths[i + 1])
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            for win in windows(fd, 0, os.fstat(fd).st_size):
-                try:
-                    if chunkers:
-                        for piece in pieces(win.view):
-                            whole.update(piece)
-                            for ch in chunkers:
-                                ch.update(piece)
-                    else:
-                        whole.update(win.view)
-                    total += len(win.view)
-                finally:
-                    win.close()
-        finally:
-            os.close(fd)
+    # Every byte is hashed twice (the file's digest, its chunk's): with a second core the
+    # chunk digests are computed beside the file's, on the same mapped window (XXH3 lets go
+    # of the GIL), which is faster than xxh128sum alone; with one core, in L2-sized pieces.
+    helper = ThreadPoolExecutor(1) if chunkers and usable_cores() > 1 else None
+
+    def chunk_update(view: memoryview) -> None:
+        for ch in chunkers:
+            ch.update(view)
+
+    try:
+        for i, path in enumerate(paths):
+            if i + 1 < len(paths):  # a cold next file streams in while this one is hashed
+                prefetch_head(paths[i + 1])
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                for win in windows(fd, 0, os.fstat(fd).st_size, populate=helper is None):
+                    try:
+                        if helper is not None:
+                            beside = helper.submit(chunk_update, win.view)
+                            whole.update(win.view)
+                            beside.result()
+                        elif chunkers:
+                            for piece in pieces(win.view):
+                                whole.update(piece)
+                                chunk_update(piece)
+                        else:
+                            whole.update(win.view)
+                        total += len(win.view)
+                    finally:
+                        win.close()
+            finally:
+                os.close(fd)
+    finally:
+        if helper is not None:
+            helper.shutdown()
     return whole.hexdigest(), {c.chunk_bytes: c.finish() for c in chunkers}, total
 
 
