@@ -56,18 +56,21 @@ PYTEST := $(BIN)/python -m pytest
 ## TEST_WORKERS: pytest-xdist workers for the tests that do not check rates (2 cores here;
 ## most of their time is spent waiting on capped transfers and process start-up)
 TEST_WORKERS ?= 4
+## RATES_WORKERS: the tests that check rates against a bandwidth cap (a few MB/s each, little
+## CPU) run this many at a time, with nothing else running
+RATES_WORKERS ?= 2
 ## ARGS: more pytest arguments, e.g. make test-quick ARGS="-k probe -x"
 ARGS ?=
 # pytest's exit code 5 (no test selected, e.g. by ARGS) is no failure of one phase
 OK5 = || { s=$$?; [ $$s -eq 5 ] || status=$$s; }
 
 ## test: the whole suite (installs what it needs): the tests that check rates (marked
-## `rates`) alone, then the others side by side; at the end the ten slowest and the counts
+## `rates`) two at a time, then the others side by side; at the end the ten slowest and the counts
 test: $(STAMP) sysdeps versitygw
 	@status=0; durations=$$(mktemp); demo=$$(mktemp -d); \
 	export CLOUDBENCH_DURATIONS_FILE=$$durations CLOUDBENCH_DEMO_DIR=$$demo/demo; \
-	echo "== the tests that check measured rates (and the demo campaign), one at a time"; \
-	$(PYTEST) -m rates $(ARGS) $(OK5); \
+	echo "== the tests that check measured rates (and the demo campaign), $(RATES_WORKERS) at a time"; \
+	$(PYTEST) -m rates -n $(RATES_WORKERS) $(ARGS) $(OK5); \
 	echo "== every other test, $(TEST_WORKERS) at a time"; \
 	$(PYTEST) -m "not rates" -n $(TEST_WORKERS) --dist loadgroup $(ARGS) $(OK5); \
 	echo "== the ten slowest tests of the whole suite (seconds: setup + call + teardown)"; \

@@ -21,7 +21,7 @@ and caches, are let through: see ``ALLOWED_IN_UNIT``). ``pytest --tiers`` lists 
 that started nothing (candidates for unit).
 
 ``make test`` first runs the tests marked ``rates`` (they check measured rates against a
-bandwidth cap, so load from other tests would fail them), one at a time with nothing else
+bandwidth cap, so load from other tests would fail them), two at a time with nothing else
 running; then the others side by side under pytest-xdist, where tests that share an
 expensive module- or session-scoped fixture (a campaign, the Slurm cluster) are kept on one
 worker (``xdist_group``) so that it is made once. The demo campaign is made in the first
@@ -196,16 +196,22 @@ def tier_of(item: pytest.Item) -> str:
     return "unit"
 
 
+#: Shared fixtures every worker makes its own of, rather than holding their tests on one
+#: worker: the Slurm cluster starts in about a second, and several run side by side.
+PER_WORKER = frozenset({"slurm_cluster"})
+
+
 def _shared_group(item: pytest.Item) -> str | None:
     """The expensive shared fixture of ``item`` (module or session scope, starts processes):
-    its tests go to one xdist worker, so the fixture is made once. The Slurm cluster first:
-    one per machine at a time (it links /run/slurm/conf/slurm.conf)."""
+    its tests go to one xdist worker, so the fixture is made once."""
     shared = sorted(
-        (name != "slurm_cluster", name)
+        name
         for name, fixturedef in _fixturedefs(item)
-        if fixturedef.scope in ("module", "session", "package") and spawns(fixturedef.func)
+        if fixturedef.scope in ("module", "session", "package")
+        and spawns(fixturedef.func)
+        and name not in PER_WORKER
     )
-    return shared[0][1] if shared else None
+    return shared[0] if shared else None
 
 
 TIER = pytest.StashKey[str]()

@@ -16,16 +16,14 @@ Design decisions (all deliberate):
 * Nothing is written to ``/etc``.  Every file lives under ``workdir``.  Clients
   find the cluster via ``SLURM_CONF`` (see :attr:`SlurmCluster.env`); the
   daemons get the same file via ``-f``.
-* One global side effect, unavoidable: snakemake-executor-plugin-slurm-jobstep
-  strips every ``SLURM_*`` variable except a few job ids (so ``SLURM_CONF``
-  too) before calling ``srun`` inside a job; srun then finds no config and
-  every Snakemake job fails.  Slurm clients fall back to
-  ``/run/slurm/conf/slurm.conf`` (the configless cache) when
-  ``/etc/slurm/slurm.conf`` does not exist, so while the cluster runs that
-  path is a symlink to our slurm.conf; a pre-existing file there is moved
-  aside and restored on stop.  If ``/etc/slurm/slurm.conf`` exists it wins
-  and nested srun (slurm executor) will not reach the test cluster:
-  :attr:`SlurmCluster.nested_srun_ok` tells.
+* snakemake-executor-plugin-slurm-jobstep strips every ``SLURM_*`` variable
+  except a few job ids (so ``SLURM_CONF`` too) before calling ``srun`` inside a
+  job; srun would then look for the site's ``/etc/slurm/slurm.conf``. Inside
+  this cluster's jobs, a TaskProlog puts a one-line ``srun`` first on PATH that
+  sets ``SLURM_CONF`` to this cluster's file when it is unset and execs the
+  real srun: the stand-in for a site's default config file, so several clusters
+  run side by side (one per pytest-xdist worker) and nothing outside ``workdir``
+  is written.
 * munged listens on a private socket (``AuthInfo=socket=...``) and slurmctld
   and slurmd use free TCP ports instead of 6817/6818, so a stale or foreign
   Slurm/munge on the machine can neither break nor be hijacked by the test
@@ -39,6 +37,7 @@ Design decisions (all deliberate):
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -48,7 +47,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,9 +80,6 @@ REGISTRY = Path(tempfile.gettempdir()) / "cloudbench-test-slurm-daemons.json"
 #: Unix socket paths are limited to 108 bytes; slurmd puts sockets into its
 #: spool dir, so long workdirs get a short side directory for sockets.
 _MAX_SOCKET_DIR_LEN = 60
-#: Where Slurm clients look when SLURM_CONF is unset and /etc has no config.
-FALLBACK_CONF = Path("/run/slurm/conf/slurm.conf")
-SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 
 
 class SlurmStartError(RuntimeError):
@@ -115,9 +112,9 @@ class SlurmCluster:
     #: Log files: munged, slurmctld, slurmd (+ the daemons' stdout/stderr).
     log_paths: dict[str, Path]
     pids: dict[str, int] = field(default_factory=dict)
-    #: True if a job's nested ``srun`` without SLURM_CONF reaches this cluster.
-    nested_srun_ok: bool = False
-    _link_backup: Path | None = field(default=None, repr=False)
+    #: True if a job's nested ``srun`` without SLURM_CONF reaches this cluster (always:
+    #: the TaskProlog's srun on PATH).
+    nested_srun_ok: bool = True
     _procs: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)
     _extra_dirs: list[Path] = field(default_factory=list, repr=False)
     _stopped: bool = field(default=False, repr=False)
@@ -196,8 +193,6 @@ class SlurmCluster:
         for pid in _our_job_pids(self.conf_path):
             _kill_pid(pid)
         _registry_remove(set(self.pids.values()))
-        if self.nested_srun_ok:
-            _remove_fallback_link(self.conf_path, self._link_backup)
         for d in self._extra_dirs:
             shutil.rmtree(d, ignore_errors=True)
 
@@ -255,7 +250,9 @@ def start_slurm(workdir: Path, timeout: float = 60, nodes: int = NODES) -> Slurm
     }
     conf = dirs["etc"] / "slurm.conf"
     prolog = dirs["etc"] / "task-prolog.sh"
-    prolog.write_text(_pbs_task_prolog(conf, dirs["run"] / "pbs-nodefiles"))
+    shim = dirs["etc"] / "bin"
+    _srun_shim(shim, conf)
+    prolog.write_text(_task_prolog(conf, dirs["run"] / "pbs-nodefiles", shim))
     prolog.chmod(0o755)
     conf.write_text(
         _slurm_conf(
@@ -315,9 +312,6 @@ def start_slurm(workdir: Path, timeout: float = 60, nodes: int = NODES) -> Slurm
         },
     }
     try:
-        if not SYSTEM_CONF.exists():
-            cluster.nested_srun_ok = True
-            cluster._link_backup = _install_fallback_link(conf)
         for name, cmd in commands.items():
             # munged -F logs to stderr only, so its stderr *is* its log
             path = logs["munged"] if name == "munged" else dirs["log"] / f"{name}.stdout"
@@ -426,11 +420,23 @@ PartitionName={PARTITION} Nodes={node_range} Default=YES MaxTime=INFINITE State=
 """
 
 
-def _pbs_task_prolog(conf: Path, nodefiles: Path) -> str:
-    """A TaskProlog (its ``export`` lines reach every task) giving jobs submitted through
-    qsub with ``CLOUDBENCH_TEST_PBS=1`` the variables a PBS server sets: PBS_JOBID,
-    PBS_JOBNAME, PBS_O_WORKDIR, PBS_ARRAY_INDEX, and PBS_NODEFILE (one line per node)."""
+def _srun_shim(folder: Path, conf: Path) -> None:
+    """``folder/srun``: the real srun, with ``SLURM_CONF`` set to ``conf`` if it is unset
+    (where a site's clients would read /etc/slurm/slurm.conf)."""
+    real = shutil.which("srun") or "/usr/bin/srun"
+    folder.mkdir(parents=True, exist_ok=True)
+    shim = folder / "srun"
+    shim.write_text(f'#!/bin/sh\nexport SLURM_CONF="${{SLURM_CONF:-{conf}}}"\nexec {real} "$@"\n')
+    shim.chmod(0o755)
+
+
+def _task_prolog(conf: Path, nodefiles: Path, shim: Path) -> str:
+    """A TaskProlog (its ``export`` lines reach every task): the srun shim first on PATH;
+    and jobs submitted through qsub with ``CLOUDBENCH_TEST_PBS=1`` get the variables a PBS
+    server sets: PBS_JOBID, PBS_JOBNAME, PBS_O_WORKDIR, PBS_ARRAY_INDEX, and PBS_NODEFILE
+    (one line per node)."""
     return f"""#!/bin/sh
+echo "export PATH={shim}:$PATH"
 [ "${{{PBS_STANDIN_VARIABLE}:-}}" = 1 ] || exit 0
 mkdir -p {nodefiles}
 f={nodefiles}/$SLURM_JOB_ID.nodes
@@ -443,33 +449,6 @@ echo "export PBS_O_WORKDIR=$SLURM_SUBMIT_DIR"
 echo "export PBS_NODEFILE=$f"
 [ -z "${{SLURM_ARRAY_TASK_ID:-}}" ] || echo "export PBS_ARRAY_INDEX=$SLURM_ARRAY_TASK_ID"
 """
-
-
-def _install_fallback_link(conf: Path) -> Path | None:
-    """Point FALLBACK_CONF at ``conf``; returns where a foreign file went."""
-    FALLBACK_CONF.parent.mkdir(parents=True, exist_ok=True)
-    backup = None
-    if FALLBACK_CONF.is_symlink():
-        FALLBACK_CONF.unlink()  # ours (we only ever create symlinks there)
-    elif FALLBACK_CONF.exists():
-        backup = FALLBACK_CONF.with_name("slurm.conf.cloudbench-backup")
-        FALLBACK_CONF.replace(backup)
-    FALLBACK_CONF.symlink_to(conf)
-    return backup
-
-
-def _remove_fallback_link(conf: Path, backup: Path | None) -> None:
-    """Undo :func:`_install_fallback_link` unless someone replaced the link."""
-    try:
-        if FALLBACK_CONF.is_symlink() and Path(os.readlink(FALLBACK_CONF)) == conf:
-            FALLBACK_CONF.unlink()
-        if backup is not None and backup.exists() and not FALLBACK_CONF.exists():
-            backup.replace(FALLBACK_CONF)
-        for d in (FALLBACK_CONF.parent, FALLBACK_CONF.parent.parent):
-            if d.is_dir() and not any(d.iterdir()):
-                d.rmdir()  # /run/slurm/conf, /run/slurm: only if we left them empty
-    except OSError:
-        pass
 
 
 def _memory_mb() -> int:
@@ -625,22 +604,36 @@ def _start_time(pid: int) -> str:
         return ""
 
 
+@contextmanager
+def _registry_locked() -> Iterator[None]:
+    """The registry to oneself: clusters of several pytest-xdist workers start and stop at
+    the same time, and each rewrites the file."""
+    with open(REGISTRY.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _registry_add(pid: int, name: str, conf: str) -> None:
-    entries = _registry_load()
-    entries.append(
-        {
-            "pid": pid,
-            "name": name,
-            "conf": conf,
-            "owner": os.getpid(),
-            "owner_start": _start_time(os.getpid()),
-        }
-    )
-    _registry_save(entries)
+    with _registry_locked():
+        entries = _registry_load()
+        entries.append(
+            {
+                "pid": pid,
+                "name": name,
+                "conf": conf,
+                "owner": os.getpid(),
+                "owner_start": _start_time(os.getpid()),
+            }
+        )
+        _registry_save(entries)
 
 
 def _registry_remove(pids: set[int]) -> None:
-    _registry_save([e for e in _registry_load() if e.get("pid") not in pids])
+    with _registry_locked():
+        _registry_save([e for e in _registry_load() if e.get("pid") not in pids])
 
 
 def kill_stale_daemons() -> list[int]:
@@ -653,6 +646,11 @@ def kill_stale_daemons() -> list[int]:
     started them is gone (a concurrently running test session is left alone).
     Returns the killed pids.
     """
+    with _registry_locked():
+        return _kill_stale_daemons()
+
+
+def _kill_stale_daemons() -> list[int]:
     killed: list[int] = []
     keep: list[dict] = []
     stale: dict[str, dict[str, list[int]]] = {}  # conf -> {daemon name: pids}
@@ -690,11 +688,6 @@ def kill_stale_daemons() -> list[int]:
             _kill_pid(pid)
             killed.append(pid)
     _registry_save(keep)
-    if FALLBACK_CONF.is_symlink():
-        target = os.readlink(FALLBACK_CONF)
-        live = {e.get("conf") for e in keep}
-        if target not in live and (target in stale or not Path(target).exists()):
-            FALLBACK_CONF.unlink(missing_ok=True)
     return killed
 
 
