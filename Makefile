@@ -75,6 +75,8 @@ test: $(STAMP) sysdeps versitygw
 	$(PYTEST) -m "not rates" -n $(TEST_WORKERS) --dist loadgroup $(ARGS) $(OK5); \
 	echo "== the ten slowest tests of the whole suite (seconds: setup + call + teardown)"; \
 	sort -rn $$durations | head -10; \
+	mkdir -p .pytest_cache && sort -rn $$durations > .pytest_cache/test-durations.tsv; \
+	echo "(every test's seconds: .pytest_cache/test-durations.tsv)"; \
 	awk '{n[$$2]++} END {printf "total: %d passed, %d failed, %d skipped\n", \
 		n["passed"], n["failed"], n["skipped"]}' $$durations; \
 	rm -rf $$durations $$demo; exit $$status
