@@ -73,6 +73,18 @@ def test_a_local_remote_is_listed_read_and_written_without_rclone(tmp_path):
     assert sorted(p.name for p in copy.iterdir()) == ["manifest.json", "objects"]  # no temp
 
 
+def test_a_remote_from_the_environment_is_found_in_any_case():
+    listing = (
+        '[{"name":"ucs3","type":"s3","source":"environment","description":""},'
+        '{"name":"Disk","type":"local","source":"file","description":""}]'
+    )
+    assert rc.type_in_listing(listing, "UCS3") == "s3"  # RCLONE_CONFIG_UCS3_* -> "ucs3"
+    assert rc.type_in_listing(listing, "ucs3") == "s3"
+    assert rc.type_in_listing(listing, "Disk") == "local"
+    assert rc.type_in_listing(listing, "disk") == "unknown"  # a config file's name is exact
+    assert rc.type_in_listing("not json", "ucs3") == "unknown"
+
+
 def test_every_bookkeeping_call_names_itself_to_the_store():
     cmd = rc.helper_command("rclone", "lsjson", "s:b/p", extra_flags=("--user-agent", "mine"))
     assert cmd[cmd.index("--user-agent") + 1] == rc.BOOKKEEPING_AGENT

@@ -257,10 +257,22 @@ def backend_type(binary: str, remote: str) -> str:
     if m.group(1):
         return m.group(2)
     res = run_helper([binary, "listremotes", "--json"], timeout=60)
-    if res.returncode == 0:
-        for entry in json.loads(res.stdout or "[]"):
-            if entry.get("name") == m.group(2):
-                return str(entry.get("type") or "unknown")
+    return type_in_listing(res.stdout, m.group(2)) if res.returncode == 0 else "unknown"
+
+
+def type_in_listing(listing: str, name: str) -> str:
+    """The type of remote ``name`` in ``rclone listremotes --json``. A remote defined in the
+    environment is listed in lower case (``RCLONE_CONFIG_MYS3_TYPE`` -> ``mys3``) and
+    answers to any case (``MYS3:``, as the variables spell it)."""
+    try:
+        entries = json.loads(listing or "[]")
+    except ValueError:
+        return "unknown"
+    for entry in entries if isinstance(entries, list) else []:
+        listed = str(entry.get("name", ""))
+        env = entry.get("source") == "environment"
+        if listed == name or (env and listed.lower() == name.lower()):
+            return str(entry.get("type") or "unknown")
     return "unknown"
 
 

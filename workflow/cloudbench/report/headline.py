@@ -333,16 +333,18 @@ def headline_html(
                 + "</p>"
             )
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
-    parts += [f'<p class="drift"><b>Drift</b>: {html.escape(s)}</p>' for s in drifts]
+    # what qualifies the answer follows the table and its figure, so that the first screen
+    # shows the answer whatever a campaign adds (drift, settings from the environment)
+    after = [f'<p class="drift"><b>Drift</b>: {html.escape(s)}</p>' for s in drifts]
     if env := environment_flags(metrics):
-        parts.append(
+        after.append(
             f"<p>rclone flags set in the environment, not in the campaign file: "
             f"{html.escape(env)} (column rclone_env).</p>"
         )
     from cloudbench.report.scaling import recommendations  # only campaigns that sweep have any
 
     names = {k: (r or {}).get("label") for k, r in (info.get("remotes") or {}).items()}
-    parts += [f"<p><b>Scaling</b>: {html.escape(s)}</p>" for s in recommendations(metrics, names)]
+    after += [f"<p><b>Scaling</b>: {html.escape(s)}</p>" for s in recommendations(metrics, names)]
     if not table.empty:
         show_remote = table["remote"].nunique() > 1
         head = ["site", *(["remote"] if show_remote else []), "direction", "layout"]
@@ -368,5 +370,6 @@ def headline_html(
             "<p><small>The sustained rate per strategy (every repeat a point; its caption, in "
             "the menu under Transfers, says how to read it).</small></p>"
         )
+    parts += after
     parts.append("</div>")
     return "\n".join(parts) + "\n"
