@@ -55,7 +55,7 @@ sysdeps:
 PYTEST := $(BIN)/python -m pytest
 ## TEST_WORKERS: pytest-xdist workers for the tests that do not check rates (2 cores here;
 ## most of their time is spent waiting on capped transfers and process start-up)
-TEST_WORKERS ?= 6
+TEST_WORKERS ?= 4
 ## RATES_WORKERS: the tests that check rates against a bandwidth cap (a few MB/s each, little
 ## CPU) run this many at a time, with nothing else running
 RATES_WORKERS ?= 3
