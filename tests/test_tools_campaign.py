@@ -18,12 +18,12 @@ from cloudbench.measure.arrival import MOVED_FROM_LISTING
 from tests.infra.s3 import serve_s3, store_params
 from tests.infra.workflow import BIN, snakemake, write_config
 from tests.test_report_browser import (
+    browser,
     check_outputs_in_browser,
-    console_errors,
-    dump_dom,
     needs_chromium,
+    open_page,
     report_results,
-    with_scripts,
+    select_view,
 )
 
 SECRET = "h13b-Campaign-Secret-7c1d"
@@ -296,20 +296,19 @@ def test_tools_and_latency_sections_in_the_browser(tools_campaign):
     results = report_results(report)
     names = {r["name"] for r in results.values()}
     assert {"tools.png", "tools.html", "latency.png", "latency.html", "probes.tsv"} <= names
-    dom, run = dump_dom(with_scripts(report, tmp_path / "hooked.html", None).as_uri(), tmp_path)
-    assert "Tools" in dom and "Latency" in dom  # the menu's categories
-    assert console_errors(run.stderr) == []
-    for key, r in results.items():
-        if r["name"] not in ("tools.png", "latency.html"):
-            continue
-        page = with_scripts(report, tmp_path / f"view-{r['name']}.html", key)
-        dom, run = dump_dom(page.as_uri(), tmp_path)
-        assert f'data-cb-selected="{key}"' in dom and console_errors(run.stderr) == []
-        if r["name"] == "tools.png":
-            width = re.search(r'data-cb-img-width="([^"]*)"', dom).group(1)
-            assert width.isdigit() and int(width) > 300
-        else:
-            assert 'data-cb-iframe="yes"' in dom
+    with browser(tmp_path) as b:
+        dom = open_page(b, report.as_uri())
+        assert "Tools" in dom and "Latency" in dom  # the menu's categories
+        assert b.errors == [], b.errors
+        for key, r in results.items():
+            if r["name"] not in ("tools.png", "latency.html"):
+                continue
+            shown = select_view(b, key)
+            assert b.errors == [], (key, b.errors)
+            if r["name"] == "tools.png":
+                assert shown["img_width"] is not None and shown["img_width"] > 300, shown
+            else:
+                assert shown["iframe"], shown
 
 
 # A "native client" that copies like rclone, then damages one byte of what it downloaded.
