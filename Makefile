@@ -65,7 +65,7 @@ ARGS ?=
 OK5 = || { s=$$?; [ $$s -eq 5 ] || status=$$s; }
 
 ## test: the whole suite (installs what it needs): the tests that check rates (marked
-## `rates`) two at a time, then the others side by side; at the end the ten slowest and the counts
+## `rates`) RATES_WORKERS at a time, then the others side by side; at the end the ten slowest and the counts
 test: $(STAMP) sysdeps versitygw
 	@status=0; durations=$$(mktemp); demo=$$(mktemp -d); \
 	export CLOUDBENCH_DURATIONS_FILE=$$durations CLOUDBENCH_DEMO_DIR=$$demo/demo; \

@@ -21,7 +21,8 @@ and caches, are let through: see ``ALLOWED_IN_UNIT``). ``pytest --tiers`` lists 
 that started nothing (candidates for unit).
 
 ``make test`` first runs the tests marked ``rates`` (they check measured rates against a
-bandwidth cap, so load from other tests would fail them), two at a time with nothing else
+bandwidth cap, so load from other tests would fail them), RATES_WORKERS at a time (shared out
+by their expected seconds: :func:`round_robin_order`) with nothing else
 running; then the others side by side under pytest-xdist, where tests that share an
 expensive module- or session-scoped fixture (a campaign, the Slurm cluster) are kept on one
 worker (``xdist_group``) so that it is made once. The demo campaign is made in the first
@@ -234,9 +235,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+def round_robin_order(seconds: list[float], workers: int) -> list[int]:
+    """The order of tests (indices into ``seconds``, each test's expected length) that gives
+    the shortest run under pytest-xdist's hand-out of fewer tests than twice its workers:
+    test k to worker k mod n, all at once, in collection order. Five rates tests on three
+    workers in file order paired the two longest on one worker (231 s where 177 s would do).
+
+    Each worker gets one or two tests: the longest run alone, the others in pairs, the
+    longest of them with the shortest."""
+    by_length = sorted(range(len(seconds)), key=lambda i: (-seconds[i], i))
+    pairs = max(len(seconds) - workers, 0)
+    alone, paired = by_length[: len(seconds) - 2 * pairs], by_length[len(seconds) - 2 * pairs :]
+    firsts, seconds_ = paired[:pairs], paired[pairs:][::-1]
+    return firsts + alone + seconds_
+
+
+def _order_for_round_robin(session: pytest.Session) -> None:
+    """Reorder a run of few tests (the rates phase of ``make test``) by their expected
+    seconds, ``@pytest.mark.rates(seconds=...)``, for :func:`round_robin_order`."""
+    workers = session.config.workerinput.get("workercount", 1)
+    items = session.items
+    if not items or len(items) >= 2 * workers:
+        return
+    marks = [item.get_closest_marker("rates") for item in items]
+    seconds = [float(m.kwargs.get("seconds", 60)) if m else 60.0 for m in marks]
+    items[:] = [items[i] for i in round_robin_order(seconds, workers)]
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker sends the ids to the controller
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Under ``--dist loadgroup``, give each xdist_group test its ``@group`` id suffix.
+    """Under xdist, order a run of few tests for its round-robin hand-out; under ``--dist
+    loadgroup``, give each xdist_group test its ``@group`` id suffix.
 
     pytest-xdist 3.8.0 writes the suffix to ``item._nodeid``, which pytest 9.2 no longer
     reads (pytest-dev/pytest-xdist#1386), so groups are silently not kept together: every
@@ -244,6 +273,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     group that still has no suffix stops the run instead of splitting silently.
     """
     config = session.config
+    if hasattr(config, "workerinput") and not config.getvalue("loadgroup"):
+        _order_for_round_robin(session)  # (in a worker, "dist" always reads "no")
     if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")):
         return
     for item in session.items:

@@ -53,7 +53,7 @@ def _rows(tmp_path):
     return df.set_index("clients").sort_index()
 
 
-@pytest.mark.rates  # N x the cap within 10%: alone on the machine
+@pytest.mark.rates(seconds=88)  # N x the cap within 10%: alone on the machine
 @pytest.mark.parametrize("store", store_params())
 def test_local_clients_run_together_and_add_up(tmp_path, store):
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
@@ -143,7 +143,7 @@ def test_a_client_count_above_the_files_is_refused_before_any_work(tmp_path):
 
 
 @pytest.mark.scheduler
-@pytest.mark.rates  # 2 x the cap within 10%: alone on the machine
+@pytest.mark.rates(seconds=43)  # 2 x the cap within 10%: alone on the machine
 def test_pbs_starts_each_client_on_a_chunk_of_its_own_with_pbsdsh(slurm_cluster, tmp_path):  # noqa: F811
     """A PBS site (the tesseract profile, through qsub): a 2-client measurement is one job
     of select=2 chunks placed apart, its clients started by pbsdsh, one per node, each
@@ -197,7 +197,7 @@ def _one_allocation_profile(tmp_path: Path, site: str) -> Path:
 
 
 @pytest.mark.scheduler
-@pytest.mark.rates  # N x the cap within 10%: alone on the machine
+@pytest.mark.rates(seconds=134)  # N x the cap within 10%: alone on the machine
 def test_one_allocation_puts_each_client_on_a_node_of_its_own(slurm_cluster, tmp_path):  # noqa: F811
     """On the 3-node test Slurm, a site with transfers_on: one_allocation (the Slurm
     template's lines, uncommented) measuring 1, 2 and 3 clients: one sbatch for the whole
