@@ -82,3 +82,34 @@ def test_compare_command_writes_a_table_and_a_page(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+
+
+def test_compare_with_in_a_campaign_file_is_checked_before_any_work(tmp_path):
+    from cloudbench.campaign.model import ConfigError, _compare_with
+
+    with pytest.raises(ConfigError, match=r"^compare_with: results/old has no transfers.tsv"):
+        _compare_with("results/old", tmp_path)
+    (tmp_path / "results/old").mkdir(parents=True)
+    campaign(1).to_csv(tmp_path / "results/old/transfers.tsv", sep="\t", index=False)
+    assert _compare_with("results/old", tmp_path) == tmp_path / "results/old/transfers.tsv"
+    assert _compare_with(None, tmp_path) is None
+
+
+def test_the_report_section_and_the_front_page_name_the_regression(tmp_path):
+    from cloudbench.report.build import _comparison
+    from cloudbench.report.headline import _against
+
+    campaign(1).to_csv(tmp_path / "old.tsv", sep="\t", index=False)
+    out = {"compare_tsv": tmp_path / "compare.tsv", "compare_html": tmp_path / "compare.html"}
+    info = {"campaign": "new", "compare_with": {"transfers": str(tmp_path / "old.tsv"),
+                                                "name": "old"}}  # fmt: skip
+    table = _comparison(campaign(2, slower=IDENTITIES[2]), info, out)
+    tsv = pd.read_csv(out["compare_tsv"], sep="\t")
+    assert list(tsv["verdict"]) == ["slower", *["no clear change"] * 3]
+    assert tsv.loc[0, "tool"] == "s5cmd"
+    page = out["compare_html"].read_text()
+    assert "new against old" in page and "1 slower, 3 no clear change" in page
+    assert "Against old</b>: 1 slower, 3 no clear change" in _against(table)
+    assert _comparison(campaign(2), {"campaign": "new"}, out) is None  # no compare_with
+    assert "No campaign to compare with" in out["compare_html"].read_text()
+    assert pd.read_csv(out["compare_tsv"], sep="\t").empty

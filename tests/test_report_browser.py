@@ -406,18 +406,27 @@ def synthetic_tables(out: Path, seed: int = 7) -> None:
 OUTPUT_NAMES = {k: Path(o.path).name for k, o in REPORT_OUTPUTS.items()}
 
 
-def build_synthetic(tmp: Path) -> dict[str, Path]:
+def build_synthetic(tmp: Path, info: dict = SYNTH_INFO) -> dict[str, Path]:
     synthetic_tables(tmp)
     names = OUTPUT_NAMES
     out = {k: tmp / "figures" / v for k, v in names.items()}
-    plots.build_report(tmp, SYNTH_INFO, out)
+    plots.build_report(tmp, info, out)
     return out
 
 
 @pytest.mark.browser
 @needs_chromium
 def test_synthetic_campaign_outputs_render(tmp_path):
-    out = build_synthetic(tmp_path)
+    # an earlier campaign (compare_with) that was 25% faster on one measurement only
+    (tmp_path / "before").mkdir()
+    synthetic_tables(tmp_path / "before")
+    before = pd.read_csv(tmp_path / "before/transfers.tsv", sep="\t")
+    hit = (before["site"] == "edinburgh") & (before["remote"] == "main")
+    hit &= (before["direction"] == "upload") & (before["layout"] == "multithread")
+    before.loc[hit, "mb_per_s"] *= 1.25
+    before.to_csv(tmp_path / "before/transfers.tsv", sep="\t", index=False)
+    earlier = {"transfers": str(tmp_path / "before/transfers.tsv"), "name": "before"}
+    out = build_synthetic(tmp_path, SYNTH_INFO | {"compare_with": earlier})
     doms = check_outputs_in_browser(
         [p for p in out.values() if p.suffix != ".tsv"], tmp_path, "synthetic"
     )
@@ -435,6 +444,16 @@ def test_synthetic_campaign_outputs_render(tmp_path):
     # prices for one remote, none for the other: said so, no invented numbers
     assert "no prices configured" in doms["cost.html"] and "USD" in doms["cost.html"]
     assert "edinburgh-login1" in doms["campaign.html"]
+    # the comparison: that one measurement 20% slower, first; nothing else changed
+    compared = pd.read_csv(out["compare_tsv"], sep="\t")
+    assert compared.loc[0, ["site", "layout", "verdict"]].tolist() == [
+        "edinburgh", "multithread", "slower"
+    ]  # fmt: skip
+    assert compared.loc[0, "ratio"] == pytest.approx(0.8)
+    assert set(compared["verdict"][1:]) == {"no clear change"}
+    assert "synth against before" in doms["compare.html"]
+    front = out["headline"].read_text()
+    assert f"Against before</b>: 1 slower, {len(compared) - 1} no clear change" in front
 
 
 def test_report_of_a_campaign_with_nothing_measured_yet(tmp_path):

@@ -481,13 +481,9 @@ def cmd_compare(argv: list[str]) -> int:
         return 2
     print("\n".join(compare.lines(table, str(a.a), str(a.b))))
     if a.out:
-        from cloudbench.report.tables import html_table, page
-
-        a.out.mkdir(parents=True, exist_ok=True)
-        table.to_csv(a.out / "compare.tsv", sep="\t", index=False, na_rep="")
-        flag = table["verdict"] == "slower"
-        body = "<p>" + "<br>".join(compare.lines(table, str(a.a), str(a.b))[:1]) + "</p>"
-        (a.out / "compare.html").write_text(page("Comparison", body + html_table(table, flag=flag)))
+        compare.write_outputs(
+            table, str(a.a), str(a.b), a.out / "compare.tsv", a.out / "compare.html"
+        )
     return 0
 
 

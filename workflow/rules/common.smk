@@ -484,7 +484,12 @@ def aggregate_inputs(wildcards):
         for site in CAMPAIGN.active_sites
         for f in site_records(site) + probe_records(site)
     ]
-    return files + [paths.pulled(RESULTS, s.name) for s in CAMPAIGN.passive_sites]
+    compared = [str(CAMPAIGN.compare_with)] if CAMPAIGN.compare_with else []
+    return (
+        files
+        + [paths.pulled(RESULTS, s.name) for s in CAMPAIGN.passive_sites]
+        + compared
+    )
 
 
 def pull_token(wildcards):
@@ -590,6 +595,14 @@ def bookkeeping_targets():
     return targets
 
 
+def compared_campaign():
+    """The campaign of ``compare_with``: its transfers.tsv and a name for the page."""
+    table = CAMPAIGN.compare_with
+    if table is None:
+        return None
+    return {"transfers": str(table), "name": table.parent.name}
+
+
 def report_info():
     """What the report needs from the config, as JSON: locations, prices, flags, dataset.
 
@@ -629,6 +642,7 @@ def report_info():
             },
             "strategies": list(CAMPAIGN.strategies),
             "repeats": CAMPAIGN.repeats,
+            "compare_with": compared_campaign(),
             "rclone": {
                 "flags": list(CAMPAIGN.rclone_flags),
                 "multi_thread_cutoff": CAMPAIGN.multi_thread_cutoff,

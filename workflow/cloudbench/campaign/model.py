@@ -178,6 +178,7 @@ class Campaign:
     tools: tuple[str, ...] = ("rclone",)
     command_template: str | None = None
     dataset_layout: str = "flat"
+    compare_with: Path | None = None  # another campaign's transfers.tsv (report: Comparison)
 
     @property
     def small_files(self) -> bool:
@@ -562,6 +563,22 @@ def auto_runtime_min(copy_bytes: int) -> int:
     return math.ceil((copy_bytes / AUTO_TIMEOUT_RATE + AUTO_TIMEOUT_EXTRA_S) / 60)
 
 
+def _compare_with(raw: Any, base: Path) -> Path | None:
+    """The transfers.tsv of the campaign named by ``compare_with`` (a results directory or
+    the file itself), checked before any work: a report would otherwise fail at the end."""
+    if not raw:
+        return None
+    path = Path(str(raw)).expanduser()
+    path = path if path.is_absolute() else base / path
+    table = path / "transfers.tsv" if path.is_dir() else path
+    if not table.is_file():
+        raise ConfigError(
+            f"compare_with: {raw} has no transfers.tsv (give another campaign's results "
+            "directory, e.g. results/<campaign>, after its report was made)"
+        )
+    return table
+
+
 def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     """Build a checked Campaign from a campaign file's mapping; ConfigError on the first problem.
 
@@ -706,6 +723,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         tools=chosen_tools,
         command_template=cfg.get("command_template"),
         dataset_layout=dataset_layout,
+        compare_with=_compare_with(cfg.get("compare_with"), base),
     )
     if campaign.site not in RESERVED_SITE_NAMES:
         campaign.site_named(campaign.site)  # raises with the list of known sites

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from cloudbench.campaign import paths
-from cloudbench.report import drift, figures, latency, scaling, stats
+from cloudbench.report import burst, compare, drift, figures, latency, scaling, stats
 from cloudbench.report import scaling_section as scaling_report
 from cloudbench.report import tables as html_tables
 from cloudbench.report import tools_section as tools_report
@@ -105,7 +105,7 @@ def build_report(
         if not transfers.empty
         else transfers.assign(
             sustained_mb_per_s=[], sustained_method=[], group_median=[], outlier=[]
-        )
+        ).assign(**{c: [] for c in burst.COLUMNS})
     )
     trend = drift.drift_table(transfers)
     with _drawers(jobs) as drawers:
@@ -140,6 +140,7 @@ def build_report(
         scaling_report.scaling_html(transfers, clients, out["scaling_html"], info)
         tools_report.tools_html(transfers, out["tools_html"])
         tools_report.latency_html(transfers, probes, out["latency_html"])
+        comparison = _comparison(transfers, info, out)
         write_tsv(scaling.scaling_table(transfers), out["scaling_tsv"])
         write_tsv(trend, out["drift_tsv"])
         write_tsv(latency.tool_strategy_rates(tools_report.with_tool(transfers)), out["tools_tsv"])
@@ -150,5 +151,28 @@ def build_report(
             figure.result()  # a figure that failed fails the report, with its traceback
     # the headline embeds the rate-by-strategy figure: written once that is drawn
     out["headline"].write_text(
-        headline_html(metrics, summary, info, out["rate_by_strategy"], drift.drift_sentences(trend))
+        headline_html(
+            metrics,
+            summary,
+            info,
+            out["rate_by_strategy"],
+            drift.drift_sentences(trend),
+            comparison,
+        )
     )
+
+
+def _comparison(
+    transfers: pd.DataFrame, info: Mapping[str, Any], out: Mapping[str, Path]
+) -> pd.DataFrame | None:
+    """The Comparison section against the campaign named by ``compare_with`` (its table, for
+    the front page), or a page that says how to ask for one (None)."""
+    other = info.get("compare_with")
+    if not other:
+        compare.nothing_to_compare(out["compare_tsv"], out["compare_html"])
+        return None
+    table = compare.compare(compare.read_transfers(Path(other["transfers"])), transfers)
+    here = str(info.get("campaign", "this campaign"))
+    compare.write_outputs(table, other["name"], here, out["compare_tsv"], out["compare_html"])
+    table.attrs["against"] = other["name"]
+    return table

@@ -12,6 +12,7 @@ first. Identities measured in one campaign only are listed, never dropped.
 
 from __future__ import annotations
 
+import html
 import math
 from pathlib import Path
 
@@ -104,3 +105,36 @@ def lines(table: pd.DataFrame, a: str, b: str) -> list[str]:
             f"({r.median_a:.3g} -> {r.median_b:.3g} MB/s, n={r.n_a}/{r.n_b})"
         )
     return out
+
+
+def counts_text(table: pd.DataFrame) -> str:
+    """How many measurements are slower, faster, not clearly changed (for the front page)."""
+    counts = table["verdict"].value_counts()
+    return ", ".join(f"{counts[v]} {v}" for v in [*ORDER, "only in A", "only in B"] if v in counts)
+
+
+def write_outputs(table: pd.DataFrame, a: str, b: str, tsv: Path, page_path: Path) -> None:
+    """compare.tsv and the Comparison page (regressions first, flagged)."""
+    from cloudbench.report.tables import html_table, page
+
+    tsv.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(tsv, sep="\t", index=False, na_rep="")
+    head = html.escape(lines(table, a, b)[0])
+    body = f"<p>{head} {html.escape(counts_text(table))}.</p>"
+    flag = table["verdict"] == "slower"
+    page_path.write_text(page("Comparison", body + html_table(table, flag=flag)))
+
+
+def nothing_to_compare(tsv: Path, page_path: Path) -> None:
+    """The Comparison outputs of a campaign that names no ``compare_with``."""
+    from cloudbench.report.tables import page
+
+    pd.DataFrame(columns=COLUMNS).to_csv(tsv, sep="\t", index=False)
+    page_path.write_text(
+        page(
+            "Comparison",
+            "<p>No campaign to compare with: name one with <code>compare_with:</code> (its "
+            "results directory) in the campaign file, or run <code>cloudbench compare A B"
+            "</code>.</p>",
+        )
+    )

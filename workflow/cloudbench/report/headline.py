@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from cloudbench.report import stats
+from cloudbench.report.burst import burst_lines
 from cloudbench.report.intervals import (
     MIN_REPEATS_FOR_INTERVAL,
     level_text,
@@ -289,15 +290,36 @@ def environment_flags(transfers: pd.DataFrame) -> str:
     return "; ".join(f"{v} in {n} of {len(env)} transfers" for v, n in counts.items())
 
 
+def _against(comparison: pd.DataFrame | None) -> str:
+    """The comparison with ``compare_with`` in one sentence: how many measurements are
+    slower (in bold: a regression), faster, not clearly changed."""
+    if comparison is None or comparison.empty:
+        return ""
+    from cloudbench.report.compare import counts_text
+
+    name = html.escape(str(comparison.attrs.get("against", "the other campaign")))
+    slower = int((comparison["verdict"] == "slower").sum())
+    text = html.escape(counts_text(comparison))
+    mark = ' style="color:#b00"' if slower else ""
+    return f" <b{mark}>Against {name}</b>: {text} (Comparison)."
+
+
+def _bursting(metrics: pd.DataFrame) -> int:
+    """How many transfers started fast and then slowed (:mod:`cloudbench.report.burst`)."""
+    return int(metrics["burst_s"].notna().sum()) if "burst_s" in metrics else 0
+
+
 def headline_html(
     metrics: pd.DataFrame,
     summary: pd.DataFrame,
     info: Mapping[str, Any],
     figure: Path | None,
     drifts: Sequence[str] = (),
+    comparison: pd.DataFrame | None = None,
 ) -> str:
     """The fragment the report's front page shows (HTML without <html>/<body>); ``drifts``
-    are the lines of :func:`cloudbench.report.drift.drift_sentences`."""
+    are the lines of :func:`cloudbench.report.drift.drift_sentences`, ``comparison`` the
+    table of :func:`cloudbench.report.compare.compare` against ``compare_with``."""
     table = rows(metrics, summary)
     total = len(metrics)
     bad = metrics[metrics["status"] != "ok"] if total else metrics
@@ -318,6 +340,12 @@ def headline_html(
             if (caps := rate_caps(info, metrics))
             else ""
         )
+        + _against(comparison)
+        + (
+            f" <b>Burst, then slower</b> in {bursting} of {total} transfers (below the figure)."
+            if (bursting := _bursting(metrics))
+            else ""
+        )
         + " Median MB/s (10<sup>6</sup> B/s) of the ok repeats (n) [interval] and its real "
         "coverage; connections = clients × concurrency (rclone-4x32; auto = the job's "
         f"threads). Green: faster than every other layout (each factor's interval above "
@@ -336,6 +364,10 @@ def headline_html(
     # what qualifies the answer follows the table and its figure, so that the first screen
     # shows the answer whatever a campaign adds (drift, settings from the environment)
     after = [f'<p class="drift"><b>Drift</b>: {html.escape(s)}</p>' for s in drifts]
+    after += [
+        f'<p class="burst"><b>Burst, then slower</b>: {html.escape(s)}.</p>'
+        for s in burst_lines(metrics)
+    ]
     if env := environment_flags(metrics):
         after.append(
             f"<p>rclone flags set in the environment, not in the campaign file: "

@@ -7,7 +7,6 @@ importing matplotlib and pandas.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -60,6 +59,8 @@ REPORT_OUTPUTS: dict[str, ReportOutput] = {
     "latency": ReportOutput("figures/latency.png", "latency", "Latency"),
     "latency_html": ReportOutput("figures/latency.html", "latency_table", "Latency"),
     "latency_tsv": ReportOutput("latency.tsv", "latency_tsv", "Tables"),
+    "compare_html": ReportOutput("figures/compare.html", "compare_table", "Comparison"),
+    "compare_tsv": ReportOutput("compare.tsv", "compare_tsv", "Tables"),
     # the report's front page embeds it (workflow/report/workflow.rst)
     "headline": ReportOutput("figures/headline.html", None, None),
 }
@@ -90,6 +91,8 @@ def code_digest(package: Path = Path(__file__).parents[1]) -> str:
     """A digest of the package and the report's captions: a param of the ``aggregate`` rule,
     so a new cloudbench redraws the report. Snakemake's own ``code`` rerun trigger is off
     (profiles/default): it would also measure every finished transfer again."""
+    import hashlib  # here: every transfer job imports this module, few compute a digest
+
     digest = hashlib.sha256()
     for path in sorted([*package.rglob("*.py"), *(package.parent / "report").glob("*.rst")]):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())

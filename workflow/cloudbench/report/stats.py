@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from cloudbench.campaign.model import Setting
+from cloudbench.report import burst
 from cloudbench.report.intervals import (
     TARGET_LEVEL,
     RatioInterval,
@@ -79,7 +80,8 @@ SUMMARY_COLUMNS = [
     "sustained_median", "sustained_ci_low", "sustained_ci_high", "sustained_ci_level",
     "sustained_from_whole", "speedup_vs_plain", "speedup_ci_low", "speedup_ci_high",
     "speedup_ci_level", "failed", "corrupt",
-    "unverified", "retries", "outliers", "connections",
+    "unverified", "retries", "outliers", "bursts", "burst_s", "burst_mb_per_s",
+    "after_burst_mb_per_s", "connections",
 ]  # fmt: skip
 
 Stat = Callable[..., np.ndarray]
@@ -287,8 +289,9 @@ def outlier_flags(
 
 
 def transfer_metrics(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
-    """``transfers`` plus ``sustained_mb_per_s``, ``sustained_method``, ``group_median`` and
-    ``outlier`` per row (sustained only for ``ok`` transfers)."""
+    """``transfers`` plus ``sustained_mb_per_s``, ``sustained_method``, ``group_median``,
+    ``outlier`` and a burst's ``burst.COLUMNS`` per row (sustained and bursts only for ``ok``
+    transfers)."""
     out = with_setting(transfers).copy()
     keys = [*GROUP, "repeat"]
     series = with_setting(series)
@@ -309,10 +312,17 @@ def transfer_metrics(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFr
         method.append(r.method)
     out["sustained_mb_per_s"] = sus
     out["sustained_method"] = method
+    out[burst.COLUMNS] = burst.bursts(out, series, keys)
     ok = ok_rates(out)
     out["group_median"] = ok.groupby(GROUP)["mb_per_s"].transform("median").reindex(out.index)
     out["outlier"] = outlier_flags(out)
     return out
+
+
+def _median(values: pd.Series) -> float:
+    """The median of the values present (NaN when none is)."""
+    v = values.dropna()
+    return float(v.median()) if len(v) else math.nan
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -386,6 +396,10 @@ def summarise(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
             "unverified": int((g["status"] == "unverified").sum()),
             "retries": int(pd.to_numeric(g["retries"], errors="coerce").fillna(0).sum()),
             "outliers": int(g["outlier"].sum()),
+            "bursts": int(ok["burst_s"].notna().sum()),
+            "burst_s": _median(ok["burst_s"]),
+            "burst_mb_per_s": _median(ok["burst_mb_per_s"]),
+            "after_burst_mb_per_s": _median(ok["after_mb_per_s"]),
             "connections": _connections(g),
         })  # fmt: skip
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
