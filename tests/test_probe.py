@@ -15,7 +15,7 @@ from cloudbench.measure.rclone import find_rclone
 from cloudbench.measure.tools import S3Access
 from cloudbench.site import probe
 from tests.conftest import ROOT
-from tests.infra.s3 import serve_s3
+from tests.infra.s3 import serve_s3, store_params
 
 SECRET = "h13-probe-Secret-77aa"
 KEY = "h13probekey1"
@@ -149,7 +149,9 @@ def test_probe_of_a_real_s3_server(tmp_path):
     assert rec["count"] == 8 and rec["object_bytes"] == 4096 and rec["when"] == "before"
     assert rec["tls_handshake_s"] is None and rec["tls"].startswith("none: http")
     assert rec["tcp_connect_s"]["min"] > 0
-    for what in ("tcp_connect_s", "put_ttfb_s", "get_ttfb_s"):
+    for what in (
+        "tcp_connect_s", "put_ttfb_s", "get_ttfb_s", "list_after_write_s", "read_after_write_s"
+    ):  # fmt: skip
         s = rec[what]
         assert s["n"] == 8, what
         assert 0 < s["min"] <= s["p50"] <= s["p90"] <= s["p99"] <= s["max"] < 30, (what, s)
@@ -305,3 +307,38 @@ def test_probe_over_https_measures_the_tls_handshake(tmp_path):
     assert hs["n"] == 4 and 0 < hs["min"] <= hs["p50"] <= hs["p99"] <= hs["max"]
     assert rec["get_ttfb_s"]["n"] == 4 and rec["put_ttfb_s"]["n"] == 4
     assert SECRET not in out.read_text()
+
+
+@pytest.mark.parametrize("store", store_params())
+def test_visibility_probe_lists_and_reads_what_it_wrote_on_both_servers(tmp_path, store):
+    """The listing request is signed and parsed right on a server that checks signatures
+    (versitygw) and on serve s3: every new object is seen, at ordered percentiles."""
+    with serve_s3(find_rclone(), tmp_path / "srv", key=KEY, secret=SECRET, store=store) as srv:
+        (srv.root / "bkt").mkdir()
+        out = tmp_path / "p.json"
+        run = _cli(
+            "--remote-url", "mys3:bkt/c", "--count", "4", "--out", str(out),
+            env=srv.client_env("MYS3"),
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        leftover = [p for p in (srv.root / "bkt").rglob("*") if p.is_file()]
+    rec = json.loads(out.read_text())
+    assert rec["errors"] == [] and leftover == [], (rec["errors"], leftover)
+    for what in ("list_after_write_s", "read_after_write_s"):
+        s = rec[what]
+        assert s["n"] == 4 and 0 < s["min"] <= s["p50"] <= s["p90"] <= s["p99"] <= s["max"] < 30
+    assert "asked every" in rec["visibility"]
+
+
+def test_seconds_until_asks_at_once_then_every_poll_and_gives_up():
+    from cloudbench.site.probe import seconds_until
+
+    asked = []
+
+    def third_time():
+        asked.append(1)
+        return len(asked) == 3
+
+    waited = seconds_until(third_time, poll=0.01, timeout=5)
+    assert len(asked) == 3 and 0.02 <= waited < 1
+    assert seconds_until(lambda: False, poll=0.01, timeout=0.05) is None

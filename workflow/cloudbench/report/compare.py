@@ -127,14 +127,19 @@ def write_outputs(table: pd.DataFrame, a: str, b: str, tsv: Path, page_path: Pat
 
 def nothing_to_compare(tsv: Path, page_path: Path) -> None:
     """The Comparison outputs of a campaign that names no ``compare_with``."""
-    from cloudbench.report.tables import page
+    from cloudbench.report.tables import html_table, page
 
-    pd.DataFrame(columns=COLUMNS).to_csv(tsv, sep="\t", index=False)
+    empty = pd.DataFrame(columns=COLUMNS)
+    empty.to_csv(tsv, sep="\t", index=False)
     page_path.write_text(
         page(
             "Comparison",
             "<p>No campaign to compare with: name one with <code>compare_with:</code> (its "
-            "results directory) in the campaign file, or run <code>cloudbench compare A B"
-            "</code>.</p>",
+            "results directory, e.g. <code>results/&lt;earlier campaign&gt;</code>) in the "
+            "campaign file, or run <code>python -m cloudbench compare A B</code>. For every "
+            "measurement both campaigns made, the table would give the factor of this "
+            "campaign's median rate over the other's with its exact interval and coverage, "
+            "and a verdict (slower, faster, no clear change), regressions first:</p>"
+            + html_table(empty),
         )
     )

@@ -35,6 +35,8 @@ PROBE_COLUMNS = [
     "count", "object_bytes", "status",
     "connect_p50_ms", "tls_p50_ms", "get_ttfb_p50_ms", "get_ttfb_p90_ms", "get_ttfb_p99_ms",
     "put_ttfb_p50_ms", "put_ttfb_p90_ms", "put_ttfb_p99_ms",
+    "list_after_write_p50_ms", "list_after_write_p90_ms", "list_after_write_p99_ms",
+    "read_after_write_p50_ms", "read_after_write_p90_ms", "read_after_write_p99_ms",
     "tcp_rmem_max_bytes", "tcp_wmem_max_bytes", "reason",
 ]  # fmt: skip
 CEILING_COLUMNS = [
@@ -79,6 +81,8 @@ def probe_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
             "tls_p50_ms": _ms(r, "tls_handshake_s", "p50"),
             **{f"{op}_ttfb_{q}_ms": _ms(r, f"{op}_ttfb_s", q)
                for op in ("get", "put") for q in ("p50", "p90", "p99")},
+            **{f"{op}_after_write_{q}_ms": _ms(r, f"{op}_after_write_s", q)
+               for op in ("list", "read") for q in ("p50", "p90", "p99")},
             "tcp_rmem_max_bytes": r.get("tcp_rmem_max_bytes"),
             "tcp_wmem_max_bytes": r.get("tcp_wmem_max_bytes"),
             "reason": r.get("reason"),  # why a probe was skipped

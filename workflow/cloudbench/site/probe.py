@@ -20,7 +20,7 @@ import socket
 import ssl
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,8 @@ DEFAULT_COUNT = 16
 DEFAULT_OBJECT_BYTES = 4096
 TIMEOUT_S = 30.0
 PERCENTILES = (50, 90, 99)
+VISIBILITY_POLL_S = 0.02  # how often a just-written object is looked for
+VISIBILITY_TIMEOUT_S = 30.0  # an object not seen by then is an error, not a number
 _UNRESERVED = "-_.~"
 
 
@@ -181,10 +183,15 @@ def signed_request(
     bucket: str,
     key: str,
     body: bytes = b"",
+    query: str = "",
 ) -> tuple[int, float, bytes]:
     """(status, seconds from the request's first byte sent to the response's first byte
-    received, body) of one signed request; the connection is opened before the clock."""
+    received, body) of one signed request (to the bucket itself when ``key`` is empty, e.g.
+    a listing with its ``query``); the connection is opened before the clock."""
     host, path = object_target(access, ep, bucket, key)
+    if not key:
+        path = path.rstrip("/") or "/"
+    path += f"?{query}" if query else ""
     headers = signed_headers(access, f"{ep.scheme}://{host}{path}", method, body)
     headers["Content-Length"] = str(len(body))
     headers.setdefault("Host", host)  # signed by botocore from the URL; sent by us
@@ -205,6 +212,64 @@ def split_bucket_path(bucket_path: str) -> tuple[str, str]:
     if not parts[0]:
         raise ProbeError("--bucket-path names no bucket: use bucket/prefix")
     return parts[0], parts[1] if len(parts) > 1 else ""
+
+
+def listing_query(prefix: str) -> str:
+    """The query of a ListObjectsV2 request for ``prefix`` (URI-encoded as SigV4 signs it)."""
+    return "list-type=2&prefix=" + urllib.parse.quote(prefix, safe=_UNRESERVED)
+
+
+def seconds_until(found: Callable[[], bool], poll: float, timeout: float) -> float | None:
+    """Seconds until ``found()`` is true, asking every ``poll`` seconds (None: not within
+    ``timeout``). The first ask is at once: on a strongly consistent store the answer is
+    one request's time."""
+    t0 = time.perf_counter()
+    while True:
+        if found():
+            return time.perf_counter() - t0
+        if time.perf_counter() - t0 > timeout:
+            return None
+        time.sleep(poll)
+
+
+def visibility_sample(
+    conn: http.client.HTTPConnection,
+    access: S3Access,
+    ep: Endpoint,
+    bucket: str,
+    key: str,
+    body: bytes,
+    list_first: bool,
+) -> tuple[float | None, float | None]:
+    """PUT a new object, then (seconds until a listing shows it, seconds until a GET returns
+    it whole), both from the PUT's answer; None where it was not seen in time."""
+    status, _, data = signed_request(conn, access, ep, "PUT", bucket, key, body)
+    if status // 100 != 2:
+        raise http.client.HTTPException(f"PUT: HTTP {status}: {data[:200]!r}")
+    t_put = time.perf_counter()
+    checks = {
+        "list": lambda: _listed(conn, access, ep, bucket, key),
+        "read": lambda: _readable(conn, access, ep, bucket, key, body),
+    }
+    seen: dict[str, float | None] = {}
+    for name in ("list", "read") if list_first else ("read", "list"):
+        waited = seconds_until(checks[name], VISIBILITY_POLL_S, VISIBILITY_TIMEOUT_S)
+        seen[name] = None if waited is None else time.perf_counter() - t_put
+    return seen["list"], seen["read"]
+
+
+def _listed(conn, access: S3Access, ep: Endpoint, bucket: str, key: str) -> bool:
+    status, _, data = signed_request(conn, access, ep, "GET", bucket, "", query=listing_query(key))
+    return status == 200 and f"<Key>{_xml_text(key)}</Key>".encode() in data
+
+
+def _readable(conn, access: S3Access, ep: Endpoint, bucket: str, key: str, body: bytes) -> bool:
+    status, _, data = signed_request(conn, access, ep, "GET", bucket, key)
+    return status == 200 and data == body
+
+
+def _xml_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def probe(
@@ -241,6 +306,8 @@ def probe(
     keys = [f"{stem}-{i}" for i in range(count)]
     puts: list[float] = []
     gets: list[float] = []
+    lists: list[float] = []
+    reads: list[float] = []
     body = os.urandom(object_bytes)
     conn = _connection(ep, timeout)
     try:
@@ -259,6 +326,23 @@ def probe(
                     errors.append(f"{method}: HTTP {status}: {data[:200]!r}")
                 elif method == "GET" and data != body:
                     errors.append("GET: object read back differs from what was written")
+                else:
+                    times.append(seconds)
+        # list- and read-after-write: a new object per sample (half look in the listing
+        # first, half read first, so neither is always asked after the other has waited)
+        for i in range(count):
+            key = f"{stem}-visible-{i}"
+            keys.append(key)
+            try:
+                seen = visibility_sample(conn, access, ep, bucket, key, body, i % 2 == 0)
+            except (OSError, http.client.HTTPException) as err:
+                errors.append(f"visibility: {type(err).__name__}: {err}")
+                conn.close()
+                conn = _connection(ep, timeout)
+                continue
+            for name, seconds, times in (("list", seen[0], lists), ("read", seen[1], reads)):
+                if seconds is None:
+                    errors.append(f"{name} after write: not seen in {VISIBILITY_TIMEOUT_S:.0f} s")
                 else:
                     times.append(seconds)
         for key in keys:  # untimed clean-up
@@ -286,6 +370,13 @@ def probe(
         "tls": "measured" if ep.scheme == "https" else "none: http endpoint, no TLS handshake",
         "put_ttfb_s": summary(puts),
         "get_ttfb_s": summary(gets),
+        "list_after_write_s": summary(lists),
+        "read_after_write_s": summary(reads),
+        "visibility": (
+            f"per new object: seconds from its PUT's answer until a listing of its name shows "
+            f"it (list) and until a GET returns it whole (read), asked every "
+            f"{VISIBILITY_POLL_S} s; strongly consistent stores answer in one request's time"
+        ),
         "requests": (
             "one kept-alive connection opened before the clock (reopened untimed after an "
             "error); time from request sent to first response byte; signed by botocore"
