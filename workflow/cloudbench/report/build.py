@@ -99,7 +99,6 @@ def build_report(
         manifest = None
     for p in out.values():
         p.parent.mkdir(parents=True, exist_ok=True)
-    summary = stats.summarise(transfers, series)
     metrics = (
         stats.transfer_metrics(transfers, series)
         if not transfers.empty
@@ -107,6 +106,7 @@ def build_report(
             sustained_mb_per_s=[], sustained_method=[], group_median=[], outlier=[]
         ).assign(**{c: [] for c in burst.COLUMNS})
     )
+    summary = stats.summarise(transfers, series, metrics)
     trend = drift.drift_table(transfers)
     with _drawers(jobs) as drawers:
         drawn = [  # slowest first, so the last one to start is a short one

@@ -292,7 +292,7 @@ def environment_flags(transfers: pd.DataFrame) -> str:
 
 def _against(comparison: pd.DataFrame | None) -> str:
     """The comparison with ``compare_with`` in one sentence: how many measurements are
-    slower (in bold: a regression), faster, not clearly changed."""
+    slower, faster, not clearly changed (in red when one is slower: a regression)."""
     if comparison is None or comparison.empty:
         return ""
     from cloudbench.report.compare import counts_text

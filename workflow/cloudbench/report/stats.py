@@ -352,14 +352,18 @@ def _same_setting(m: pd.DataFrame, group: pd.DataFrame, setting: str) -> pd.Seri
     return (m["tool"] == tool) & (m["clients"] == clients) & (m["concurrency"] == conc)
 
 
-def summarise(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
+def summarise(
+    transfers: pd.DataFrame, series: pd.DataFrame, metrics: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """One row per site x remote x direction x layout: rate statistics of the ``ok`` repeats
     (n, mean, P10/P50/P90), the sustained median with its interval and that interval's
     coverage, the speed-up over ``plain`` with its interval and coverage, and counts of
-    failed/corrupt/unverified transfers, retries and outliers. Columns: ``SUMMARY_COLUMNS``."""
+    failed/corrupt/unverified transfers, retries and outliers. Columns: ``SUMMARY_COLUMNS``.
+    ``metrics``: :func:`transfer_metrics` of the same tables, when the caller has them (the
+    report needs both: the per-transfer numbers are then computed once)."""
     if transfers.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    m = transfer_metrics(with_setting(transfers), series)
+    m = metrics if metrics is not None else transfer_metrics(with_setting(transfers), series)
     rows = []
     for key, g in m.groupby(GROUP, sort=False):
         site, remote, direction, layout, setting = key
