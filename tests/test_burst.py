@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from cloudbench.report.burst import burst_lines, bursts, change_point, find_burst
+from tests.test_report_browser import needs_chromium
 
 
 def series(rates_mb_s: list[float], noise: float = 0.05, seed: int = 3, dt: float = 1.0):
@@ -75,16 +76,15 @@ def test_every_ok_transfer_gets_its_own_columns_and_a_sentence():
 
 @pytest.mark.slow
 @pytest.mark.browser
+@needs_chromium
 def test_a_copy_throttled_midway_is_flagged_on_the_front_page(tmp_path):
     """rclone's own rate limit, lowered through its remote control while the timed copy runs
     (8 MiB/s, then 2 MiB/s from about 5 s on), against rclone serve s3: the summary gives the
     burst's length and both rates, and the report's first paragraph flags it in Chromium."""
     from tests.infra.s3 import free_port, serve_s3
     from tests.infra.workflow import BIN, snakemake, snakemake_command, snakemake_env, write_config
-    from tests.test_report_browser import CHROMIUM, browser
+    from tests.test_report_browser import browser
 
-    if CHROMIUM is None:
-        pytest.skip("chromium not installed: `make sysdeps` installs Debian's chromium")
     rc = f"127.0.0.1:{free_port()}"
     cfg = write_config(tmp_path, {
         "campaign": "burst", "remote": "s3t:", "bucket": "bench",
