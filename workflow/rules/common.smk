@@ -4,13 +4,14 @@ import functools
 import json
 import os
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
 
 from cloudbench.site import jobenv
-from cloudbench.campaign import order, paths
+from cloudbench.campaign import order, paths, precision
 from cloudbench.campaign.model import (
     SETTING_PATTERN,
     ConfigError,
@@ -98,6 +99,8 @@ localrules:
     aggregate,
     status,
     cleanup,
+    precision,
+    precision_final,
 
 
 # One queue wait per site run: the profile says transfers_on: one_allocation, and every
@@ -317,7 +320,10 @@ def staged_layouts():
 
 @functools.cache
 def _transfer_priorities():
-    return order.priorities(order.run_order(CAMPAIGN.measurements(), CAMPAIGN.seed))
+    rounds = CAMPAIGN.most_repeats  # repeats: auto: the later rounds keep the order too
+    return order.priorities(
+        order.run_order(CAMPAIGN.measurements(rounds=rounds), CAMPAIGN.seed)
+    )
 
 
 def transfer_priority(direction):
@@ -337,10 +343,9 @@ def upload_of(wildcards):
     local or pulled from the remote; it may not exist yet at a download-only site)."""
     down = measurement_of(wildcards, "download")
     setting = CAMPAIGN.copy_setting(down)
+    copy = CAMPAIGN.copy_repeat(down)
     return record(
-        Measurement(
-            UPLOAD_SITE, down.remote, "upload", down.layout, down.repeat, setting
-        )
+        Measurement(UPLOAD_SITE, down.remote, "upload", down.layout, copy, setting)
     )
 
 
@@ -416,14 +421,108 @@ def expected_measurements():
             "small_files": CAMPAIGN.small_files,
             "chunks": [l.chunk_label for l in CAMPAIGN.layouts if l.chunk_bytes],
             "upload_site": UPLOAD_SITE,
+            # repeats: auto: later rounds are expected as each site's precision.json says
+            "precision_first": CAMPAIGN.repeats if CAMPAIGN.precision else None,
         }
     )
 
 
-def site_records(site):
+def precision_target():
+    """What ``repeats: auto`` aims for, as the precision checkpoint's param (a new target
+    decides again from the same records; nothing already measured is measured again)."""
+    p = CAMPAIGN.precision
+    return json.dumps({"width": p.width, "max_repeats": p.max_repeats}) if p else ""
+
+
+def _identity_measurement(site, decision, repeat):
+    return Measurement(
+        site,
+        decision["remote"],
+        decision["direction"],
+        Layout.from_label(decision["layout"]),
+        repeat,
+        Setting.from_label(decision["setting"]),
+    )
+
+
+def _decisions(site_name, round_):
+    """The precision checkpoint's decisions after one round (Snakemake runs it first)."""
+    out = checkpoints.precision.get(site=site_name, round=round_).output[0]
+    return json.loads(Path(out).read_text())["decisions"]
+
+
+def precision_inputs(wildcards):
+    """Round k's decisions rest on every repeat so far of the identities measured in it:
+    all of them in the first rounds, later those the round before left undecided."""
+    k, site = int(wildcards.round), wildcards.site
+    if k <= CAMPAIGN.repeats:
+        measured = [
+            m for m in CAMPAIGN.measurements(CAMPAIGN.site_named(site)) if m.repeat == 1
+        ]
+        previous = []
+    else:
+        measured = [
+            _identity_measurement(site, d, 1)
+            for d in precision.continuing(_decisions(site, k - 1))
+        ]
+        previous = [paths.precision_round(RESULTS, site, k - 1)]
+    return {
+        "records": [
+            record(replace(m, repeat=r)) for m in measured for r in range(1, k + 1)
+        ],
+        "previous": previous,
+    }
+
+
+def _last_round(site_name):
+    """The round after which no identity of the site needs more: its decisions are final."""
+    k = CAMPAIGN.repeats
+    while precision.continuing(_decisions(site_name, k)):
+        k += 1
+    return k
+
+
+def final_precision(wildcards):
+    return paths.precision_round(RESULTS, wildcards.site, _last_round(wildcards.site))
+
+
+def later_rounds(site):
+    """With ``repeats: auto``, the transfers of a site beyond the first rounds that its
+    precision checkpoints asked for (decided as the run goes)."""
+    ms = []
+    if CAMPAIGN.precision is None:
+        return ms
+    k = CAMPAIGN.repeats
+    while more := precision.continuing(_decisions(site.name, k)):
+        k += 1
+        ms += [_identity_measurement(site.name, d, k) for d in more]
+    return ms
+
+
+def measured(site):
+    """Every transfer a site measures: the first rounds, then any later ones."""
+    return [*CAMPAIGN.measurements(site), *later_rounds(site)]
+
+
+def precision_info():
+    """``repeats: auto`` for the report: its target, and how many rounds every identity has."""
+    p = CAMPAIGN.precision
+    if p is None:
+        return None
+    return {"width": p.width, "max_repeats": p.max_repeats, "first": CAMPAIGN.repeats}
+
+
+def precision_records(sites):
+    """The final decisions of ``repeats: auto`` of these sites (none without it)."""
+    if CAMPAIGN.precision is None:
+        return []
+    return [paths.precision_final(RESULTS, s.name) for s in sites]
+
+
+def site_records(site, measurements=None):
     """Every record one site produces: its transfers, and verify for each download."""
     files = []
-    for m in CAMPAIGN.measurements(site):
+    for m in measured(site) if measurements is None else measurements:
         files.append(record(m))
         if m.direction == "download":
             files.append(verify_record(m))
@@ -435,7 +534,16 @@ def all_records():
     lost (deleted by hand, or removed by a forced re-measure that could not finish) is
     measured again. As an input of the report alone it would not be: Snakemake does not
     re-create a missing intermediate file while what was made from it is up to date."""
-    return [f for s in CAMPAIGN.active_sites for f in site_records(s)]
+    return [
+        f
+        for s in CAMPAIGN.active_sites
+        for f in site_records(s, CAMPAIGN.measurements(s))
+    ]
+
+
+def later_records(wildcards):
+    """The records of the later rounds of ``repeats: auto``, once they are decided."""
+    return [f for s in CAMPAIGN.active_sites for f in site_records(s, later_rounds(s))]
 
 
 PROBE_TIMES = ("before", "after")
@@ -457,7 +565,7 @@ def probe_inputs(wildcards):
     if wildcards.when == "before":
         return [paths.preflight(RESULTS, wildcards.site)]
     files = []
-    for m in CAMPAIGN.measurements(CAMPAIGN.site_named(wildcards.site)):
+    for m in measured(CAMPAIGN.site_named(wildcards.site)):
         if m.remote == wildcards.remote:
             files.append(record(m))
             if m.direction == "download":
@@ -474,7 +582,8 @@ def publish_inputs(wildcards):
     """A site's probes, and through each ``after`` probe every record of the site: they
     travel together (publish copies the site folder). Listing the records again would
     double the edges of a large sweep's DAG and its planning time."""
-    return probe_records(CAMPAIGN.site_named(wildcards.site))
+    site = CAMPAIGN.site_named(wildcards.site)
+    return probe_records(site) + precision_records([site])
 
 
 def aggregate_inputs(wildcards):
@@ -489,6 +598,7 @@ def aggregate_inputs(wildcards):
         files
         + [paths.pulled(RESULTS, s.name) for s in CAMPAIGN.passive_sites]
         + compared
+        + precision_records(CAMPAIGN.active_sites)
     )
 
 
@@ -641,7 +751,8 @@ def report_info():
                 "small_files": CAMPAIGN.small_files,
             },
             "strategies": list(CAMPAIGN.strategies),
-            "repeats": CAMPAIGN.repeats,
+            "repeats": "auto" if CAMPAIGN.precision else CAMPAIGN.repeats,
+            "precision": precision_info(),
             "compare_with": compared_campaign(),
             "rclone": {
                 "flags": list(CAMPAIGN.rclone_flags),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cloudbench.campaign.precision import Precision, copy_repeat, first_rounds
 from cloudbench.campaign.secrets import credential_flag, credential_in_remote, credential_in_value
 from cloudbench.campaign.sizes import SizeError, parse_duration, parse_size, size_label
 from cloudbench.data import chunking
@@ -164,7 +165,7 @@ class Campaign:
     file_bytes: int
     chunk_sizes: tuple[int, ...]
     strategies: tuple[str, ...]
-    repeats: int
+    repeats: int  # with precision: the first rounds, which every identity has
     seed: str
     rclone_flags: tuple[str, ...]
     multi_thread_cutoff: int
@@ -179,6 +180,7 @@ class Campaign:
     command_template: str | None = None
     dataset_layout: str = "flat"
     compare_with: Path | None = None  # another campaign's transfers.tsv (report: Comparison)
+    precision: Precision | None = None  # repeats: auto (cloudbench.campaign.precision)
 
     @property
     def small_files(self) -> bool:
@@ -281,8 +283,21 @@ class Campaign:
                 out.append(Layout(strategy, 0))
         return out
 
-    def measurements(self, site: Site | None = None) -> Iterator[Measurement]:
-        """Every transfer this campaign implies, or only those of one site."""
+    @property
+    def most_repeats(self) -> int:
+        """The most repeats any identity can have (with ``repeats: auto``, its maximum)."""
+        return self.precision.max_repeats if self.precision else self.repeats
+
+    def copy_repeat(self, m: Measurement) -> int:
+        """The upload repeat whose copy ``m`` moves: its own, but with ``repeats: auto`` a
+        download beyond the first rounds reads theirs again (cloudbench.campaign.precision)."""
+        if m.direction == "upload":
+            return m.repeat
+        return copy_repeat(m.repeat, self.repeats)
+
+    def measurements(self, site: Site | None = None, rounds: int = 0) -> Iterator[Measurement]:
+        """Every transfer this campaign implies (its first ``repeats`` rounds, or ``rounds``
+        of them), or only those of one site."""
         for s in self.sites if site is None else [site]:
             for direction in DIRECTIONS:
                 if not getattr(s, direction):
@@ -290,7 +305,7 @@ class Campaign:
                 for remote in self.remotes:
                     for layout in self.layouts:
                         for setting in self.settings(s, layout.strategy):
-                            for repeat in range(1, self.repeats + 1):
+                            for repeat in range(1, (rounds or self.repeats) + 1):
                                 yield Measurement(
                                     s.name, remote.name, direction, layout, repeat, setting
                                 )
@@ -547,6 +562,30 @@ AUTO_TIMEOUT_RATE = 1e6  # bytes/s
 AUTO_TIMEOUT_EXTRA_S = 600
 
 
+def _repeats(value: Any, target: Mapping[str, Any]) -> tuple[int, Precision | None]:
+    """The first rounds every identity is measured, and with ``auto`` the precision that
+    decides the later ones (:mod:`cloudbench.campaign.precision`)."""
+    if value != "auto":
+        return _positive_int("repeats", value), None
+    first = first_rounds()
+    raw = target["width"]
+    try:
+        width = float(str(raw).rstrip("%")) / (100 if str(raw).endswith("%") else 1)
+    except ValueError:
+        width = -1.0
+    if not width > 0:
+        raise ConfigError(
+            f"precision.width: {raw!r} must be a share of the median above 0, e.g. 10% or 0.1"
+        )
+    most = _positive_int("precision.max_repeats", target["max_repeats"])
+    if most < first:
+        raise ConfigError(
+            f"precision.max_repeats: {most} is below {first}, the first rounds of repeats: "
+            f"auto (fewer repeats give no median interval at 95%)"
+        )
+    return first, Precision(width, most)
+
+
 def _copy_timeout(value: str | int | float) -> float | None:
     if value == "auto":
         return None
@@ -646,7 +685,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     if len(set(chunk_sizes)) != len(chunk_sizes):
         raise ConfigError(f"dataset.chunk_sizes: the same size listed twice in {raw_chunks!r}")
 
-    repeats = _positive_int("repeats", cfg["repeats"])
+    repeats, precision = _repeats(cfg["repeats"], cfg["precision"])
     rcfg = cfg["rclone"]
     flags = _flags(rcfg["flags"])
     cutoff = _size_or_auto(
@@ -710,6 +749,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         chunk_sizes=chunk_sizes,
         strategies=strategies,
         repeats=repeats,
+        precision=precision,
         seed=str(ds.get("seed", name)),
         rclone_flags=flags,
         multi_thread_cutoff=cutoff,

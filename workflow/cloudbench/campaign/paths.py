@@ -132,6 +132,16 @@ def probe_record(results, site, remote, when) -> str:
     return f"{sites_dir(results)}/{site}/probe/{remote}/{when}.json"
 
 
+def precision_round(results, site, round_) -> str:
+    """The decisions of ``repeats: auto`` after one round at a site (a checkpoint's output)."""
+    return f"{sites_dir(results)}/{site}/precision/round-{round_}.json"
+
+
+def precision_final(results, site) -> str:
+    """A site's last decisions of ``repeats: auto``: how each identity's rounds ended."""
+    return f"{sites_dir(results)}/{site}/precision.json"
+
+
 def published(results, site) -> str:
     """This site's results are on the remote (written by the publish rule)."""
     return f"{sites_dir(results)}/{site}/published.json"

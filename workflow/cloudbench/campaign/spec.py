@@ -41,6 +41,8 @@ class TransferSpec:
     start_tolerance_s: float = 1.0
     command_template: str | None = None  # the command tool's template (that tool only)
     extra: dict[str, Any] = field(default_factory=dict)
+    # the upload repeat whose copy a download reads, where it is not its own (repeats: auto)
+    copy_repeat: int | None = None
 
     @property
     def layout(self) -> Layout:
@@ -62,9 +64,11 @@ class TransferSpec:
         """This copy of the dataset on the remote: one per (layout, repeat).
 
         Every setting and repeat gets its own prefix, so a repeat really moves the data
-        again, and download repeat r reads upload repeat r's copy.
+        again, and download repeat r reads upload repeat r's copy (with ``repeats: auto``,
+        beyond the first rounds, one of theirs: ``copy_repeat``).
         """
-        return self.campaign_prefix("data", self.layout_label, self.copy_label, f"r{self.repeat}")
+        copy = self.copy_repeat or self.repeat
+        return self.campaign_prefix("data", self.layout_label, self.copy_label, f"r{copy}")
 
     @property
     def local_dir(self) -> Path:
@@ -101,6 +105,8 @@ class TransferSpec:
         # shallow: every field is JSON already (asdict deep-copies each file name, and a
         # large sweep plans thousands of these)
         data = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.copy_repeat is None:  # as before it existed: params unchanged, nothing re-run
+            del data["copy_repeat"]
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -137,4 +143,5 @@ def transfer_spec(campaign: Campaign, m: Measurement) -> TransferSpec:
         start_tolerance_s=campaign.start_tolerance_s,
         # only the command tool's jobs see it: a changed template re-runs only those
         command_template=campaign.command_template if m.setting.tool == "command" else None,
+        copy_repeat=copy if (copy := campaign.copy_repeat(m)) != m.repeat else None,
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cloudbench.campaign import paths
+from cloudbench.campaign import paths, precision
 from cloudbench.measure.rclonelog import longest_stall, parse_rclone_log
 from cloudbench.measure.record import TRANSFER_COLUMNS, WHOLE_TRANSFER_COLUMNS
 from cloudbench.report.outputs import TABLES
@@ -228,11 +228,25 @@ def probes_table(results: Path, sites: Iterable[str]) -> pd.DataFrame:
     return latency.probe_table(records)
 
 
+def precision_table(results: Path, plan: dict) -> pd.DataFrame:
+    """How ``repeats: auto`` ended at each site of the plan (its precision.json, measured
+    here or pulled): one row per identity, none when the campaign's repeats are fixed."""
+    rows = []
+    if plan.get("precision_first"):
+        for site in sorted({m["site"] for m in plan["measurements"]}):
+            path = Path(paths.precision_final(results, site))
+            if path.exists():
+                rows += _load(path)["decisions"]
+    return pd.DataFrame(rows, columns=list(precision.COLUMNS))
+
+
 def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
     """``plan``: the campaign's expected ``measurements`` (site, direction, remote, layout,
     repeat), its dataset ``files``, chunk size labels ``chunks`` and ``upload_site``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    transfers, missing = transfers_table(results, plan["measurements"])
+    decided = precision_table(results, plan)
+    later = precision.later_rounds(decided.to_dict("records"), plan.get("precision_first") or 0)
+    transfers, missing = transfers_table(results, [*plan["measurements"], *later])
     paths = {name: out_dir / t.path for name, t in TABLES.items()}
     transfers.to_csv(paths["transfers"], sep="\t", index=False)
     series_table(results, transfers).to_csv(paths["timeseries"], sep="\t", index=False)
@@ -240,6 +254,7 @@ def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
     steps_table(results, plan).to_csv(paths["steps"], sep="\t", index=False)
     sites = {m["site"] for m in plan["measurements"]}
     probes_table(results, sites).to_csv(paths["probes"], sep="\t", index=False)
+    decided.to_csv(paths["precision"], sep="\t", index=False)
     missing_columns = ["site", "direction", "remote", "layout", "setting", "repeat"]
     pd.DataFrame(missing, columns=missing_columns).to_csv(paths["missing"], sep="\t", index=False)
     return paths

@@ -86,11 +86,11 @@ def build_report(
         for name in ("transfers", "timeseries", "steps", "missing")
     )
     transfers, series = stats.with_setting(transfers), stats.with_setting(series)
-    clients, probes = (
+    clients, probes, decided = (
         _read(Path(paths.table(tables, name)))
         if Path(paths.table(tables, name)).exists()
         else pd.DataFrame()
-        for name in ("clients", "probes")
+        for name in ("clients", "probes", "precision")
     )
     man_path = Path(paths.campaign_manifest(tables))
     try:  # optional: the report does not wait for the campaign manifest
@@ -141,6 +141,7 @@ def build_report(
         tools_report.tools_html(transfers, out["tools_html"])
         tools_report.latency_html(transfers, probes, out["latency_html"])
         comparison = _comparison(transfers, info, out)
+        html_tables.precision_html(decided, info, out["precision_html"])
         write_tsv(scaling.scaling_table(transfers), out["scaling_tsv"])
         write_tsv(trend, out["drift_tsv"])
         write_tsv(latency.tool_strategy_rates(tools_report.with_tool(transfers)), out["tools_tsv"])
@@ -158,6 +159,7 @@ def build_report(
             out["rate_by_strategy"],
             drift.drift_sentences(trend),
             comparison,
+            decided,
         )
     )
 

@@ -304,6 +304,20 @@ def _against(comparison: pd.DataFrame | None) -> str:
     return f" <b{mark}>Against {name}</b>: {text} (Comparison)."
 
 
+def _repeats_by_precision(decided: pd.DataFrame | None, info: Mapping[str, Any]) -> str:
+    """With ``repeats: auto``: how the measurements' rounds ended, in one sentence (red when
+    one stopped short of the target)."""
+    from cloudbench.campaign.precision import MET, stops_text
+
+    target = info.get("precision")
+    if not target or decided is None or decided.empty:
+        return ""
+    short = bool((decided["decision"] != MET).any())
+    mark = ' style="color:#b00"' if short else ""
+    text = html.escape(stops_text(decided.to_dict("records"), target))
+    return f" <b{mark}>Repeats</b>: {text} (Repeats)."
+
+
 def _bursting(metrics: pd.DataFrame) -> int:
     """How many transfers started fast and then slowed (:mod:`cloudbench.report.burst`)."""
     return int(metrics["burst_s"].notna().sum()) if "burst_s" in metrics else 0
@@ -316,10 +330,12 @@ def headline_html(
     figure: Path | None,
     drifts: Sequence[str] = (),
     comparison: pd.DataFrame | None = None,
+    decided: pd.DataFrame | None = None,
 ) -> str:
     """The fragment the report's front page shows (HTML without <html>/<body>); ``drifts``
     are the lines of :func:`cloudbench.report.drift.drift_sentences`, ``comparison`` the
-    table of :func:`cloudbench.report.compare.compare` against ``compare_with``."""
+    table of :func:`cloudbench.report.compare.compare` against ``compare_with``, ``decided``
+    how ``repeats: auto`` ended (:mod:`cloudbench.campaign.precision`)."""
     table = rows(metrics, summary)
     total = len(metrics)
     bad = metrics[metrics["status"] != "ok"] if total else metrics
@@ -341,6 +357,7 @@ def headline_html(
             else ""
         )
         + _against(comparison)
+        + _repeats_by_precision(decided, info)
         + (
             f" <b>Burst, then slower</b> in {bursting} of {total} transfers (below the figure)."
             if (bursting := _bursting(metrics))

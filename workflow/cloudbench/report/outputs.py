@@ -30,6 +30,7 @@ TABLES: dict[str, ReportOutput] = {
     "missing": ReportOutput("missing.tsv", None, None),
     "clients": ReportOutput("clients.tsv", "clients_tsv", "Tables"),
     "probes": ReportOutput("probes.tsv", "probes_tsv", "Tables"),
+    "precision": ReportOutput("precision.tsv", "precision_tsv", "Tables"),
 }
 
 # By name: the key of build_report's ``out`` and, with - for _, the figure CLI option.
@@ -61,6 +62,7 @@ REPORT_OUTPUTS: dict[str, ReportOutput] = {
     "latency_tsv": ReportOutput("latency.tsv", "latency_tsv", "Tables"),
     "compare_html": ReportOutput("figures/compare.html", "compare_table", "Comparison"),
     "compare_tsv": ReportOutput("compare.tsv", "compare_tsv", "Tables"),
+    "precision_html": ReportOutput("figures/precision.html", "precision_table", "Repeats"),
     # the report's front page embeds it (workflow/report/workflow.rst)
     "headline": ReportOutput("figures/headline.html", None, None),
 }

@@ -398,3 +398,31 @@ def campaign_html(
         )
         body += "<h2>Dataset files (campaign manifest)</h2>" + html_table(files)
     path.write_text(page("Campaign", body))
+
+
+def precision_html(decided: pd.DataFrame, info: Mapping[str, Any], path: Path) -> None:
+    """The Repeats page: with ``repeats: auto``, how each measurement's rounds ended and the
+    interval they ended on; with fixed repeats, what auto would do."""
+    from cloudbench.campaign.precision import MET, stops_text
+
+    target = info.get("precision")
+    if not target:
+        body = (
+            f"<p>Repeats were fixed at {html.escape(str(info.get('repeats', '')))} for every "
+            "measurement. With <code>repeats: auto</code> (and <code>precision:</code> width "
+            "and max_repeats) each measurement would be repeated until its median's 95% "
+            "interval is that narrow, or the maximum is reached, and this table would say "
+            "which stopped why:</p>"
+        )
+        path.write_text(page("Repeats", body + html_table(decided)))
+        return
+    records = decided.to_dict("records")
+    body = f"<p>{html.escape(stops_text(records, target))}.</p>" + (
+        "<p>Each measurement ran the first "
+        f"{int(target['first'])} rounds, then one more round at a time while its median's "
+        "interval (low to high, at the coverage in <code>level</code>) was wider than "
+        f"{float(target['width']):.0%} of the median. Marked: not met (reached max, or a "
+        "failed repeat; a rerun measures the failed one again and carries on).</p>"
+    )
+    flag = decided["decision"] != MET if not decided.empty else None
+    path.write_text(page("Repeats", body + html_table(decided, flag=flag)))
