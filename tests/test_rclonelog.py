@@ -78,7 +78,7 @@ def check_series(log: RcloneLog) -> list[tuple[float, int, float]]:
 
 
 def test_every_listed_capture_exists_and_is_small():
-    assert len(CAPTURES) == 10
+    assert len(CAPTURES) == 11
     for name in CAPTURES:
         size = (DATA / name).stat().st_size
         assert 0 < size < 200_000, name
@@ -270,6 +270,28 @@ def test_wrong_secret_upload_fails_before_any_stats():
 
 
 # --- tolerance -------------------------------------------------------------------------
+
+
+def test_throttling_is_counted_from_every_response_the_sdk_logged():
+    """Four part uploads answered 503 SlowDown by the proxy: four throttled responses, four
+    requests sent again, and the copy still whole; a log written without the response
+    flags counts nothing (None), which is not the same as none."""
+    log = parse("s3_throttled.jsonl")
+    assert (log.throttled, log.server_errors, log.request_retries) == (4, 0, 4)
+    assert log.final.bytes == total_bytes("s3_throttled.jsonl") and log.errors == ()
+    plain = parse("s3_upload.jsonl")
+    assert (plain.throttled, plain.server_errors, plain.request_retries) == (None, None, None)
+
+
+def _response(status: str) -> str:
+    dump = f"Response\nHTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n"
+    return json.dumps({"time": "t", "level": "debug", "msg": dump, "source": "s3/s3.go:1"})
+
+
+def test_429_counts_as_throttled_a_500_as_a_server_error_a_200_as_neither():
+    lines = [_response(s) for s in ("200 OK", "429 Too Many Requests", "500 Internal", "503 X")]
+    log = parse_rclone_log(lines)
+    assert (log.throttled, log.server_errors, log.request_retries) == (2, 1, 0)
 
 
 def test_non_json_lines_are_counted_and_skipped():

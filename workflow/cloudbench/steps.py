@@ -255,7 +255,7 @@ _SHARED_CLIENT_KEYS = (
 CLIENT_COLUMNS = (
     "client", "host", "batch_job", "job_step", "status", "mb_per_s", "seconds", "start_offset_s",
     "started_utc", "files", "objects", "bytes_requested", "bytes_moved", "connections",
-    "retries", "error",
+    "retries", "throttled", "error",
 )  # fmt: skip
 
 

@@ -241,11 +241,18 @@ def aggregate(
         "objects_in_flight": sum(c.get("objects_in_flight") or 0 for c in got),
         "connections": sum(c.get("connections") or 0 for c in got),
         "retries": sum(c.get("retries") or 0 for c in got),
+        **{k: _sum_counted(got, k) for k in ("throttled", "server_errors", "request_retries")},
         "client_mb_per_s_min": min(rates) if len(rates) == n else None,
         "client_mb_per_s_median": round(statistics.median(rates), 3) if len(rates) == n else None,
         "client_mb_per_s_max": max(rates) if len(rates) == n else None,
         "hosts": sorted({c["host"] for c in got if c.get("host")}),
     }
+
+
+def _sum_counted(got: Sequence[dict[str, Any]], key: str) -> int | None:
+    """A count over the clients, None when no client counted it (its log could not)."""
+    counted = [c[key] for c in got if c.get(key) is not None]
+    return sum(counted) if counted else None
 
 
 def sum_series(

@@ -22,6 +22,10 @@ from typing import Any
 from cloudbench.records import clip_tail
 
 JSON_LOG_FLAGS = ("--use-json-log", "--stats", "1s", "--stats-log-level", "INFO", "-v")
+# Backends whose timed copies log every response's status and every retried request, so a
+# store's throttling (503 SlowDown, 429) is counted per measurement
+# (cloudbench.measure.rclonelog): at -v the SDK retries it silently.
+RESPONSE_LOG_FLAGS = {"s3": ("-vv", "--s3-sdk-log-mode", "Retries,Response")}
 _VERSION_RE = re.compile(r"rclone v?(\d+)\.(\d+)\.(\d+)")
 
 
@@ -138,6 +142,8 @@ MANAGED_FLAGS = {
     "--stats-log-level": "the per-second series",
     "--stats-one-line": "the per-second series",
     "-v": "one JSON log per transfer",
+    "-vv": "one JSON log per transfer (on S3 with every response's status)",
+    "--s3-sdk-log-mode": "every response's status in the log (throttling counted)",
     "-q": "one JSON log per transfer",
 }
 # Backends whose uploads run several parts of one object at once unless told otherwise:
@@ -349,6 +355,7 @@ def copy_command(
         "--log-file",
         str(log_file),
         *JSON_LOG_FLAGS,
+        *RESPONSE_LOG_FLAGS.get(conc.backend, ()),
     ]
     if conc.streams > 1:
         cmd += [

@@ -32,6 +32,13 @@ Facts about those logs that shape this module (all seen in the captures):
   logged at NOTICE, not ERROR.
 * rclone redirects its stderr into ``--log-file``, so a Go panic or an early flag error
   lands there as plain text: lines that are not JSON must not stop the parse.
+* On S3 the timed copy also runs at ``-vv --s3-sdk-log-mode Retries,Response``
+  (:data:`cloudbench.measure.rclone.RESPONSE_LOG_FLAGS`): the AWS SDK then logs every HTTP
+  response's status line and headers as a DEBUG message ``"Response\nHTTP/1.1 503 Slow
+  Down\r\n..."``, and each request it sends again as ``"retrying request S3/UploadPart,
+  attempt 2"``. Without them a 503 SlowDown on a part upload is retried inside the SDK and
+  logged nowhere, at any level (seen against a proxy answering 503). Secrets in DEBUG
+  lines (``Setting secret_access_key=XXX``) are masked by rclone itself.
 * rclone 1.70 moved from logrus to slog and changed the ``time`` format (now RFC 3339
   with nanoseconds in UTC, ``...Z``; older releases wrote local time with an offset).
   The time string is only carried along, never parsed, so either format is fine.
@@ -58,6 +65,11 @@ _ATTEMPT_RE = re.compile(r"^Attempt (\d+)/(\d+) (failed|succeeded)\b")
 _LOW_LEVEL_RE = re.compile(r"low level retry \d+/\d+", re.IGNORECASE)
 MIN_GAP_S = series.MIN_GAP_S  # stats lines closer than this are one sample
 _VERSION_RE = re.compile(r'\bVersion "v?([^"]+)" starting\b')
+# The AWS SDK's response dump ("Response\nHTTP/1.1 503 Slow Down\r\n...") and retry line
+_RESPONSE_RE = re.compile(r"^Response\s+HTTP/[\d.]+ (\d{3})\b")
+_SDK_RETRY_RE = re.compile(r"^retrying request \S+, attempt \d+")
+# What a store answers when it wants fewer requests: 503 SlowDown (S3, Ceph) or 429
+THROTTLE_STATUSES = frozenset({429, 503})
 
 
 @dataclass(frozen=True)
@@ -119,6 +131,11 @@ class RcloneLog:
       None at ``-v``, which does not log it.
     * ``unparsed_lines``: non-blank lines that are not a JSON object (stderr text, a
       truncated last line, ...) or whose stats object has unusable values.
+    * ``throttled``: responses with status 503 (SlowDown) or 429 (Too Many Requests),
+      from the SDK's response dumps; ``server_errors``: other 5xx responses;
+      ``request_retries``: requests the SDK sent again (any cause: throttling, a 5xx, a
+      broken connection). All three None when the log holds no response dump, i.e. the
+      copy did not log them (not S3, or written without the flags): not counted is not 0.
     """
 
     samples: tuple[StatsSample, ...]
@@ -129,6 +146,9 @@ class RcloneLog:
     last_error: str | None
     version: str | None
     unparsed_lines: int = 0
+    throttled: int | None = None
+    server_errors: int | None = None
+    request_retries: int | None = None
 
 
 def stats_sample(record: Mapping[str, Any], stats: Mapping[str, Any]) -> StatsSample:
@@ -172,6 +192,8 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
     samples: list[StatsSample] = []
     errors: list[str] = []
     retries = low_level = unparsed = 0
+    statuses: list[int] = []
+    sdk_retries = 0
     stats_last_error: str | None = None
     version: str | None = None
     for line in lines:
@@ -197,6 +219,12 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
                 stats_last_error = str(stats["lastError"])
             continue
         msg = str(record.get("msg", ""))
+        if response := _RESPONSE_RE.match(msg):
+            statuses.append(int(response.group(1)))
+            continue
+        if _SDK_RETRY_RE.match(msg):
+            sdk_retries += 1
+            continue
         attempt = _ATTEMPT_RE.match(msg)
         if attempt and attempt.group(3) == "failed":
             if int(attempt.group(1)) < int(attempt.group(2)):
@@ -219,6 +247,11 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
         last_error=errors[-1] if errors else stats_last_error,
         version=version,
         unparsed_lines=unparsed,
+        throttled=sum(c in THROTTLE_STATUSES for c in statuses) if statuses else None,
+        server_errors=(
+            sum(c >= 500 and c not in THROTTLE_STATUSES for c in statuses) if statuses else None
+        ),
+        request_retries=sdk_retries if statuses else None,
     )
 
 

@@ -86,6 +86,18 @@ class TransferRow:
     retries: int = _col(
         "count", "whole-run retries the client reported (rclone's 'Attempt N/M failed')"
     )
+    throttled: int = _col(
+        "count",
+        "responses 503 (SlowDown) or 429 (Too Many Requests) the store gave the copy, from "
+        "rclone's log of every response (S3 remotes; empty where not counted: other "
+        "backends and tools)",
+    )
+    server_errors: int = _col("count", "other 5xx responses to the copy, counted alike")
+    request_retries: int = _col(
+        "count",
+        "requests the S3 SDK inside rclone sent again, whatever the cause (throttling, a "
+        "5xx, a broken connection); counted alike",
+    )
     error: str = _col("", "the client's last error, or the verify problem (redacted)")
     rclone_version: str = _col("", "the rclone that ran (or did the bookkeeping)")
     rclone_env: str = _col(
@@ -128,7 +140,7 @@ TRANSFER_COLUMNS: list[str] = [f.name for f in fields(TransferRow)]
 # Counts that a column of blanks would otherwise turn into floats ("1.0")
 WHOLE_TRANSFER_COLUMNS: tuple[str, ...] = (
     "chunk_bytes", "bytes_moved", "backend_concurrency", "attempts", "bytes_moved_all_attempts",
-    "retries",
+    "retries", "throttled", "server_errors", "request_retries",
 )  # fmt: skip
 
 

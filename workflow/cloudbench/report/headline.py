@@ -318,6 +318,22 @@ def _repeats_by_precision(decided: pd.DataFrame | None, info: Mapping[str, Any])
     return f" <b{mark}>Repeats</b>: {text} (Repeats)."
 
 
+def _throttled(metrics: pd.DataFrame) -> str:
+    """The store's 503 SlowDown / 429 answers, counted from the copies' logs, in one
+    sentence (red: a throttled store's rates say more about its limits than its speed)."""
+    if "throttled" not in metrics or not metrics["throttled"].notna().any():
+        return ""
+    counts = pd.to_numeric(metrics["throttled"], errors="coerce")
+    hit = counts[counts > 0]
+    if hit.empty:
+        return ""
+    return (
+        f' <b style="color:#b00">Throttled</b>: the store answered {int(hit.sum())} requests '
+        f"with 503 SlowDown or 429 in {len(hit)} of {int(counts.notna().sum())} counted "
+        "transfers (column throttled; request_retries: the requests sent again)."
+    )
+
+
 def _bursting(metrics: pd.DataFrame) -> int:
     """How many transfers started fast and then slowed (:mod:`cloudbench.report.burst`)."""
     return int(metrics["burst_s"].notna().sum()) if "burst_s" in metrics else 0
@@ -358,6 +374,7 @@ def headline_html(
         )
         + _against(comparison)
         + _repeats_by_precision(decided, info)
+        + _throttled(metrics)
         + (
             f" <b>Burst, then slower</b> in {bursting} of {total} transfers (below the figure)."
             if (bursting := _bursting(metrics))

@@ -136,6 +136,9 @@ class Rclone:
                 "rclone_exit": run.returncode,
                 "rclone_version": plan.version,
                 "rclone_env": rclone_env_flags(),
+                "throttled": log.throttled if log else None,
+                "server_errors": log.server_errors if log else None,
+                "request_retries": log.request_retries if log else None,
             },
         )
 

@@ -1,0 +1,39 @@
+"""A store that throttles: its 503 SlowDown answers are counted per measurement, from the
+timed copy's own log, and flagged on the report's front page."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+
+@pytest.mark.slow
+def test_slowdown_answers_to_a_copy_are_counted_in_its_row_and_flagged(tmp_path):
+    """rclone serve s3 behind a proxy (tests/infra/throttle.py) that answers every second
+    write of the timed copy's objects with 503 SlowDown, twice: the upload's row counts 2
+    throttled responses and 2 requests sent again, and is ok; the download's row counts 0
+    (counted, not empty); the front page says so. The proxy's own tally is the truth."""
+    from tests.infra.s3 import serve_s3
+    from tests.infra.throttle import throttling_proxy
+    from tests.infra.workflow import BIN, snakemake, write_config
+
+    cfg = write_config(tmp_path, {
+        "campaign": "slow", "remote": "s3t:", "bucket": "bench",
+        "dataset": {"files": 1, "size": "12MiB"}, "strategies": ["plain"], "repeats": 1,
+        "rclone": {"flags": ["--s3-upload-cutoff", "5M"], "multi_thread_chunk_size": "5MiB"},
+        "sites": {"edi": {"upload": True, "download": True, "scratch": "scratch"}},
+    })  # fmt: skip
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        env = s3.client_env("S3T")
+        with throttling_proxy(s3.port, every=2, limit=2, within="/objects/") as throttle:
+            env["RCLONE_CONFIG_S3T_ENDPOINT"] = f"http://127.0.0.1:{throttle.port}"
+            run = snakemake(tmp_path, cfg, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert len(throttle.refused) == 2, throttle.refused
+    transfers = pd.read_csv(tmp_path / "results/slow/transfers.tsv", sep="\t")
+    rows = {r.direction: r for r in transfers.itertuples()}
+    up, down = rows["upload"], rows["download"]
+    assert (up.status, up.throttled, up.request_retries, up.server_errors) == ("ok", 2, 2, 0)
+    assert (down.status, down.throttled) == ("ok", 0)
+    headline = (tmp_path / "results/slow/figures/headline.html").read_text()
+    assert "answered 2 requests with 503 SlowDown or 429 in 1 of 2 counted transfers" in headline
