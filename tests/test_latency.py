@@ -123,3 +123,33 @@ def test_latency_page_of_skipped_probes_says_why_instead_of_dashes(tmp_path):
     page = out.read_text()
     assert NO_PROBES in page and "skipped" in page
     assert "Round-trip time" not in page and "get_ttfb_p50_ms" not in page
+
+
+def test_a_copys_age_when_read_is_from_its_publication_to_now_and_none_without_one():
+    from datetime import UTC, datetime, timedelta
+
+    from cloudbench.steps import copy_seen
+
+    published = (datetime.now(UTC) - timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    seen = copy_seen({"uploaded_by": {"finished_utc": published}})
+    assert seen["copy_published_utc"] == published and 2 <= seen["copy_age_s"] < 3
+    assert copy_seen({})["copy_age_s"] is None
+
+
+def test_cross_site_visibility_is_per_download_site_and_remote():
+    from cloudbench.report.latency import copy_visibility
+
+    transfers = pd.DataFrame(
+        {
+            "site": ["a", "b", "b", "b"],
+            "remote": ["s3"] * 4,
+            "direction": ["upload", "download", "download", "download"],
+            "copy_age_s": [None, 4.0, 1.5, 9.0],
+        }
+    )
+    table = copy_visibility(transfers)
+    assert table.to_dict("records") == [
+        {"site": "b", "remote": "s3", "copies_read": 3, "min_copy_age_s": 1.5,
+         "median_copy_age_s": 4.0}
+    ]  # fmt: skip
+    assert copy_visibility(transfers.iloc[:1]).empty

@@ -76,9 +76,26 @@ def test_three_sites_meet_at_the_remote(tmp_path, demo_config):
         assert set(before["site"]) == set(SITES)
         for col in ("host", "started_utc", "rclone_version", "node_cores"):
             assert before[col].notna().all()
+        # cross-site visibility, both ends from the manifest exchange: every site read the
+        # same copy's publication time, after its upload ended; bnl ran last, so its copies
+        # were oldest when read
+        downs = before[before["direction"] == "download"]
+        assert downs.groupby("layout")["copy_published_utc"].nunique().eq(1).all()
+        ups = before[before["direction"] == "upload"].set_index("layout")
+        for d in downs.itertuples():
+            up_end = pd.Timestamp(ups.loc[d.layout, "started_utc"]) + pd.Timedelta(
+                seconds=ups.loc[d.layout, "seconds"]
+            )
+            assert pd.Timestamp(d.copy_published_utc) >= up_end
+            read = pd.Timestamp(d.copy_read_utc) - pd.Timestamp(d.copy_published_utc)
+            assert d.copy_age_s == pytest.approx(read.total_seconds(), abs=0.01)
+        age = downs.groupby("site")["copy_age_s"].min()
+        assert 0 < age["tursa"] < age["tesseract"] < age["bnl"]
         report = tmp_path / "none/results/demo/report.html"
         rep = _run_site(tmp_path, cfg, "none", env, "--report", str(report))
         assert rep.returncode == 0 and report.stat().st_size > 50_000
+        latency_page = (tmp_path / "none/results/demo/figures/latency.html").read_text()
+        assert "Cross-site visibility" in latency_page and "min_copy_age_s" in latency_page
 
         # rerun one downloader: only its rows change, its earlier run is kept as history
         rerun = _run_site(tmp_path, cfg, "tesseract", env, "--forcerun", "download")

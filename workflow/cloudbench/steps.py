@@ -41,6 +41,7 @@ from cloudbench.measure.attempts import (
 from cloudbench.measure.clients.base import CopyJob
 from cloudbench.measure.copy import measure
 from cloudbench.measure.progress import label_of, result_line
+from cloudbench.measure.rclonelog import stamp_epoch
 from cloudbench.records import (
     clip_tail,
     host_info,
@@ -557,6 +558,7 @@ def download(
         series_file.write(series, ())
         _finish(record, rec, log)  # the record last: a job with its record has every output
         return
+    seen = copy_seen(man)  # before anything else: the moment this site could read it
     write_json(manifest_out, man)
     local = fresh_dir(spec.local_dir)
     rec = timed_copy(
@@ -570,7 +572,20 @@ def download(
         series,
         timeout,
     )
-    _finish(record, rec, log)
+    _finish(record, rec | seen, log)
+
+
+def copy_seen(man: dict[str, Any]) -> dict[str, Any]:
+    """Both ends of a copy's way to this site, from the manifest exchange: when the upload
+    site published it (its clock, ``uploaded_by.finished_utc``, just before the manifest's
+    PUT) and when this site read that manifest whole (this site's clock, now), and the
+    seconds between: an upper bound on the store's cross-site visibility delay, which also
+    holds however long after the upload this site ran, and the two clocks' offset."""
+    read = utc_now()
+    published = (man.get("uploaded_by") or {}).get("finished_utc")
+    start, end = stamp_epoch(published or ""), stamp_epoch(read)
+    age = round(end - start, 3) if start is not None and end is not None else None
+    return {"copy_published_utc": published, "copy_read_utc": read, "copy_age_s": age}
 
 
 # --- after the download ---------------------------------------------------------------------

@@ -129,6 +129,19 @@ class TransferRow:
         "the bytes all attempts moved (what the store bills); an attempt killed before its "
         "record counts with the last stats line of its log",
     )
+    copy_published_utc: str = _col(
+        "UTC",
+        "downloads: when the upload site published the copy (its manifest, on that site's clock)",
+    )
+    copy_read_utc: str = _col(
+        "UTC", "downloads: when this site read the copy's manifest whole, just before the copy"
+    )
+    copy_age_s: float = _col(
+        "s",
+        "copy_read_utc - copy_published_utc: an upper bound on the store's cross-site "
+        "visibility delay (it also holds how long after the upload this site ran, and the "
+        "two sites' clock offset)",
+    )
     longest_stall_s: float = _col(
         "s",
         "the longest stretch in which the byte count did not grow; 10 s or more in an `ok` "

@@ -99,6 +99,25 @@ def pair_rtt(probes: pd.DataFrame) -> pd.DataFrame:
     return g.agg(rtt_ms="median", probes="size").reset_index()
 
 
+def copy_visibility(transfers: pd.DataFrame) -> pd.DataFrame:
+    """Per download site and remote: how long after the upload site published its copies
+    this site first read them (``copy_age_s``, both ends from the manifest exchange). The
+    smallest is the tightest upper bound the campaign gives on the store's cross-site
+    visibility delay; the others mostly say when the site ran."""
+    columns = ["site", "remote", "copies_read", "min_copy_age_s", "median_copy_age_s"]
+    if transfers.empty or "copy_age_s" not in transfers:
+        return pd.DataFrame(columns=columns)
+    read = transfers[(transfers["direction"] == "download") & transfers["copy_age_s"].notna()]
+    if read.empty:
+        return pd.DataFrame(columns=columns)
+    out = (
+        read.groupby(["site", "remote"])["copy_age_s"]
+        .agg(copies_read="size", min_copy_age_s="min", median_copy_age_s="median")
+        .reset_index()
+    )
+    return out[columns]
+
+
 def rate_vs_rtt(
     transfers: pd.DataFrame, probes: pd.DataFrame
 ) -> tuple[pd.DataFrame, dict[str, LinearFit | None]]:

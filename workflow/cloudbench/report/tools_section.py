@@ -243,7 +243,7 @@ def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> N
             else pd.DataFrame(columns=latency.PROBE_COLUMNS),  # what a probe would give
             wrap={"reason"},
         )
-        path.write_text(page("Latency", note + listed))
+        path.write_text(page("Latency", note + listed + _visibility_html(transfers)))
         return
     body = [
         "<h2>Probes</h2>"
@@ -286,4 +286,20 @@ def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> N
         body.append('<p class="note">window unknown: no ceiling stated</p>')
     else:
         body.append(html_table(ceilings, flag=ceilings["of_ceiling"] > 0.8))
+    body.append(_visibility_html(transfers))
     path.write_text(page("Latency", "\n".join(body)))
+
+
+def _visibility_html(transfers: pd.DataFrame) -> str:
+    """The cross-site half of visibility: publication at the upload site to first read at
+    each download site (:func:`cloudbench.report.latency.copy_visibility`)."""
+    return (
+        "<h2>Cross-site visibility</h2>"
+        '<p class="note">Seconds from the upload site\'s publication of a copy (its manifest, '
+        "that site's clock) until a download site read it whole (its own clock), per "
+        "download site and remote: an upper bound on how long the store takes to show a new "
+        "object elsewhere. The smallest is the tightest bound; the rest mostly says how long "
+        "after the upload the site ran. Clock offsets between sites add to it (NTP keeps "
+        "them to milliseconds). The list- and read-after-write probe above measures the "
+        "same delay at one site.</p>" + html_table(latency.copy_visibility(transfers))
+    )
