@@ -27,10 +27,8 @@ upload's own decisions, which a download site cannot wait for.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 MORE = "more"
 MET = "met target"
@@ -53,8 +51,7 @@ COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
-class Precision:
+class Precision(NamedTuple):
     """``repeats: auto``'s target: the median's interval at most ``width`` times the median
     (0.10: within 10%), with at most ``max_repeats`` repeats of any identity."""
 
@@ -88,6 +85,8 @@ def decide(
 ) -> dict[str, Any]:
     """The decision for one identity after a round, from its repeats so far (their MB/s and
     statuses, one each): the numbers it rests on, and one of the decisions (module doc)."""
+    import statistics
+
     from cloudbench.report.intervals import TARGET_LEVEL, median_interval
 
     ok = [float(r) for r, s in zip(rates, statuses, strict=True) if s == "ok" and r is not None]
