@@ -125,6 +125,7 @@ def test_a_wrong_auto_target_is_one_line_naming_it(repeats, target, message):
 
 
 @pytest.mark.slow
+@pytest.mark.browser
 def test_auto_repeats_stop_at_the_target_or_the_max_and_a_rerun_measures_nothing(tmp_path):
     """A campaign of a local-directory remote (its rates vary by tens of percent): with a
     target any 6 repeats meet, every measurement stops after the first rounds; with one none
@@ -170,3 +171,38 @@ def test_auto_repeats_stop_at_the_target_or_the_max_and_a_rerun_measures_nothing
 
     again = snakemake(tmp_path, cfg)
     assert again.returncode == 0 and "Nothing to be done" in again.stderr, again.stderr[-2000:]
+    report = tmp_path / "report.html"
+    assert snakemake(tmp_path, cfg, "--report", str(report)).returncode == 0
+    _repeats_shown_in_chromium(report, tmp_path)
+
+
+def _repeats_shown_in_chromium(report, workdir) -> None:
+    """The front page's first paragraph counts the stops, in red; the Repeats page shows
+    its table (no errors, not blank)."""
+    from tests.test_report_browser import (
+        CHROMIUM,
+        WINDOW,
+        assert_not_blank,
+        browser,
+        report_results,
+        select_view,
+    )
+
+    if CHROMIUM is None:  # the campaign's own checks above still ran
+        pytest.skip("chromium not installed: `make sysdeps` installs Debian's chromium")
+    results = report_results(report)
+    key = next(k for k, r in results.items() if r["name"].endswith("precision.html"))
+    with browser(workdir) as b:
+        b.open(report.as_uri())
+        b.settle()
+        first = b.evaluate("document.querySelector('.cb-headline p').innerText")
+        colour = b.evaluate(
+            "getComputedStyle([...document.querySelectorAll('.cb-headline p b')]"
+            ".find(e => e.innerText === 'Repeats')).color"
+        )
+        assert select_view(b, key)["iframe"]
+        shot = b.screenshot(workdir / "repeats.png")
+        assert b.errors == [], b.errors
+    assert "Repeats: repeats: auto, until the median's interval is within 0.001% of it" in first
+    assert "2 reached max after 7 repeats" in first and colour == "rgb(187, 0, 0)"
+    assert_not_blank(shot, box=(WINDOW[0] // 2 + 10, 0, WINDOW[0], WINDOW[1]))

@@ -14,8 +14,6 @@ import json
 import sys
 from pathlib import Path
 
-from cloudbench.report.outputs import REPORT_OUTPUTS
-
 # The errors a user can act on, by the module that defines them: a module that was never
 # imported cannot have raised its error, so only the imported ones are caught.
 USER_ERRORS = {
@@ -237,6 +235,7 @@ def cmd_aggregate(a):
 
 def cmd_plots(a, tables: Path | None = None):
     from cloudbench.report import build as plots  # matplotlib and seaborn: only here
+    from cloudbench.report.outputs import REPORT_OUTPUTS
 
     outputs = {name: Path(getattr(a, name)) for name in REPORT_OUTPUTS}
     plots.build_report(tables or Path(a.tables), json.loads(a.info), outputs, jobs=a.jobs)
@@ -340,7 +339,9 @@ def cmd_watch(argv: list[str]) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(report_options: bool = True) -> argparse.ArgumentParser:
+    """Every command's options; ``report_options=False`` leaves out the report's figure
+    options (aggregate, plots), so a job of another command does not import their list."""
     p = argparse.ArgumentParser(
         prog="cloudbench",
         description=__doc__,
@@ -434,11 +435,14 @@ def build_parser() -> argparse.ArgumentParser:
         ("--out", req),
         ("--release", {"default": ""}),
     )
-    figures = (
+    figures: tuple[tuple[str, dict], ...] = (
         ("--info", req),
         ("--jobs", {"type": int, "default": 1, "help": "processes drawing the figures"}),
-        *[(f"--{name.replace('_', '-')}", req) for name in REPORT_OUTPUTS],
     )
+    if report_options:
+        from cloudbench.report.outputs import REPORT_OUTPUTS
+
+        figures += tuple((f"--{name.replace('_', '-')}", req) for name in REPORT_OUTPUTS)
     add(
         "aggregate",
         cmd_aggregate,
@@ -532,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         from cloudbench.site.launch import main as launch_main
 
         return launch_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    args = build_parser(report_options=argv[:1] in (["aggregate"], ["plots"])).parse_args(argv)
     from cloudbench.site.jobenv import end_with_job_shell
 
     end_with_job_shell()  # every command below is a job's (or a client's) own process

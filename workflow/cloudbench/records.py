@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -49,13 +48,19 @@ def ran_on(env: Mapping[str, str]) -> str:
     return f"batch job {job}" if job else SUBMIT_HOST
 
 
+def _hostname() -> str:
+    import socket  # only here: most of what a job does needs no socket module
+
+    return socket.gethostname()
+
+
 def host_info(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What makes rows from different centres comparable, and traceable to the scheduler:
     host name, usable cores, and the batch job (and step) the process ran in."""
     env = os.environ if env is None else env
     job, step = batch_job(env)
     return {
-        "host": socket.gethostname(),
+        "host": _hostname(),
         "node_cores": usable_cores(),
         "batch_job": job,
         "job_step": step,

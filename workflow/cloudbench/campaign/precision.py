@@ -151,9 +151,14 @@ def later_rounds(decisions: Iterable[Mapping[str, Any]], first: int) -> list[dic
     ]
 
 
+def width_text(width: float) -> str:
+    """A relative width as the campaign file writes it: 0.1 -> 10%, 1e-05 -> 0.001%."""
+    return f"{width * 100:.6g}%"
+
+
 def stops_text(decisions: Sequence[Mapping[str, Any]], precision: Mapping[str, Any]) -> str:
     """One sentence: how the identities' rounds ended (front page and the Repeats page)."""
-    target = f"{float(precision['width']):.0%}"
+    target = width_text(float(precision["width"]))
     parts = []
     for stop in STOPS:
         ds = [d for d in decisions if d["decision"] == stop]

@@ -20,14 +20,13 @@ any count.
 
 from __future__ import annotations
 
-import ctypes
 import errno
+import functools
 import mmap
 import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import xxhash
@@ -45,7 +44,12 @@ PREFETCH_AHEAD = 64 * 2**20  # ... so a cold file streams from disk while we wor
 # --- low-level I/O --------------------------------------------------------------------------
 
 
-def _load_fallocate():
+@functools.cache
+def _fallocate():
+    """libc's fallocate, looked up once, when a file is first preallocated (ctypes is not
+    imported by jobs that never write one)."""
+    import ctypes
+
     try:
         # the process's own symbols (libc among them): find_library("c") would run ldconfig
         libc = ctypes.CDLL(None, use_errno=True)
@@ -57,9 +61,6 @@ def _load_fallocate():
     return fn
 
 
-_FALLOCATE = _load_fallocate()
-
-
 def preallocate(fd: int, size: int) -> None:
     """Reserve ``size`` bytes for ``fd`` up front (fallocate(2)); a no-op where unsupported.
 
@@ -67,9 +68,12 @@ def preallocate(fd: int, size: int) -> None:
     writing most of a file.  Deliberately not ``os.posix_fallocate``: where the file system
     cannot preallocate (NFSv3, some FUSE), glibc emulates it by writing every block.
     """
-    if _FALLOCATE is None or size <= 0:
+    fallocate = _fallocate()
+    if fallocate is None or size <= 0:
         return
-    if _FALLOCATE(fd, 0, 0, size) != 0:
+    if fallocate(fd, 0, 0, size) != 0:
+        import ctypes
+
         err = ctypes.get_errno()
         if err in (errno.ENOSPC, errno.EDQUOT):
             raise OSError(err, f"cannot reserve {size} bytes: {os.strerror(err)}")
@@ -280,6 +284,8 @@ def concatenate(
     total = 0
     # With a second core, each window is written by a helper thread while this one hashes
     # it (the write's copy and XXH3 both let go of the GIL); with one, slice by slice.
+    from concurrent.futures import ThreadPoolExecutor  # only where a file is reassembled
+
     helper = ThreadPoolExecutor(1) if on_data is not None and usable_cores() > 1 else None
     out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

@@ -17,7 +17,6 @@ number of workers).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from pathlib import Path
@@ -32,6 +31,8 @@ _AES_BLOCK = 16
 
 
 def _key_nonce(seed: str, name: str) -> tuple[bytes, bytes]:
+    import hashlib  # once per generated file, not in every job that imports this module
+
     digest = hashlib.sha512(f"cloudbench/{seed}/{name}".encode()).digest()
     return digest[:32], digest[32:48]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -243,10 +242,16 @@ def aggregate(
         "retries": sum(c.get("retries") or 0 for c in got),
         **{k: _sum_counted(got, k) for k in ("throttled", "server_errors", "request_retries")},
         "client_mb_per_s_min": min(rates) if len(rates) == n else None,
-        "client_mb_per_s_median": round(statistics.median(rates), 3) if len(rates) == n else None,
+        "client_mb_per_s_median": round(_median(rates), 3) if len(rates) == n else None,
         "client_mb_per_s_max": max(rates) if len(rates) == n else None,
         "hosts": sorted({c["host"] for c in got if c.get("host")}),
     }
+
+
+def _median(values: Sequence[float]) -> float:
+    import statistics  # only a job with several clients needs it
+
+    return statistics.median(values)
 
 
 def _sum_counted(got: Sequence[dict[str, Any]], key: str) -> int | None:

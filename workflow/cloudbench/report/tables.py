@@ -403,7 +403,7 @@ def campaign_html(
 def precision_html(decided: pd.DataFrame, info: Mapping[str, Any], path: Path) -> None:
     """The Repeats page: with ``repeats: auto``, how each measurement's rounds ended and the
     interval they ended on; with fixed repeats, what auto would do."""
-    from cloudbench.campaign.precision import MET, stops_text
+    from cloudbench.campaign.precision import MET, stops_text, width_text
 
     target = info.get("precision")
     if not target:
@@ -421,7 +421,7 @@ def precision_html(decided: pd.DataFrame, info: Mapping[str, Any], path: Path) -
         "<p>Each measurement ran the first "
         f"{int(target['first'])} rounds, then one more round at a time while its median's "
         "interval (low to high, at the coverage in <code>level</code>) was wider than "
-        f"{float(target['width']):.0%} of the median. Marked: not met (reached max, or a "
+        f"{width_text(float(target['width']))} of the median. Marked: not met (reached max, or a "
         "failed repeat; a rerun measures the failed one again and carries on).</p>"
     )
     flag = decided["decision"] != MET if not decided.empty else None
