@@ -206,3 +206,39 @@ def _repeats_shown_in_chromium(report, workdir) -> None:
     assert "Repeats: repeats: auto, until the median's interval is within 0.001% of it" in first
     assert "2 reached max after 7 repeats" in first and colour == "rgb(187, 0, 0)"
     assert_not_blank(shot, box=(WINDOW[0] // 2 + 10, 0, WINDOW[0], WINDOW[1]))
+
+
+def _longest_commands(tmp_path, name: str, clients: list[int]) -> dict[str, int]:
+    """The longest shell command of each rule in a dry run of a sweep over ``clients``."""
+    from tests.infra.workflow import snakemake, write_config
+
+    cfg = write_config(tmp_path / name, {
+        "campaign": "sweep", "remote": str(tmp_path / "remote"), "bucket": "b",
+        "dataset": {"files": 8, "size": "1MiB"}, "strategies": ["plain"],
+        "clients": clients, "concurrency": {"plain": [1, 2, 4, 8]}, "repeats": "auto",
+        "sites": {"a": {"upload": True, "download": True, "scratch": "scratch"}},
+    })  # fmt: skip
+    run = snakemake(tmp_path / name, cfg, "-n", "-p")
+    assert run.returncode == 0, run.stderr[-2000:]
+    longest: dict[str, int] = {}
+    rule = None
+    for line in (run.stdout + run.stderr).splitlines():
+        if line.startswith(("rule ", "localrule ", "checkpoint ", "localcheckpoint ")):
+            rule = line.split()[1].rstrip(":")
+        elif line.startswith("Shell command:") and line != "Shell command: None" and rule:
+            longest[rule] = max(longest.get(rule, 0), len(line))
+    return longest
+
+
+@pytest.mark.quick
+def test_no_command_line_grows_with_the_sweep(tmp_path):
+    """Linux takes at most 128 KiB in one argument, and Snakemake hands the shell each
+    command as one: a command that lists every measurement (what the report may hold, the
+    records a precision round decides on) fails on a large sweep after hours of measuring.
+    Four times the measurements: the aggregate's command and every per-job command stay the
+    same length; the precision rounds run in Snakemake's own process, with no command."""
+    small = _longest_commands(tmp_path, "small", [1, 2])
+    large = _longest_commands(tmp_path, "large", [1, 2, 4, 8])
+    assert "precision" not in small and "aggregate" in small
+    for rule in ("aggregate", "upload", "download", "verify", "probe", "publish"):
+        assert large[rule] <= small[rule] + 16, (rule, small[rule], large[rule])

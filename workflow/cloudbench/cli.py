@@ -208,28 +208,12 @@ def cmd_manifest(a):
         datasteps.release_upload_data(Path(a.release))
 
 
-def cmd_precision(a):
-    """After a round of ``repeats: auto``: which identities the next round measures again."""
-    from cloudbench.campaign import precision
-    from cloudbench.records import read_json, write_json
-
-    target = json.loads(a.target)
-    previous = read_json(Path(a.previous[0]))["decisions"] if a.previous else []
-    decisions = precision.decide_round(
-        (read_json(Path(p)) for p in a.records),
-        previous,
-        precision.Precision(float(target["width"]), int(target["max_repeats"])),
-    )
-    write_json(Path(a.out), {"target": target, "decisions": decisions})
-    more = len(precision.continuing(decisions))
-    print(f"precision: {more} of {len(decisions)} measurements need another round", file=sys.stderr)
-
-
 def cmd_aggregate(a):
     """The tables, then (in the same process: pandas loaded once) the figures from them."""
     from cloudbench.report import aggregate  # pandas: only where tables are made
 
-    aggregate.write_tables(Path(a.results), json.loads(a.expected), Path(a.out))
+    plan = json.loads(Path(a.expected).read_text())
+    aggregate.write_tables(Path(a.results), plan, Path(a.out))
     cmd_plots(a, tables=Path(a.out))
 
 
@@ -447,7 +431,7 @@ def build_parser(report_options: bool = True) -> argparse.ArgumentParser:
         "aggregate",
         cmd_aggregate,
         ("--results", req),
-        ("--expected", req),
+        ("--expected", {**req, "help": "plan.json: what the tables may hold"}),
         ("--out", req),
         *figures,
     )
@@ -470,14 +454,6 @@ def build_parser(report_options: bool = True) -> argparse.ArgumentParser:
         ("--when", {"default": "", "help": "before or after the site's transfers"}),
         ("--site", {"default": ""}),
         ("--skip-non-s3", {"action": "store_true", "help": "record why, instead of failing"}),
-        ("--out", req),
-    )
-    add(
-        "precision",
-        cmd_precision,
-        ("--target", {**req, "help": "JSON: width and max_repeats of repeats: auto"}),
-        ("--records", {"nargs": "*", "default": [], "help": "every repeat so far of this round"}),
-        ("--previous", {"nargs": "*", "default": [], "help": "the round before's decisions"}),
         ("--out", req),
     )
     add("status", cmd_status, ("--transfers", req), ("--out", req))

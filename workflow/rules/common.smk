@@ -101,6 +101,7 @@ localrules:
     cleanup,
     precision,
     precision_final,
+    plan,
 
 
 # One queue wait per site run: the profile says transfers_on: one_allocation, and every
@@ -427,6 +428,14 @@ def expected_measurements():
     )
 
 
+def write_text(path, text, log):
+    """A rule's output written from Snakemake's own process (what a command line could not
+    carry), and its log saying so."""
+    Path(path).write_text(text)
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    Path(log).write_text(f"wrote {path} ({len(text)} characters)\n")
+
+
 def precision_target():
     """What ``repeats: auto`` aims for, as the precision checkpoint's param (a new target
     decides again from the same records; nothing already measured is measured again)."""
@@ -588,7 +597,7 @@ def publish_inputs(wildcards):
 
 def aggregate_inputs(wildcards):
     """This run's own records, plus every other site's results pulled from the remote."""
-    files = [
+    files = [paths.plan(RESULTS)] + [
         f
         for site in CAMPAIGN.active_sites
         for f in site_records(site) + probe_records(site)

@@ -1,6 +1,7 @@
 # repeats: auto. After each round a site decides, per measurement identity, whether its
 # median is known well enough (cloudbench.campaign.precision); the next round measures only
-# the identities that need more. A checkpoint, so the DAG grows by the rounds it needs.
+# the identities that need more. A checkpoint, so the DAG grows by the rounds it needs; run
+# in Snakemake's own process, as a large sweep's records would not fit on a command line.
 
 
 checkpoint precision:
@@ -12,13 +13,12 @@ checkpoint precision:
         paths.job_log(RESULTS, W["site"], "precision", "r{round}"),
     wildcard_constraints:
         round=r"[0-9]+",
-    conda:
-        "../../envs/cloudbench.yaml"
     params:
         target=precision_target(),
-    shell:
-        "$CLOUDBENCH_PYTHON -m cloudbench precision --target {params.target:q}"
-        " --records {input.records} --previous {input.previous} --out {output} 2> {log}"
+    run:
+        precision.decide_files(
+            input.records, input.previous, params.target, output[0], log[0]
+        )
 
 
 rule precision_final:

@@ -177,6 +177,12 @@ OBJECTS = "objects"
 CHECKSUMS = "checksums.xxh128"
 
 
+def plan(results) -> str:
+    """What the campaign's tables may hold (its measurements, files, chunks), for aggregate:
+    a file, as a large sweep's list would not fit on a command line."""
+    return f"{results}/plan.json"
+
+
 def campaign_manifest(results) -> str:
     return f"{results}/{MANIFEST}"
 

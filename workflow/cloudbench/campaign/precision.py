@@ -136,6 +136,32 @@ def decide_round(
     return [decided[k] for k in sorted(decided)]
 
 
+def decide_files(
+    records: Sequence[str], previous: Sequence[str], target: str, out: str, log: str
+) -> None:
+    """The precision checkpoint's work, from and to files: every repeat so far of the
+    identities of this round (``records``), the round before's decisions (``previous``: none
+    after the first rounds) and the target (JSON: width, max_repeats); one line in ``log``."""
+    import json
+    from pathlib import Path
+
+    from cloudbench.records import write_json
+
+    goal = json.loads(target)
+    before = json.loads(Path(previous[0]).read_text())["decisions"] if previous else []
+    decisions = decide_round(
+        (json.loads(Path(p).read_text()) for p in records),
+        before,
+        Precision(float(goal["width"]), int(goal["max_repeats"])),
+    )
+    write_json(Path(out), {"target": goal, "decisions": decisions})
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    Path(log).write_text(
+        f"precision: {len(continuing(decisions))} of {len(decisions)} measurements need "
+        "another round\n"
+    )
+
+
 def continuing(decisions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The identities the next round measures again."""
     return [d for d in decisions if d["decision"] == MORE]
