@@ -141,15 +141,28 @@ def test_cross_site_visibility_is_per_download_site_and_remote():
 
     transfers = pd.DataFrame(
         {
-            "site": ["a", "b", "b", "b"],
-            "remote": ["s3"] * 4,
-            "direction": ["upload", "download", "download", "download"],
-            "copy_age_s": [None, 4.0, 1.5, 9.0],
+            "site": ["a", "a", "b", "b", "b", "b"],
+            "remote": ["s3"] * 6,
+            "direction": ["upload", "download", "download", "download", "download", "download"],
+            "copy_published_utc": [None, "t1", "t1", "t2", "t3", "t1"],
+            "copy_age_s": [None, 0.2, 4.0, 1.5, 9.0, 40.0],  # b reads t1 again 36 s later
         }
     )
     table = copy_visibility(transfers)
+    # the upload site's own reads are not cross-site; a copy read twice counts at its first
     assert table.to_dict("records") == [
         {"site": "b", "remote": "s3", "copies_read": 3, "min_copy_age_s": 1.5,
          "median_copy_age_s": 4.0}
     ]  # fmt: skip
-    assert copy_visibility(transfers.iloc[:1]).empty
+    assert copy_visibility(transfers.iloc[:2]).empty
+
+
+def test_throttling_and_other_server_errors_get_a_red_sentence_each_on_the_front_page():
+    from cloudbench.report.headline import _throttled
+
+    metrics = pd.DataFrame({"throttled": [0, 3, None, 1], "server_errors": [0, 0, None, 5]})
+    text = _throttled(metrics)
+    assert "Throttled</b>: the store answered 4 requests with 503 SlowDown or 429 in 2 of 3" in text
+    assert "Server errors</b>: the store answered 5 requests with another 5xx in 1 of 3" in text
+    assert _throttled(metrics.assign(throttled=0, server_errors=0)) == ""
+    assert _throttled(metrics.assign(throttled=None, server_errors=None)) == ""

@@ -115,7 +115,8 @@ def test_the_campaign_file_says_auto_and_its_target():
     [
         ("auto", {"max_repeats": 5}, "precision.max_repeats: 5 is below 6"),
         ("auto", {"width": "0%"}, "precision.width: '0%' must be a share"),
-        ("sometimes", {}, "repeats"),
+        ("sometimes", {}, "repeats: 'sometimes' is not a whole number or text matching ^auto$"),
+        ("auto", {"width": 15}, "precision.width: 15 is a share of the median (15 = 1500%)"),
     ],
 )
 def test_a_wrong_auto_target_is_one_line_naming_it(repeats, target, message):
@@ -203,7 +204,9 @@ def _repeats_shown_in_chromium(report, workdir) -> None:
         assert select_view(b, key)["iframe"]
         shot = b.screenshot(workdir / "repeats.png")
         assert b.errors == [], b.errors
-    assert "Repeats: repeats: auto, until the median's interval is within 0.001% of it" in first
+    assert (
+        "Repeats: chosen by precision, until the median's interval is within 0.001% of it" in first
+    )
     assert "2 reached max after 7 repeats" in first and colour == "rgb(187, 0, 0)"
     assert_not_blank(shot, box=(WINDOW[0] // 2 + 10, 0, WINDOW[0], WINDOW[1]))
 

@@ -294,6 +294,12 @@ def test_429_counts_as_throttled_a_500_as_a_server_error_a_200_as_neither():
     assert (log.throttled, log.server_errors, log.request_retries) == (2, 1, 0)
 
 
+def test_a_store_that_answers_nothing_leaves_retries_counted_and_no_responses():
+    retry = json.dumps({"level": "debug", "msg": "retrying request S3/ListObjectsV2, attempt 2"})
+    log = parse_rclone_log([retry, retry])
+    assert (log.throttled, log.server_errors, log.request_retries) == (0, 0, 2)
+
+
 def test_non_json_lines_are_counted_and_skipped():
     clean = raw_lines("s3_killed.jsonl")
     junk = [

@@ -112,9 +112,22 @@ def cmd_upload(a):
 
 
 def _timeout(a) -> float | None:
-    from cloudbench.measure.copy import copy_timeout
+    """The copy's time limit (cloudbench.measure.copy.copy_timeout). A job no scheduler
+    holds (a local run, or the submit host) has no walltime, whatever its runtime resource
+    says (the workflow profile asks 12 h for batch transfers): there the limit is the
+    copy's bytes at 1 MB/s plus 10 minutes, so a store that died mid-copy ends the copy in
+    minutes, not hours."""
+    import os
 
-    return copy_timeout(a.walltime_min, a.copy_timeout_s)
+    from cloudbench.campaign.model import auto_runtime_min
+    from cloudbench.measure.copy import copy_timeout
+    from cloudbench.records import batch_job
+
+    walltime = a.walltime_min
+    if not batch_job(os.environ)[0]:
+        spec = _spec(a)
+        walltime = auto_runtime_min(spec.file_bytes * len(spec.files))
+    return copy_timeout(walltime, a.copy_timeout_s)
 
 
 def cmd_download(a):

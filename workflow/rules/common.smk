@@ -772,6 +772,20 @@ def report_info():
     )
 
 
+def rounds_asked_so_far(site):
+    """With ``repeats: auto``, the later rounds the site's precision files on disk asked for
+    (a stopped run may not have measured them yet)."""
+    if CAMPAIGN.precision is None:
+        return []
+    return [
+        _identity_measurement(site.name, d, d["repeat"])
+        for d in precision.asked_so_far(
+            lambda k: Path(paths.precision_round(RESULTS, site.name, k)),
+            CAMPAIGN.repeats,
+        )
+    ]
+
+
 def stopped_line():
     """What a stopped run (Ctrl-C, a failed job) leaves, and what to do: one line."""
     from cloudbench.site.status import stopped_summary
@@ -780,7 +794,7 @@ def stopped_line():
         [
             Path(record(m))
             for s in CAMPAIGN.active_sites
-            for m in CAMPAIGN.measurements(s)
+            for m in [*CAMPAIGN.measurements(s), *rounds_asked_so_far(s)]
         ],
         [
             Path(log)

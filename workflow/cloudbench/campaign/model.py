@@ -577,6 +577,11 @@ def _repeats(value: Any, target: Mapping[str, Any]) -> tuple[int, Precision | No
         raise ConfigError(
             f"precision.width: {raw!r} must be a share of the median above 0, e.g. 10% or 0.1"
         )
+    if not str(raw).endswith("%") and width >= 1:
+        raise ConfigError(
+            f"precision.width: {raw!r} is a share of the median ({width:g} = {width:.0%}); "
+            f"for {raw} percent write {raw}%"
+        )
     most = _positive_int("precision.max_repeats", target["max_repeats"])
     if most < first:
         raise ConfigError(

@@ -27,7 +27,8 @@ upload's own decisions, which a download site cannot wait for.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 MORE = "more"
@@ -167,6 +168,23 @@ def continuing(decisions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return [d for d in decisions if d["decision"] == MORE]
 
 
+def asked_so_far(round_file: Callable[[int], Path], first: int) -> list[dict[str, Any]]:
+    """The later rounds a site's precision checkpoints have asked for so far, read from
+    their files (``round_file(k)``; no Snakemake involved): what a stopped run still owes,
+    as site, direction, remote, layout, setting and repeat of each."""
+    import json
+
+    asked: list[dict[str, Any]] = []
+    k = first
+    while (path := round_file(k)).exists():
+        more = continuing(json.loads(path.read_text())["decisions"])
+        if not more:
+            break
+        k += 1
+        asked += [{**{key: d[key] for key in IDENTITY_KEYS}, "repeat": k} for d in more]
+    return asked
+
+
 def later_rounds(decisions: Iterable[Mapping[str, Any]], first: int) -> list[dict[str, Any]]:
     """The measurements a site made beyond the first rounds (the report expects them):
     site, direction, remote, layout, setting and repeat of each."""
@@ -198,6 +216,6 @@ def stops_text(decisions: Sequence[Mapping[str, Any]], precision: Mapping[str, A
             text += f" (widest interval {widest:.0%} of its median)"
         parts.append(text)
     return (
-        f"repeats: auto, until the median's interval is within {target} of it "
+        f"chosen by precision, until the median's interval is within {target} of it "
         f"(at most {precision['max_repeats']} repeats): " + "; ".join(parts or ["nothing yet"])
     )

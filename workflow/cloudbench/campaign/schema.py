@@ -95,8 +95,24 @@ def validate(config: Mapping[str, Any]) -> dict[str, Any]:
     errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
-        raise SchemaError(f"{_path(err)}: {err.message}")
+        raise SchemaError(f"{_path(err)}: {_message(err)}")
     return filled
+
+
+_TYPE_WORDS = {"integer": "a whole number", "number": "a number"}
+
+
+def _message(err: Any) -> str:
+    """jsonschema's message, but a pattern error of a key that also takes numbers names
+    every form it takes ("'sometimes' is not a whole number or text matching ^auto$")."""
+    if err.validator != "pattern":
+        return err.message
+    types = err.schema.get("type")
+    types = [types] if isinstance(types, str) else list(types or [])
+    forms = [_TYPE_WORDS[t] for t in types if t in _TYPE_WORDS]
+    return f"{err.instance!r} is not " + " or ".join(
+        [*forms, f"text matching {err.validator_value}"]
+    )
 
 
 def stop(message: str) -> NoReturn:

@@ -134,8 +134,10 @@ class RcloneLog:
     * ``throttled``: responses with status 503 (SlowDown) or 429 (Too Many Requests),
       from the SDK's response dumps; ``server_errors``: other 5xx responses;
       ``request_retries``: requests the SDK sent again (any cause: throttling, a 5xx, a
-      broken connection). All three None when the log holds no response dump, i.e. the
-      copy did not log them (not S3, or written without the flags): not counted is not 0.
+      broken connection; a whole-object PUT that rclone retries itself shows as "low level
+      retry" instead, counted in ``low_level_retries``). All three None when the SDK logged
+      nothing, i.e. the copy did not log them (not S3, or written without the flags): not
+      counted is not 0. A store that answers nothing (down) leaves retries, no responses.
     """
 
     samples: tuple[StatsSample, ...]
@@ -238,6 +240,7 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
         if _is_error(record, msg):
             obj = record.get("object")
             errors.append(f"{obj}: {msg}" if obj not in (None, "") else msg)
+    counted = bool(statuses) or sdk_retries > 0  # the SDK logged (a dead store answers none)
     return RcloneLog(
         samples=tuple(samples),
         final=samples[-1] if samples else None,
@@ -247,11 +250,11 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
         last_error=errors[-1] if errors else stats_last_error,
         version=version,
         unparsed_lines=unparsed,
-        throttled=sum(c in THROTTLE_STATUSES for c in statuses) if statuses else None,
+        throttled=sum(c in THROTTLE_STATUSES for c in statuses) if counted else None,
         server_errors=(
-            sum(c >= 500 and c not in THROTTLE_STATUSES for c in statuses) if statuses else None
+            sum(c >= 500 and c not in THROTTLE_STATUSES for c in statuses) if counted else None
         ),
-        request_retries=sdk_retries if statuses else None,
+        request_retries=sdk_retries if counted else None,
     )
 
 

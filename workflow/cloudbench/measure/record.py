@@ -95,8 +95,9 @@ class TransferRow:
     server_errors: int = _col("count", "other 5xx responses to the copy, counted alike")
     request_retries: int = _col(
         "count",
-        "requests the S3 SDK inside rclone sent again, whatever the cause (throttling, a "
-        "5xx, a broken connection); counted alike",
+        "requests the S3 SDK inside rclone sent again (part uploads, multipart calls, GETs), "
+        "whatever the cause (throttling, a 5xx, a broken connection); a whole object's PUT "
+        "that rclone retries itself is not in it (its 503 is in `throttled`); counted alike",
     )
     error: str = _col("", "the client's last error, or the verify problem (redacted)")
     rclone_version: str = _col("", "the rclone that ran (or did the bookkeeping)")

@@ -319,19 +319,26 @@ def _repeats_by_precision(decided: pd.DataFrame | None, info: Mapping[str, Any])
 
 
 def _throttled(metrics: pd.DataFrame) -> str:
-    """The store's 503 SlowDown / 429 answers, counted from the copies' logs, in one
-    sentence (red: a throttled store's rates say more about its limits than its speed)."""
-    if "throttled" not in metrics or not metrics["throttled"].notna().any():
-        return ""
-    counts = pd.to_numeric(metrics["throttled"], errors="coerce")
-    hit = counts[counts > 0]
-    if hit.empty:
-        return ""
-    return (
-        f' <b style="color:#b00">Throttled</b>: the store answered {int(hit.sum())} requests '
-        f"with 503 SlowDown or 429 in {len(hit)} of {int(counts.notna().sum())} counted "
-        "transfers (column throttled; request_retries: the requests sent again)."
-    )
+    """The store's 503 SlowDown / 429 answers, and its other 5xx, counted from the copies'
+    logs, a sentence each (red: such a store's rates say more about its limits or its
+    health than its speed)."""
+    text = ""
+    for column, flag, what in (
+        ("throttled", "Throttled", "503 SlowDown or 429"),
+        ("server_errors", "Server errors", "another 5xx"),
+    ):
+        if column not in metrics:
+            continue
+        counts = pd.to_numeric(metrics[column], errors="coerce")
+        hit = counts[counts > 0]
+        if hit.empty:
+            continue
+        text += (
+            f' <b style="color:#b00">{flag}</b>: the store answered {int(hit.sum())} requests '
+            f"with {what} in {len(hit)} of {int(counts.notna().sum())} counted transfers "
+            f"(column {column})."
+        )
+    return text
 
 
 def _bursting(metrics: pd.DataFrame) -> int:

@@ -100,18 +100,25 @@ def pair_rtt(probes: pd.DataFrame) -> pd.DataFrame:
 
 
 def copy_visibility(transfers: pd.DataFrame) -> pd.DataFrame:
-    """Per download site and remote: how long after the upload site published its copies
-    this site first read them (``copy_age_s``, both ends from the manifest exchange). The
-    smallest is the tightest upper bound the campaign gives on the store's cross-site
-    visibility delay; the others mostly say when the site ran."""
+    """Per download site (other than the upload site) and remote: how long after the upload
+    site published each copy this site first read it (``copy_age_s``, both ends from the
+    manifest exchange; a copy read again later, as ``repeats: auto`` does, counts once, at
+    its first read). The smallest is the tightest upper bound the campaign gives on the
+    store's cross-site visibility delay; the others mostly say when the site ran."""
     columns = ["site", "remote", "copies_read", "min_copy_age_s", "median_copy_age_s"]
     if transfers.empty or "copy_age_s" not in transfers:
         return pd.DataFrame(columns=columns)
-    read = transfers[(transfers["direction"] == "download") & transfers["copy_age_s"].notna()]
+    uploaders = set(transfers.loc[transfers["direction"] == "upload", "site"])
+    read = transfers[
+        (transfers["direction"] == "download")
+        & transfers["copy_age_s"].notna()
+        & ~transfers["site"].isin(uploaders)
+    ]
     if read.empty:
         return pd.DataFrame(columns=columns)
+    first = read.groupby(["site", "remote", "copy_published_utc"])["copy_age_s"].min()
     out = (
-        read.groupby(["site", "remote"])["copy_age_s"]
+        first.groupby(["site", "remote"])
         .agg(copies_read="size", min_copy_age_s="min", median_copy_age_s="median")
         .reset_index()
     )
