@@ -60,6 +60,14 @@ class Precision(NamedTuple):
     max_repeats: int
 
 
+def default_width() -> float:
+    """``precision.width``'s default, from the schema (the one place it is written)."""
+    from cloudbench.campaign.schema import load_schema
+
+    raw = str(load_schema()["properties"]["precision"]["properties"]["width"]["default"])
+    return float(raw.rstrip("%")) / (100 if raw.endswith("%") else 1)
+
+
 def first_rounds() -> int:
     """The fewest repeats whose [min, max] covers the median with the report's target
     level: with fewer, no interval can meet any width at that level."""

@@ -141,7 +141,7 @@ def build_report(
         tools_report.tools_html(transfers, out["tools_html"])
         tools_report.latency_html(transfers, probes, out["latency_html"])
         comparison = _comparison(transfers, info, out)
-        html_tables.precision_html(decided, info, out["precision_html"])
+        html_tables.precision_html(decided, info, out["precision_html"], transfers)
         write_tsv(scaling.scaling_table(transfers), out["scaling_tsv"])
         write_tsv(trend, out["drift_tsv"])
         write_tsv(latency.tool_strategy_rates(tools_report.with_tool(transfers)), out["tools_tsv"])

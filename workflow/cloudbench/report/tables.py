@@ -400,21 +400,46 @@ def campaign_html(
     path.write_text(page("Campaign", body))
 
 
-def precision_html(decided: pd.DataFrame, info: Mapping[str, Any], path: Path) -> None:
+def as_if_auto(transfers: pd.DataFrame, width: float) -> pd.DataFrame:
+    """Each measurement identity of a campaign with fixed repeats, decided as ``repeats:
+    auto`` would have after its last repeat (its repeats being the maximum)."""
+    from cloudbench.campaign.precision import COLUMNS, Precision, decide_round
+
+    if transfers.empty:
+        return pd.DataFrame(columns=list(COLUMNS))
+    most = int(pd.to_numeric(transfers["repeat"]).max())
+    rows = transfers.astype(object).where(transfers.notna(), None).to_dict("records")
+    return pd.DataFrame(decide_round(rows, [], Precision(width, most)), columns=list(COLUMNS))
+
+
+def precision_html(
+    decided: pd.DataFrame, info: Mapping[str, Any], path: Path, transfers: pd.DataFrame
+) -> None:
     """The Repeats page: with ``repeats: auto``, how each measurement's rounds ended and the
-    interval they ended on; with fixed repeats, what auto would do."""
-    from cloudbench.campaign.precision import MET, stops_text, width_text
+    interval they ended on; with fixed repeats, how each came out against auto's default."""
+    from cloudbench.campaign.precision import (
+        MET,
+        default_width,
+        first_rounds,
+        stops_text,
+        width_text,
+    )
 
     target = info.get("precision")
     if not target:
+        width = width_text(default_width())
         body = (
             f"<p>Repeats were fixed at {html.escape(str(info.get('repeats', '')))} for every "
             "measurement. With <code>repeats: auto</code> (and <code>precision:</code> width "
-            "and max_repeats) each measurement would be repeated until its median's 95% "
-            "interval is that narrow, or the maximum is reached, and this table would say "
-            "which stopped why:</p>"
+            "and max_repeats) each measurement is repeated until its median's 95% interval "
+            "is that narrow, or the maximum is reached. Against auto's default target, "
+            f"within {width} of the median, the fixed repeats gave (decision: met target, or "
+            "reached max: more repeats, or a steadier store, would narrow it; below "
+            f"{first_rounds()} repeats no interval reaches 95%, so none can meet it):</p>"
         )
-        path.write_text(page("Repeats", body + html_table(decided)))
+        fixed = as_if_auto(transfers, default_width())
+        flag = fixed["decision"] != MET if not fixed.empty else None
+        path.write_text(page("Repeats", body + html_table(fixed, flag=flag)))
         return
     records = decided.to_dict("records")
     body = f"<p>{html.escape(stops_text(records, target))}.</p>" + (
