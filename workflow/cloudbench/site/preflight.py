@@ -159,8 +159,10 @@ def check_remote(
                 res = rc.run_helper(
                     [
                         *cmd,
+                        # a second try: a store's odd 500 under load must not stop a site
+                        # (rclone serve s3 gave one to a PutObject in a CI run)
                         "--retries",
-                        "1",
+                        "2",
                         "--low-level-retries",
                         "2",
                         "--contimeout",
