@@ -57,8 +57,10 @@ PYTEST := $(BIN)/python -m pytest
 ## most of their time is spent waiting on capped transfers and process start-up)
 TEST_WORKERS ?= 4
 ## RATES_WORKERS: the tests that check rates against a bandwidth cap (a few MB/s each, little
-## CPU) run this many at a time, with nothing else running
-RATES_WORKERS ?= 3
+## CPU) run this many at a time, with nothing else running. Two: with three, the demo's build
+## (CPU-bound) and two multi-client tests shared the 2 cores, and a 2-client upload reached
+## 7.45 of its 8.39 MB/s (ci11; ci7 alike)
+RATES_WORKERS ?= 2
 ## ARGS: more pytest arguments, e.g. make test-quick ARGS="-k probe -x"
 ARGS ?=
 # pytest's exit code 5 (no test selected, e.g. by ARGS) is no failure of one phase
