@@ -82,8 +82,12 @@ def test_local_clients_run_together_and_add_up(tmp_path, store):
         # the last 2; 4 MiB files); real stores have no directories to race for. That group
         # is slower by what it re-sent, so it is measured truly but not at N x the cap: it
         # is left out of the rate checks, and the front page must say so instead.
-        resent = df["bytes_moved"] > df["bytes_requested"]
-        assert resent.sum() <= 1, df[["bytes_moved", "bytes_requested"]]
+        # A part or request the S3 SDK sent again after a 5xx (counted now that the copies
+        # log every response) costs time the same way, without adding to bytes_moved.
+        resent = (df["bytes_moved"] > df["bytes_requested"]) | (
+            df["server_errors"].fillna(0) + df["throttled"].fillna(0) > 0
+        )
+        assert resent.sum() <= 1, df[["bytes_moved", "bytes_requested", "server_errors"]]
         clean = [n for n in (1, 2, 4) if not resent[n]]
         one = df.loc[1, "mb_per_s"] if not resent[1] else CAP
         for n in clean:
