@@ -74,6 +74,10 @@ def _start_killed_multipart(env: dict, workdir: Path, dst: str) -> None:
     assert _multipart_uploads(env), "the killed upload should have left a multipart upload"
 
 
+# Timing-sensitive (a store killed mid-run, Ctrl-C, the store restarted), not a rate check: it
+# runs in the first phase, with little else, since under the parallel phase's load it failed
+# in ci10-ci12 while passing alone 3 times in 4 (stop 29's note: two races not yet found).
+@pytest.mark.rates(seconds=100)
 @pytest.mark.parametrize("store", store_params())
 def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
     cfg = write_config(tmp_path, CAMPAIGN)
