@@ -1,5 +1,6 @@
 # Input functions and the campaign model: every loop and every if of the workflow lives here
 # or in the cloudbench package, never inside a rule.
+import atexit
 import functools
 import json
 import os
@@ -56,6 +57,14 @@ onstart:
             f"this profile needs {', '.join(MISSING_ENV)} set in the environment "
             f"(e.g. export {MISSING_ENV[0]}=...): scheduler account/partition/queue never live in files"
         )
+    # Snakemake skips onerror when the run ends in an exception, e.g. Ctrl-C landing while
+    # it evaluates a job's resources (an InputFunctionException): the run still says how
+    # it stopped, and keeps what finished.
+    atexit.register(say_how_it_stopped, RUN_ENDED)
+
+
+# onerror or onsuccess ran: nothing is left for the exit to say (say_how_it_stopped)
+RUN_ENDED: list[bool] = []
 
 
 RESULTS = f"results/{CAMPAIGN.name}"
@@ -847,6 +856,25 @@ def keep_finished_transfers():
             )
 
 
-onerror:
-    keep_finished_transfers()
+def say_how_it_stopped(ended):
+    """onerror's work, done once: keep the transfers that finished while stopping, and
+    print the one line a stopped run ends with. ``ended`` holds whether it was done."""
+    if ended:
+        return
+    ended.append(True)
+    try:
+        keep_finished_transfers()
+    except Exception as e:  # at exit, Snakemake's persistence may be closed already
+        print(
+            f"cloudbench: finished transfers not checked ({e}): a rerun measures them again",
+            file=sys.stderr,
+        )
     print(stopped_line(), file=sys.stderr)
+
+
+onerror:
+    say_how_it_stopped(RUN_ENDED)
+
+
+onsuccess:
+    RUN_ENDED.append(True)
