@@ -51,38 +51,25 @@ sysdeps:
 
 # Tiers (tests/conftest.py gives each test one): unit (pure functions), quick (starts
 # processes or servers), full (campaigns, schedulers, browsers). Tests marked `rates` check
-# measured rates against a bandwidth cap and run alone; the rest run side by side.
+# measured rates against a bandwidth cap and get a core whenever they want one; the rest run
+# side by side.
 PYTEST := $(BIN)/python -m pytest
 ## TEST_WORKERS: pytest-xdist workers for the tests that do not check rates (2 cores here;
-## most of their time is spent waiting on capped transfers and process start-up). Three:
-## with four, stores restarted under load refused the odd request (ci11)
-TEST_WORKERS ?= 3
+## much of their time is spent waiting on capped transfers, Slurm polls and process
+## start-up). Four: the two cores are busy throughout (vmstat, 2026-11-25)
+TEST_WORKERS ?= 4
 ## RATES_WORKERS: the tests that check rates against a bandwidth cap (a few MB/s each, little
-## CPU) run this many at a time, with nothing else running. Two: with three, the demo's build
-## (CPU-bound) and two multi-client tests shared the 2 cores, and a 2-client upload reached
-## 7.45 of its 8.39 MB/s (ci11; ci7 alike)
+## CPU) run this many at a time
 RATES_WORKERS ?= 2
 ## ARGS: more pytest arguments, e.g. make test-quick ARGS="-k probe -x"
 ARGS ?=
-# pytest's exit code 5 (no test selected, e.g. by ARGS) is no failure of one phase
-OK5 = || { s=$$?; [ $$s -eq 5 ] || status=$$s; }
 
 ## test: the whole suite (installs what it needs): the tests that check rates (marked
-## `rates`) RATES_WORKERS at a time, then the others side by side; at the end the ten slowest and the counts
+## `rates`, RATES_WORKERS at a time, protected from CPU contention) and every other test
+## (TEST_WORKERS at a time), at once where the scheduler allows it (scripts/test-suite.sh);
+## at the end the ten slowest and the counts
 test: $(STAMP) sysdeps versitygw
-	@status=0; durations=$$(mktemp); demo=$$(mktemp -d); \
-	export CLOUDBENCH_DURATIONS_FILE=$$durations CLOUDBENCH_DEMO_DIR=$$demo/demo; \
-	echo "== the tests that check measured rates (and the demo campaign), $(RATES_WORKERS) at a time"; \
-	$(PYTEST) -m rates -n $(RATES_WORKERS) $(ARGS) $(OK5); \
-	echo "== every other test, $(TEST_WORKERS) at a time"; \
-	$(PYTEST) -m "not rates" -n $(TEST_WORKERS) --dist loadgroup $(ARGS) $(OK5); \
-	echo "== the ten slowest tests of the whole suite (seconds: setup + call + teardown)"; \
-	sort -rn $$durations | head -10; \
-	mkdir -p .pytest_cache && sort -rn $$durations > .pytest_cache/test-durations.tsv; \
-	echo "(every test's seconds: .pytest_cache/test-durations.tsv)"; \
-	awk '{n[$$2]++} END {printf "total: %d passed, %d failed, %d skipped\n", \
-		n["passed"], n["failed"], n["skipped"]}' $$durations; \
-	rm -rf $$durations $$demo; exit $$status
+	@bash scripts/test-suite.sh "$(PYTEST)" $(RATES_WORKERS) $(TEST_WORKERS) $(ARGS)
 
 ## test-quick: the inner loop (under 2 minutes): unit and quick tests, no end-to-end
 ## campaigns, schedulers or browsers

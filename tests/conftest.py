@@ -32,6 +32,7 @@ run and read by the second (see :func:`demo_report`).
 from __future__ import annotations
 
 import copy
+import fcntl
 import inspect
 import io
 import os
@@ -79,22 +80,28 @@ def demo_report(tmp_path_factory):
     workdir = Path(shared) if shared else tmp_path_factory.mktemp("demo")
     report = workdir / "results" / config["campaign"] / "report.html"
     done = workdir / "demo-made-by-tests"  # written last: the campaign and its report are whole
-    if done.exists():
-        return workdir, config, report
-    if shared:  # what an earlier run left unfinished is not resumed
-        shutil.rmtree(workdir, ignore_errors=True)
-    cfg = write_config(workdir, config)
-    run = snakemake(workdir, cfg)
-    assert run.returncode == 0, run.stderr[-3000:]
-    rep = snakemake(workdir, cfg, "--report", str(report))
-    assert rep.returncode == 0, rep.stderr[-3000:]
-    done.write_text(yaml.safe_dump(config))
+    # one maker at a time: `make test`'s two sessions may both ask for it at once, and the
+    # one that comes second waits for the first one's campaign instead of making its own
+    with open(workdir.with_name(f"{workdir.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return workdir, config, report
+        if shared:  # what an earlier run left unfinished is not resumed
+            shutil.rmtree(workdir, ignore_errors=True)
+        cfg = write_config(workdir, config)
+        run = snakemake(workdir, cfg)
+        assert run.returncode == 0, run.stderr[-3000:]
+        rep = snakemake(workdir, cfg, "--report", str(report))
+        assert rep.returncode == 0, rep.stderr[-3000:]
+        done.write_text(yaml.safe_dump(config))
     return workdir, config, report
 
 
 # --- tiers ---------------------------------------------------------------------------------
 
 TIERS = ("unit", "quick", "full")
+#: Set by scripts/test-suite.sh for the session that does not make the demo campaign.
+DEMO_MADE_ELSEWHERE = "CLOUDBENCH_DEMO_MADE_ELSEWHERE"
 FULL_MARKS = ("slow", "scheduler", "browser")
 #: Names whose presence in a test's code (or a fixture's, or a helper's of ``tests``) means
 #: it starts a process. ``snakemake`` and the servers of tests/infra are reached through the
@@ -223,8 +230,16 @@ STARTED = pytest.StashKey[list]()
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if hasattr(config, "workerinput"):
         # xdist hands out tests in this order: the long (full) ones first, so that none of
-        # them starts last while the other workers have nothing left to do
-        items.sort(key=lambda item: TIERS[::-1].index(tier_of(item)))
+        # them starts last while the other workers have nothing left to do; where another
+        # session makes the demo campaign (make test, scripts/test-suite.sh), its readers
+        # last, by when it is made
+        late = os.environ.get(DEMO_MADE_ELSEWHERE) == "1"
+        items.sort(
+            key=lambda item: (
+                late and "demo_report" in getattr(item, "fixturenames", ()),
+                TIERS[::-1].index(tier_of(item)),
+            )
+        )
     for item in items:
         tier = tier_of(item)
         item.stash[TIER] = tier

@@ -92,9 +92,14 @@ def test_local_clients_run_together_and_add_up(tmp_path, store):
         one = df.loc[1, "mb_per_s"] if not resent[1] else CAP
         for n in clean:
             # N clients that ran together move N x the per-client cap (one after the
-            # other they would move 1 x); and N x what one client alone managed
-            assert df.loc[n, "mb_per_s"] == pytest.approx(n * CAP, rel=0.10)
-            assert df.loc[n, "mb_per_s"] == pytest.approx(n * one, rel=0.10)
+            # other they would move 1 x); and N x what one client alone managed. The
+            # group's seconds run from the first client's start to the last one's end, so
+            # the clients' start skew (a few tenths of a second of a 4 s copy here) is in
+            # them: the lower bound allows for the skew the row itself reports.
+            ideal = df.loc[n, "bytes_requested"] / (n * CAP * 1e6)
+            late = ideal / (ideal + (df.loc[n, "start_skew_s"] if n > 1 else 0.0))
+            for full in (n * CAP, n * one):
+                assert full * late * 0.9 <= df.loc[n, "mb_per_s"] <= full * 1.1, (n, late)
         for n in (2, 4):
             assert 0 <= df.loc[n, "start_skew_s"] < 1.0
             if n in clean:
