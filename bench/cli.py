@@ -108,7 +108,9 @@ def write_results(
         "",
         f"- Size: {bench.size} bytes ({bench.size / 2**30:g} GiB) per file, chunks of "
         f"{bench.chunk} bytes; memory check on {bench.mem_size / 2**30:g} GiB.",
-        f"- {bench.pairs} timed pairs after one untimed warm-up pair, run alternately, the "
+        f"- {bench.pairs} timed pairs after "
+        f"{'one untimed warm-up pair' if bench.warmup else 'no warm-up pair (--no-warmup)'}, "
+        "run alternately, the "
         "order within a pair rotating (ours then baseline, baseline then ours, ...: on this "
         "machine the first run of a pair was measurably slower); a row's ratio is the median "
         "of the per-pair ratios "
@@ -214,6 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         "its figures go to the `previous` column",
     )
     p.add_argument("--keep", action="store_true", help="keep the scratch data")
+    p.add_argument(
+        "--no-warmup",
+        dest="warmup",
+        action="store_false",
+        help="no untimed warm-up round before the timed ones (for a quick check that every "
+        "row runs, as the tests do; its figures are then not comparable)",
+    )
     p.add_argument("--child", nargs=2, metavar=("STEP", "JSON"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:

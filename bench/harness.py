@@ -95,6 +95,7 @@ class Harness:
         self.chunk: int = args.chunk
         # another checkout of cloudbench (the previous landed version), run side by side
         self.compare: Path | None = getattr(args, "compare", None)
+        self.warmup: bool = getattr(args, "warmup", True)
         self.rows: list[Row] = []
         self.runs: list[Run] = []
 
@@ -139,13 +140,14 @@ class Harness:
         sides: list[tuple[str, Callable[[], None], Callable[[], Any]]],
         pairs: int | None = None,
     ) -> dict[str, list[Run]]:
-        """A warm-up round (pair 0, not kept) and then ``pairs`` rounds of every side.
+        """A warm-up round (pair 0, not kept; none with ``--no-warmup``) and then ``pairs``
+        rounds of every side.
 
         The order within a round rotates (ours first, then the baseline first, ...), so an
         advantage of running first or second in a round cancels out.
         """
         out: dict[str, list[Run]] = {name: [] for name, _, _ in sides}
-        for pair in range((pairs or self.pairs) + 1):
+        for pair in range(0 if self.warmup else 1, (pairs or self.pairs) + 1):
             shift = (pair - 1) % len(sides) if pair else 0
             for name, prepare, fn in sides[shift:] + sides[:shift]:
                 prepare()
