@@ -336,9 +336,11 @@ def cmd_watch(argv: list[str]) -> int:
     return 0
 
 
-def build_parser(report_options: bool = True) -> argparse.ArgumentParser:
-    """Every command's options; ``report_options=False`` leaves out the report's figure
-    options (aggregate, plots), so a job of another command does not import their list."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every command's options, or with ``only`` that one command's: a job runs one command,
+    and making the parsers of all of them is a tenth of a small transfer job's own time
+    (each argparse parser costs about a millisecond). The report's figure options (aggregate,
+    plots) are listed only for those, so a job of another command does not import them."""
     p = argparse.ArgumentParser(
         prog="cloudbench",
         description=__doc__,
@@ -351,9 +353,14 @@ def build_parser(report_options: bool = True) -> argparse.ArgumentParser:
         ),
     )
     sub = p.add_subparsers(dest="command", required=True)
+    made: list[str] = []
+    p.set_defaults(commands=made)
 
     def add(name, func, *args: tuple[str, dict]):
+        if only is not None and name != only:
+            return None
         sp = sub.add_parser(name)
+        made.append(name)
         for flag, kw in args:
             sp.add_argument(flag, **kw)
         sp.set_defaults(func=func)
@@ -436,7 +443,7 @@ def build_parser(report_options: bool = True) -> argparse.ArgumentParser:
         ("--info", req),
         ("--jobs", {"type": int, "default": 1, "help": "processes drawing the figures"}),
     )
-    if report_options:
+    if only is None or only in ("aggregate", "plots"):
         from cloudbench.report.outputs import REPORT_OUTPUTS
 
         figures += tuple((f"--{name.replace('_', '-')}", req) for name in REPORT_OUTPUTS)
@@ -525,7 +532,11 @@ def main(argv: list[str] | None = None) -> int:
         from cloudbench.site.launch import main as launch_main
 
         return launch_main(argv[1:])
-    args = build_parser(report_options=argv[:1] in (["aggregate"], ["plots"])).parse_args(argv)
+    first = argv[0] if argv and not argv[0].startswith("-") else None
+    parser = build_parser(only=first)
+    if first not in parser.get_default("commands"):  # no such command: say which there are
+        parser = build_parser()
+    args = parser.parse_args(argv)
     from cloudbench.site.jobenv import end_with_job_shell
 
     end_with_job_shell()  # every command below is a job's (or a client's) own process

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import xxhash
@@ -85,7 +84,12 @@ def hash_stream(
     # Every byte is hashed twice (the file's digest, its chunk's): with a second core the
     # chunk digests are computed beside the file's, on the same mapped window (XXH3 lets go
     # of the GIL), which is faster than xxh128sum alone; with one core, in L2-sized pieces.
-    helper = ThreadPoolExecutor(1) if chunkers and usable_cores() > 1 else None
+    if chunkers and usable_cores() > 1:
+        from concurrent.futures import ThreadPoolExecutor  # only where chunks are hashed
+
+        helper = ThreadPoolExecutor(1)
+    else:
+        helper = None
 
     def chunk_update(view: memoryview) -> None:
         for ch in chunkers:
