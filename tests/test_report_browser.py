@@ -515,6 +515,17 @@ def test_scaling_section_renders_knee_collapse_and_recommendation(tmp_path):
     assert "Each client's rate" in dom
 
 
+def test_figures_are_drawn_in_parallel_only_on_idle_cores():
+    """A job's threads draw the figures where the cores are idle; on a busy machine one
+    process does, since forked drawers would only wait for the same cores."""
+    assert plots.drawing_processes(2, cores=2, load=0.0) == 2
+    assert plots.drawing_processes(2, cores=2, load=0.7) == 1  # one core left: draw here
+    assert plots.drawing_processes(8, cores=32, load=3.2) == 8
+    assert plots.drawing_processes(8, cores=32, load=27.5) == 4
+    assert plots.drawing_processes(2, cores=2, load=6.0) == 1  # never fewer than one
+    assert plots.drawing_processes(1, cores=64, load=0.0) == 1  # never more than asked
+
+
 @pytest.mark.full  # draws the whole report twice (about 15 s on an idle 2-core machine)
 def test_figures_drawn_in_worker_processes_are_the_same_files(tmp_path):
     """plots --jobs N draws the figures in forked processes: every output is still written,

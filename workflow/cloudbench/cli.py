@@ -235,7 +235,8 @@ def cmd_plots(a, tables: Path | None = None):
     from cloudbench.report.outputs import REPORT_OUTPUTS
 
     outputs = {name: Path(getattr(a, name)) for name in REPORT_OUTPUTS}
-    plots.build_report(tables or Path(a.tables), json.loads(a.info), outputs, jobs=a.jobs)
+    jobs = plots.drawing_processes(a.jobs, *plots.spare_cores())
+    plots.build_report(tables or Path(a.tables), json.loads(a.info), outputs, jobs=jobs)
 
 
 def cmd_preflight(a):
