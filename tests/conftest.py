@@ -80,8 +80,8 @@ def demo_report(tmp_path_factory):
     workdir = Path(shared) if shared else tmp_path_factory.mktemp("demo")
     report = workdir / "results" / config["campaign"] / "report.html"
     done = workdir / "demo-made-by-tests"  # written last: the campaign and its report are whole
-    # one maker at a time: `make test`'s two sessions may both ask for it at once, and the
-    # one that comes second waits for the first one's campaign instead of making its own
+    # one maker at a time: two pytest sessions given the same directory may ask for it at
+    # once, and the one that comes second waits for the first one's campaign
     with open(workdir.with_name(f"{workdir.name}.lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if done.exists():
@@ -100,8 +100,6 @@ def demo_report(tmp_path_factory):
 # --- tiers ---------------------------------------------------------------------------------
 
 TIERS = ("unit", "quick", "full")
-#: Set by scripts/test-suite.sh for the session that does not make the demo campaign.
-DEMO_MADE_ELSEWHERE = "CLOUDBENCH_DEMO_MADE_ELSEWHERE"
 FULL_MARKS = ("slow", "scheduler", "browser")
 #: Names whose presence in a test's code (or a fixture's, or a helper's of ``tests``) means
 #: it starts a process. ``snakemake`` and the servers of tests/infra are reached through the
@@ -230,16 +228,8 @@ STARTED = pytest.StashKey[list]()
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if hasattr(config, "workerinput"):
         # xdist hands out tests in this order: the long (full) ones first, so that none of
-        # them starts last while the other workers have nothing left to do; where another
-        # session makes the demo campaign (make test, scripts/test-suite.sh), its readers
-        # last, by when it is made
-        late = os.environ.get(DEMO_MADE_ELSEWHERE) == "1"
-        items.sort(
-            key=lambda item: (
-                late and "demo_report" in getattr(item, "fixturenames", ()),
-                TIERS[::-1].index(tier_of(item)),
-            )
-        )
+        # them starts last while the other workers have nothing left to do
+        items.sort(key=lambda item: TIERS[::-1].index(tier_of(item)))
     for item in items:
         tier = tier_of(item)
         item.stash[TIER] = tier
