@@ -305,3 +305,39 @@ def test_ctrl_c_to_snakemake_alone_keeps_the_transfer_it_let_finish(tmp_path):
         assert json.loads(record.read_text())["started_utc"] == started
         rows = pd.read_csv(tmp_path / "results/sigint/transfers.tsv", sep="\t")
         assert list(rows["direction"]) == ["upload", "download"] and set(rows["status"]) == {"ok"}
+
+
+def test_a_failed_record_snakemake_never_registered_is_measured_again(tmp_path):
+    """Ctrl-C while a failing transfer ends can leave its failed record with no metadata and
+    no incomplete mark (ci12, ci14): Snakemake alone would take it as done. The next run
+    measures it again all the same, and the run after measures nothing."""
+    cfg = write_config(
+        tmp_path,
+        {
+            **CAMPAIGN,
+            "remote": str(tmp_path / "store"),
+            "dataset": {"name": "gauge", "files": 1, "size": "2MiB"},
+            "strategies": ["plain"],
+            "repeats": 1,
+        },
+    )
+    first = snakemake(tmp_path, cfg)
+    assert first.returncode == 0, first.stderr[-3000:]
+    down = tmp_path / RESULTS / "sites/edi/transfers/download/main/plain/rclone-1xauto/r1.json"
+    ok = json.loads(down.read_text())
+    assert ok["status"] == "ok"
+    # what such a run leaves: the failed attempt kept, the failed record, nothing stored
+    failed = {**ok, "status": "failed", "error": "connection refused", "mb_per_s": None}
+    down.write_text(json.dumps(failed))
+    attempt = down.with_suffix(".attempts") / "20261125T012633.118931Z.json"
+    attempt.write_text(json.dumps(failed))  # kept just after the record, as the job does
+    forget = snakemake(tmp_path, cfg, "--cleanup-metadata", str(down.relative_to(tmp_path)))
+    assert forget.returncode == 0, forget.stderr[-3000:]
+
+    again = snakemake(tmp_path, cfg)
+    assert again.returncode == 0, again.stderr[-3000:]
+    out = again.stdout + again.stderr
+    assert "rule download" in out and "Updated input files" in out, out[-3000:]
+    redone = json.loads(down.read_text())
+    assert redone["status"] == "ok" and redone["started_utc"] != ok["started_utc"]
+    assert "Nothing to be done" in (snakemake(tmp_path, cfg).stderr)

@@ -359,8 +359,11 @@ def _finish(record: Path, rec: dict[str, Any], log: Path) -> None:
     # the whole job's seconds so far (Python's start, bookkeeping calls, the timed copy): what
     # orchestration costs per measurement is this less the copy's ``seconds`` (make bench)
     rec["job_seconds"] = process_seconds()
-    keep_attempt(record, rec, log, [paths.client_log(log, k) for k in range(n)] if n > 1 else ())
     write_json(record, rec)
+    # the attempt after the record: while the record says failed, the attempt is an input of
+    # the measurement newer than its output, so the next run measures it again even where
+    # Snakemake never registered this job (site.jobenv.failed_attempt)
+    keep_attempt(record, rec, log, [paths.client_log(log, k) for k in range(n)] if n > 1 else ())
     label = label_of(
         rec["direction"], rec["remote"], rec["layout"], rec["repeat"], rec.get("setting")
     )

@@ -321,6 +321,7 @@ def upload_inputs(wildcards):
         "staged": paths.staged(RESULTS, UPLOAD_SITE, wildcards.layout),
         "all_staged": ancient(paths.staged_all(RESULTS, UPLOAD_SITE)),
         "gate": gate_of(wildcards),
+        "retry": jobenv.failed_attempt(record(measurement_of(wildcards, "upload"))),
     }
 
 
@@ -367,7 +368,7 @@ def download_inputs(wildcards):
     inputs = [paths.preflight(RESULTS, wildcards.site), gate_of(wildcards)]
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
         inputs.append(upload_of(wildcards))
-    return inputs
+    return inputs + jobenv.failed_attempt(record(measurement_of(wildcards, "download")))
 
 
 def verify_inputs(wildcards):

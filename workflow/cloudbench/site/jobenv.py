@@ -111,22 +111,47 @@ def missing_variables(required: str | list[str] | None) -> list[str]:
     return [n.strip() for n in names if n.strip() and not os.environ.get(n.strip())]
 
 
-def retry_token(record_path: str) -> str:
-    """'' until a measurement has failed; then ``failed:<n>`` for its n failed attempts.
-
-    Stable by construction: it changes only when a new failed attempt is kept, so a rerun
-    that succeeds leaves it as it was and no later run measures that transfer again.
-    """
+def _failed_attempts(record_path: str) -> int:
     folder = attempts_dir(record_path)
     if not folder.is_dir():
-        return ""
+        return 0
     failed = 0
     for path in folder.glob("*.json"):
         try:
             failed += json.loads(path.read_text()).get("status") != "ok"
         except (OSError, ValueError):
             failed += 1
+    return failed
+
+
+def retry_token(record_path: str) -> str:
+    """'' until a measurement has failed; then ``failed:<n>`` for its n failed attempts.
+
+    Stable by construction: it changes only when a new failed attempt is kept, so a rerun
+    that succeeds leaves it as it was and no later run measures that transfer again.
+    """
+    failed = _failed_attempts(record_path)
     return f"failed:{failed}" if failed else ""
+
+
+def failed_attempt(record_path: str) -> list[str]:
+    """[the newest kept attempt] while a measurement's record says it failed, else [].
+
+    The retry token (a param) makes Snakemake measure a failed transfer again only where it
+    stored the params of the failed run. A run stopped while the job was ending stores none:
+    the job wrote its failed record, then Ctrl-C came before Snakemake registered it, and
+    its output was neither kept as finished nor marked incomplete (ci12, ci14). The job
+    keeps its attempt just after its record (steps._finish), so as an input the attempt is
+    newer than the output, and Snakemake measures the transfer again whatever it stored;
+    once the transfer succeeds, the record says ok and the attempt is no input any more, so
+    no later run measures it again.
+    """
+    try:
+        failed = json.loads(Path(record_path).read_text()).get("status") != "ok"
+    except (OSError, ValueError):  # none yet (or cut short: Snakemake reruns it anyway)
+        return []
+    kept = list(attempts_dir(record_path).glob("*.json")) if failed else []
+    return [str(max(kept, key=lambda p: p.stat().st_mtime_ns))] if kept else []
 
 
 def die_with_parent() -> None:
