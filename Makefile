@@ -58,9 +58,9 @@ PYTEST := $(BIN)/python -m pytest
 ## start-up). Four: the two cores are busy throughout (vmstat, 2026-11-25)
 TEST_WORKERS ?= 4
 ## RATES_WORKERS: the tests that check rates against a bandwidth cap (a few MB/s each, little
-## CPU) run this many at a time, with nothing else running. Two: with three, the demo's build
-## (CPU-bound) and two multi-client tests shared the 2 cores, and a 2-client upload reached
-## 7.45 of its 8.39 MB/s (ci11; ci7 alike)
+## CPU) run this many at a time, with nothing else running. Two: with three (the demo's build
+## among them then), two multi-client tests shared the 2 cores with CPU-bound work, and a
+## 2-client upload reached 7.45 of its 8.39 MB/s (ci11; ci7 alike)
 RATES_WORKERS ?= 2
 ## ARGS: more pytest arguments, e.g. make test-quick ARGS="-k probe -x"
 ARGS ?=

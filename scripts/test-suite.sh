@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # `make test`: the whole suite, in two pytest sessions.
 #
-#   rates   the tests that check measured rates against a bandwidth cap (marked `rates`, and
-#           the demo campaign, whose medians are checked against its cap), RATES_WORKERS at
-#           a time. They use little CPU, but a copy that waits for a core is slower than its
-#           cap, so they must not wait.
+#   rates   the tests that check measured rates against a bandwidth cap (marked `rates`),
+#           RATES_WORKERS at a time. They use little CPU, but a copy that waits for a core
+#           is slower than its cap, so they must not wait.
 #   others  every other test, TEST_WORKERS at a time (pytest-xdist, --dist loadgroup). They
 #           keep both cores busy (Snakemake start-ups, reports, browsers).
 #
@@ -31,7 +30,7 @@ session_status() { [ "$1" -eq 5 ] && echo 0 || echo "$1"; }
 rates=(-m rates -n "$rates_workers" "$@")
 others=(-m "not rates" -n "$test_workers" --dist loadgroup "$@")
 
-echo "== the tests that check measured rates (and the demo campaign), $rates_workers at a time"
+echo "== the tests that check measured rates, $rates_workers at a time"
 $pytest "${rates[@]}"
 rates_status=$(session_status $?)
 echo "== every other test, $test_workers at a time"

@@ -25,8 +25,7 @@ bandwidth cap, so load from other tests would fail them), RATES_WORKERS at a tim
 by their expected seconds: :func:`round_robin_order`) with nothing else
 running; then the others side by side under pytest-xdist, where tests that share an
 expensive module- or session-scoped fixture (a campaign, the Slurm cluster) are kept on one
-worker (``xdist_group``) so that it is made once. The demo campaign is made in the first
-run and read by the second (see :func:`demo_report`).
+worker (``xdist_group``) so that it is made once (the demo campaign: :func:`demo_report`).
 """
 
 from __future__ import annotations
@@ -66,11 +65,11 @@ def demo_config() -> dict:
 def demo_report(tmp_path_factory):
     """The default campaign run once, exactly as `make demo` does, with its report.
 
-    Shared by the end-to-end and the browser tests: it is the slowest thing the suite does.
-    With CLOUDBENCH_DEMO_DIR set, it is made in that directory, and a later pytest run given
-    the same directory uses it as it is: `make test` makes it in its first run, among the
-    tests that run alone (test_demo_summary_tsv checks its rates against the demo's
-    bandwidth cap), and its second run, side by side, only reads it.
+    Shared by the end-to-end and the browser tests (one xdist group: made once, on one
+    worker, side by side with other tests; test_demo_summary_tsv's bounds on the medians
+    allow for a busy machine). With CLOUDBENCH_DEMO_DIR set, it is made in that directory,
+    and a later pytest run given the same directory uses it as it is (`make test` sets it,
+    so that its two sessions would share one demo whichever asks for it).
     """
     from tests.infra.workflow import snakemake, write_config
 

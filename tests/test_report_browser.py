@@ -249,7 +249,6 @@ def test_report_opens_on_its_answer(demo_report, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.rates(seconds=140)  # the demo's medians against its 16 MiB/s cap: made alone
 def test_demo_summary_tsv(demo_report):
     workdir, config, _ = demo_report
     summary = pd.read_csv(workdir / "results" / config["campaign"] / "summary.tsv", sep="\t")
@@ -269,7 +268,9 @@ def test_demo_summary_tsv(demo_report):
     assert (summary["n"] == config["repeats"]).all()
     assert (summary["failed"] + summary["corrupt"] == 0).all()
     assert (summary.loc[summary["layout"] == "plain", "speedup_vs_plain"] == 1).all()
-    # 16 MB/s bandwidth cap in the demo: the medians sit just below 16.78 (= 16 MiB/s)
+    # 16 MB/s bandwidth cap in the demo: the medians sit just below 16.78 (= 16 MiB/s); the
+    # demo is made side by side with other tests, and a busy machine costs a copy of 3 s
+    # at most a few tenths of a second, so the lower bound is not a rate check
     assert summary["p50"].between(10, 16.8).all(), summary["p50"]
     # after ramp-up rclone's token bucket may run a little over the cap within a second
     # (a burst of up to one second's allowance); 17.5 still catches a missing limit
