@@ -20,6 +20,11 @@ from typing import Any
 from cloudbench.data.parallel import usable_cores
 
 MB = 1_000_000  # rates are reported in MB/s = 10**6 bytes per second
+# A job's short-lived small files (an object list, a manifest before it is published) go to
+# memory where the node has it: removing a file on a disk file system waits for its journal,
+# and while another job frees gigabytes (verify removing a download; an ext4 mounted with
+# discard here) that cost a transfer job 0.3-3.5 s of its own time after the copy.
+MEMORY_TMP = Path("/dev/shm")
 
 
 def utc_now() -> str:
@@ -81,6 +86,14 @@ def process_seconds(stat: str | None = None, uptime: float | None = None) -> flo
         return round(uptime - ticks / os.sysconf("SC_CLK_TCK"), 3)
     except (OSError, ValueError, IndexError):
         return None
+
+
+def small_files_dir(candidate: Path = MEMORY_TMP) -> str | None:
+    """Where a job's short-lived small files go: ``candidate`` (memory) when it is a
+    writable directory, else None, the system's temporary directory (tempfile's choice)."""
+    if candidate.is_dir() and os.access(candidate, os.W_OK | os.X_OK):
+        return str(candidate)
+    return None
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

@@ -47,6 +47,7 @@ from cloudbench.records import (
     host_info,
     process_seconds,
     read_json,
+    small_files_dir,
     timed_step,
     utc_now,
     write_json,
@@ -146,7 +147,7 @@ def client_copy(
     every client gets the exact object list, so nothing else that sits in the source is
     moved or counted. Past ``timeout`` seconds the client is ended and the copy fails."""
     objects = _objects_of(files)
-    with tempfile.TemporaryDirectory(prefix="cloudbench-copy-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cloudbench-copy-", dir=small_files_dir()) as tmp:
         job = CopyJob(
             direction=spec.direction,
             strategy=spec.layout.strategy,
@@ -422,7 +423,7 @@ def upload(
     abort_error = clear_copy(binary, spec, dst) if attempted_before(record, logs) else None
     src = chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
     man = copy_manifest(spec, hashes)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=small_files_dir()) as tmp:
         rec = timed_copy(
             spec, threads, str(src), f"{dst}/{OBJECTS}", man, record, log, series, timeout
         )
