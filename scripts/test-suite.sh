@@ -20,6 +20,7 @@ shift 3
 work=$(mktemp -d)
 durations=$work/durations
 export CLOUDBENCH_DURATIONS_FILE=$durations CLOUDBENCH_DEMO_DIR=$work/demo
+export CLOUDBENCH_TIMELINE_FILE=$work/timeline
 cleanup() { rm -rf "$work"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -40,7 +41,8 @@ others_status=$(session_status $?)
 echo "== the ten slowest tests of the whole suite (seconds: setup + call + teardown)"
 sort -rn "$durations" | head -10
 mkdir -p .pytest_cache && sort -rn "$durations" > .pytest_cache/test-durations.tsv
-echo "(every test's seconds: .pytest_cache/test-durations.tsv)"
+sort -n "$work/timeline" > .pytest_cache/test-timeline.tsv 2>/dev/null
+echo "(every test's seconds: .pytest_cache/test-durations.tsv; when each ran, on which worker: test-timeline.tsv)"
 awk '{n[$2]++} END {printf "total: %d passed, %d failed, %d skipped\n",
     n["passed"], n["failed"], n["skipped"]}' "$durations"
 [ "$rates_status" = 0 ] && [ "$others_status" = 0 ]

@@ -412,8 +412,14 @@ _seconds: dict[str, float] = {}
 _outcome: dict[str, str] = {}
 
 
+_span: dict[str, tuple[float, float, str]] = {}  # first start, last stop, xdist worker
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _seconds[report.nodeid] = _seconds.get(report.nodeid, 0.0) + report.duration
+    node = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "-")
+    start, _, _ = _span.get(report.nodeid, (report.start, 0.0, node))
+    _span[report.nodeid] = (start, report.stop, node)
     if report.failed:
         _outcome[report.nodeid] = "failed"  # in any phase: an error in setup counts too
     elif report.skipped:
@@ -436,6 +442,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         with open(path, "a") as fh:
             for nodeid, seconds in _seconds.items():
                 fh.write(f"{seconds:8.2f}s  {_outcome.get(nodeid, 'failed'):7}  {nodeid}\n")
+    # when each test ran, on which worker (epoch seconds): where a session's tail is idle
+    timeline = os.environ.get("CLOUDBENCH_TIMELINE_FILE")
+    if timeline and not hasattr(session.config, "workerinput"):
+        with open(timeline, "a") as fh:
+            for nodeid, (start, stop, node) in sorted(_span.items(), key=lambda kv: kv[1]):
+                fh.write(f"{start:.1f}\t{stop:.1f}\t{node}\t{nodeid}\n")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
