@@ -226,9 +226,13 @@ STARTED = pytest.StashKey[list]()
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks given here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if hasattr(config, "workerinput"):
-        # xdist hands out tests in this order: the long (full) ones first, so that none of
-        # them starts last while the other workers have nothing left to do
-        items.sort(key=lambda item: TIERS[::-1].index(tier_of(item)))
+        # xdist hands out tests in this order: the long ones first, so that none of them
+        # starts last while the other workers have nothing left to do
+        seconds = expected_seconds()
+        order = suite_order(
+            [tier_of(item) for item in items], [seconds.get(item.nodeid, 0.0) for item in items]
+        )
+        items[:] = [items[i] for i in order]
     for item in items:
         tier = tier_of(item)
         item.stash[TIER] = tier
@@ -237,6 +241,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = _shared_group(item)
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+EXPECTED_SECONDS = ROOT / "tests" / "expected-seconds.tsv"
+
+
+def expected_seconds(path: Path = EXPECTED_SECONDS) -> dict[str, float]:
+    """Each long test's seconds in an earlier whole run (test id -> seconds); {} without
+    the file. Lines starting with # are comments."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return {}
+    out = {}
+    for line in lines:
+        if line.strip() and not line.startswith("#"):
+            seconds, nodeid = line.split("\t", 1)
+            out[nodeid.strip()] = float(seconds)
+    return out
+
+
+def suite_order(tiers: list[str], seconds: list[float]) -> list[int]:
+    """The order (indices) xdist hands tests out in: full, then quick, then unit tests,
+    each tier the longest expected first (longest-processing-time first keeps the last
+    test from running alone at the end); ties keep collection order."""
+    return sorted(range(len(tiers)), key=lambda i: (TIERS[::-1].index(tiers[i]), -seconds[i]))
 
 
 def round_robin_order(seconds: list[float], workers: int) -> list[int]:

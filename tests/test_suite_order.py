@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 import random
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import round_robin_order
+from tests.conftest import expected_seconds, round_robin_order, suite_order
 
 
 def _round_robin_loads(seconds: list[float], order: list[int], workers: int) -> list[float]:
@@ -39,3 +40,24 @@ def test_no_order_of_the_tests_finishes_sooner(seed):
         for p in itertools.permutations(range(len(seconds)))
     )
     assert max(_round_robin_loads(seconds, order, workers)) == best
+
+
+def test_long_tests_are_handed_out_first_within_their_tier():
+    tiers = ["unit", "full", "quick", "full", "full", "unit"]
+    seconds = [0.0, 20.0, 5.0, 93.0, 0.0, 1.0]
+    # full: 93 s, 20 s, then the unlisted one; quick; unit: the longer first
+    assert suite_order(tiers, seconds) == [3, 1, 4, 2, 5, 0]
+    assert suite_order(["full", "full"], [0.0, 0.0]) == [0, 1]  # ties: collection order
+
+
+def test_the_expected_seconds_file_lists_tests_that_exist(tmp_path):
+    listed = expected_seconds()
+    assert len(listed) > 10 and all(s >= 15 for s in listed.values())
+    root = Path(__file__).resolve().parents[1]
+    for nodeid in listed:
+        path, _, name = nodeid.partition("::")
+        function = name.split("[")[0]
+        assert f"def {function}(" in (root / path).read_text(), nodeid
+    (tmp_path / "e.tsv").write_text("# a comment\n12\ttests/x.py::t[a b]\n")
+    assert expected_seconds(tmp_path / "e.tsv") == {"tests/x.py::t[a b]": 12.0}
+    assert expected_seconds(tmp_path / "absent.tsv") == {}
