@@ -53,7 +53,7 @@ def _rows(tmp_path):
     return df.set_index("clients").sort_index()
 
 
-@pytest.mark.rates(seconds=88)  # N x the cap within 10%: alone on the machine
+@pytest.mark.rates(seconds=88)  # N x the cap within 10% (15% past 1 client a core)
 @pytest.mark.parametrize("store", store_params())
 def test_local_clients_run_together_and_add_up(tmp_path, store):
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
@@ -98,8 +98,12 @@ def test_local_clients_run_together_and_add_up(tmp_path, store):
             # them: the lower bound allows for the skew the row itself reports.
             ideal = df.loc[n, "bytes_requested"] / (n * CAP * 1e6)
             late = ideal / (ideal + (df.loc[n, "start_skew_s"] if n > 1 else 0.0))
+            # More clients than cores (4 here, with the server, on 2 cores) share them: in
+            # ci18 each of 4 clients reached 89-90% of its cap (88.8% together), where 1 and
+            # 2 clients reached 99.5% and 98.4%; one after the other they would reach 25%.
+            low = 0.9 if n <= (os.cpu_count() or 1) else 0.85
             for full in (n * CAP, n * one):
-                assert full * late * 0.9 <= df.loc[n, "mb_per_s"] <= full * 1.1, (n, late)
+                assert full * late * low <= df.loc[n, "mb_per_s"] <= full * 1.1, (n, late)
         for n in (2, 4):
             assert 0 <= df.loc[n, "start_skew_s"] < 1.0
             if n in clean:
