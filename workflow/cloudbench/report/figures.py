@@ -36,7 +36,7 @@ RATE_LABEL = "rate (MB/s = 10$^6$ B/s)"
 sns.set_theme(style="whitegrid", context="notebook")
 # Titles at a fixed height (where Matplotlib's automatic placement puts them when no axis has
 # tick labels on top, as none here has): the automatic one measures every axis's tick labels
-# again on each draw, a sixth of a figure's time
+# again on each draw (a tenth of the demo's aggregate CPU: 7.7 -> 6.8 s)
 plt.rcParams["axes.titley"] = 1.0
 
 
