@@ -298,6 +298,34 @@ def test_an_rclone_stopped_by_a_signal_says_which():
     assert exit_reason(1) == "failed (exit 1)" and exit_reason(255) == "failed (exit 255)"
 
 
+def test_an_rclone_stopped_by_sigterm_is_recorded_as_stopped_not_by_its_stderr(tmp_path):
+    """A SIGTERM'd upload was recorded with rclone's stderr as its error: a DEBUG line about
+    its config, which is no reason. A dead store is named, not "is a file not a directory"."""
+    import shutil
+
+    from cloudbench.measure.clients.base import CopyJob, Plan, Run
+    from cloudbench.measure.clients.rclone import CLIENT
+
+    log = tmp_path / "copy.log"
+    job = CopyJob(
+        "upload", "plain", str(tmp_path), "s3t:bench/dead", ("f1.bin",), 10, 10, 2,
+        "s3t:bench", log, tmp_path,
+    )  # fmt: skip
+    plan = Plan(["rclone"], "1.75.2", {}, "log")
+    stderr = 'DEBUG : Setting --config "/x/rclone.conf" from environment variable\n'
+    log.write_text("")
+    for code in (143, -15):
+        out = CLIENT.outcome(job, plan, Run(code, 1.0, 0.0, stderr, ()))
+        assert out.error == f"rclone stopped by SIGTERM (exit {code})"
+    shutil.copyfile(ROOT / "tests/data/rclone-logs/s3_dead_store.jsonl", log)
+    out = CLIENT.outcome(job, plan, Run(1, 12.0, 0.0, stderr, ()))
+    assert out.error.startswith("dial tcp 127.0.0.1:")
+    assert out.error.endswith(
+        'connection refused (rclone said: Failed to create file system for "s3t:bench/dead": '
+        "is a file not a directory)"
+    )
+
+
 @pytest.mark.quick  # importing snakemake.api loads the executor plugins, which start `which`
 def test_snakemake_private_api_we_rely_on_is_still_there():
     """cloudbench.site.snakemake_internals is the one place that touches Snakemake's private API

@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from cloudbench.measure.rclonelog import RcloneLog, StatsSample, parse_rclone_log, rate_series
+from cloudbench.measure.rclonelog import (
+    RcloneLog,
+    StatsSample,
+    parse_rclone_log,
+    rate_series,
+    short_cause,
+)
 
 DATA = Path(__file__).parent / "data" / "rclone-logs"
 MiB = 1024 * 1024
@@ -78,7 +84,7 @@ def check_series(log: RcloneLog) -> list[tuple[float, int, float]]:
 
 
 def test_every_listed_capture_exists_and_is_small():
-    assert len(CAPTURES) == 11
+    assert len(CAPTURES) == 12
     for name in CAPTURES:
         size = (DATA / name).stat().st_size
         assert 0 < size < 200_000, name
@@ -267,6 +273,38 @@ def test_wrong_secret_upload_fails_before_any_stats():
     assert "403" not in log.last_error
     assert any("SignatureDoesNotMatch" in line for line in raw_lines(name))
     assert log.version == "1.75.2"
+
+
+def test_a_store_down_before_the_copy_is_named_not_hidden_behind_is_a_file():
+    """A new user killed the store: every later upload failed with rclone's "is a file not a
+    directory". The refused connection is only in a DEBUG line; the log names it."""
+    name = "s3_dead_store.jsonl"
+    assert CAPTURES[name]["exit_code"] == "1"
+    log = parse(name)
+    assert log.errors == (
+        'Failed to create file system for "s3t:bench/dead": is a file not a directory',
+    )
+    assert log.hidden_cause is not None
+    assert log.hidden_cause.startswith("dial tcp 127.0.0.1:")
+    assert log.hidden_cause.endswith("connect: connection refused")
+    wrong = parse("s3_wrong_secret_upload.jsonl")
+    assert wrong.hidden_cause == (
+        "HTTP 403 SignatureDoesNotMatch: The request signature we calculated does not match "
+        "the signature you provided"
+    )
+    # nothing hidden where rclone's own verdict says what happened
+    for other in [*CLEAN, *KILLED, "s3_wrong_secret_download.jsonl"]:
+        assert parse(other).hidden_cause is None, other
+
+
+def test_short_cause_keeps_what_a_person_acts_on():
+    assert short_cause('Get "http://h/b": dial tcp: lookup h on 1.1.1.1:53: no such host') == (
+        "dial tcp: lookup h on 1.1.1.1:53: no such host"
+    )
+    assert short_cause("StatusCode: 404, RequestID: 1, api error NoSuchBucket: gone.") == (
+        "HTTP 404 NoSuchBucket: gone"
+    )
+    assert short_cause("  something else ") == "something else"
 
 
 # --- tolerance -------------------------------------------------------------------------

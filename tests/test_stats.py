@@ -85,6 +85,17 @@ def test_sustained_rate_falls_back_with_fewer_than_three_samples():
     assert math.isnan(sustained_rate(series([(1.0, 1)])).mb_per_s)
 
 
+def test_a_window_shorter_than_one_and_a_half_seconds_falls_back_to_the_whole_transfer_rate():
+    """A new user's 2.3 s copies, capped at 8.39 MB/s, showed a sustained 9.16 MB/s: the
+    window from the 1 s line to the closing line 1.3 s later read the lines' timing."""
+    short = series([(1.0, 6.0), (2.0, 14.0), (2.3, 18.87)])
+    r = sustained_rate(short, whole_mb_per_s=8.13)
+    assert (r.method, r.mb_per_s) == ("whole-transfer", 8.13)
+    # the same copy a second longer has a window of 2 s (1.5 s is enough): a rate from the series
+    longer = series([(1.0, 6.0), (2.0, 14.0), (3.0, 22.4)])
+    assert sustained_rate(longer, whole_mb_per_s=7.0).method == "series"
+
+
 def test_sustained_rate_counts_samples_at_the_same_instant_once():
     # rclone's closing stats line repeats the last time: still only 2 distinct samples
     s = series([(1.0, 10), (2.0, 30), (2.0, 30)])
@@ -399,6 +410,7 @@ def test_captions_match_the_constants():
     sustained = (REPORT / "rate_by_strategy.rst").read_text()
     assert f"{stats.RAMP_FRACTION:.0%}" in sustained
     assert f"fewer than {stats.MIN_SERIES_POINTS}" in sustained
+    assert f"shorter than {stats.MIN_WINDOW_S:g} s" in sustained
     for name, method in (("rate_by_strategy.rst", "order-statistic"), ("speedup.rst", "Mann")):
         text = (REPORT / name).read_text()
         assert "coverage" in text and method in text, name
@@ -482,6 +494,25 @@ def test_rclone_flags_from_the_environment_are_on_the_front_page():
     assert "environment, not in the campaign file: RCLONE_BWLIMIT=4M in 1 of 2 transfers" in page
     t["rclone_env"] = None
     assert "environment" not in headline.headline_html(t, s, {"campaign": "c"}, None)
+
+
+def test_the_legend_explains_only_what_the_table_shows_and_reruns_are_counted():
+    """A new user's one-setting, all-ok campaign read a legend about connections and green
+    and red rows it did not have; its "retried 0" hid that 20 of 24 repeats had been
+    measured again after a failed attempt."""
+    from cloudbench.report import headline
+
+    t = transfers_frame([("a", "upload", "plain", r, 8.1 + r / 100) for r in (1, 2, 3)])
+    t["setting"] = "rclone-1x2"
+    t["attempts"] = [1, 3, 2]
+    page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, None)
+    assert "clients×concurrency" not in page and "Green" not in page and "Red" not in page
+    assert ">rerun</th>" in page and "<td>0</td><td>3</td></tr>" in page  # retried, rerun
+    t = pd.concat([t, t.assign(setting="rclone-4x32")], ignore_index=True)
+    t.loc[5, ["status", "mb_per_s"]] = ["failed", math.nan]
+    page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, None)
+    assert "clients×concurrency" in page and "Red: a failed" in page
+    assert headline.reruns(t.drop(columns="attempts")) == 0  # records from before attempts
 
 
 def test_headline_calls_a_layout_best_only_when_its_interval_says_so():

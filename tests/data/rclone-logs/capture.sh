@@ -37,6 +37,9 @@
 #   s3_wrong_secret_download.jsonl  S3 -> local with a wrong secret key, -v
 #   s3_wrong_secret_upload.jsonl    local -> S3 with a wrong secret key, -vv (at -v
 #                             the only line is a misleading critical; -vv shows why)
+#   s3_dead_store.jsonl       local -> S3 with the store down before the copy starts, -vv:
+#                             rclone's verdict is "is a file not a directory", only its
+#                             retries say "connection refused"
 # The failure captures use --low-level-retries 3 so a dead server costs seconds,
 # not the ~10 minutes the default 10 costs (the S3 SDK also backs off internally).
 #
@@ -210,6 +213,10 @@ RCLONE_CONFIG_S3T_SECRET_ACCESS_KEY="$WRONG_SECRET" \
     run s3_wrong_secret_upload -vv "upload with wrong secret key (debug)" -- \
     copy src s3t:bench/wrong "${FAIL[@]}"
 stop_server
+
+# The store down before the copy starts (stopped just above, nothing listens on $PORT).
+run s3_dead_store -vv "upload to a store that is down before the copy starts (debug)" -- \
+    copy src s3t:bench/dead "${FAIL[@]}"
 
 # Refuse to install anything that leaked a secret.
 if grep -lF -e "$SECRET" -e "$WRONG_SECRET" ./*.jsonl; then

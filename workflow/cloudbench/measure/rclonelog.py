@@ -68,6 +68,22 @@ _VERSION_RE = re.compile(r'\bVersion "v?([^"]+)" starting\b')
 # The AWS SDK's response dump ("Response\nHTTP/1.1 503 Slow Down\r\n...") and retry line
 _RESPONSE_RE = re.compile(r"^Response\s+HTTP/[\d.]+ (\d{3})\b")
 _SDK_RETRY_RE = re.compile(r"^retrying request \S+, attempt \d+")
+# When rclone can read neither an object nor a directory at the destination it gives the
+# verdict "Failed to create file system for ...: is a file not a directory" whatever the
+# reason; the reason (a 403, a store that is down) is only in this DEBUG line, as the
+# listing's error after "): ".
+_NOT_A_DIRECTORY = "is a file not a directory"
+_UNCHECKED_RE = re.compile(
+    r"^Couldn't check .* for children after HEAD failed \(.*?\): (.+)$", re.S
+)
+# Why a request never reached the store, in Go's words ("dial tcp 127.0.0.1:9000: connect:
+# connection refused", "dial tcp: lookup s3.example on ...: no such host").
+_NETWORK_RE = re.compile(
+    r"\b(?:dial|read|write) tcp[^\"()]*?(?:connection refused|connection reset by peer|"
+    r"i/o timeout|no route to host|network is unreachable|broken pipe|no such host)"
+)
+# The S3 SDK's wording of an answer it did not like
+_API_ERROR_RE = re.compile(r"StatusCode: (\d+),.*?api error ([^:]+): ([^.]*)", re.S)
 # What a store answers when it wants fewer requests: 503 SlowDown (S3, Ceph) or 429
 THROTTLE_STATUSES = frozenset({429, 503})
 
@@ -126,6 +142,9 @@ class RcloneLog:
       of trouble, not as an exact retry count.
     * ``last_error``: ``errors[-1]``; if nothing error-level was logged, the last
       non-empty ``lastError`` of a stats line; else None.
+    * ``hidden_cause``: why rclone could not open the destination, when its only verdict is
+      the misleading "is a file not a directory" (a refused connection, a 403): from a
+      DEBUG line, so None at ``-v``, and None when nothing was hidden.
     * ``version``: from the DEBUG line ``Version "v1.75.2" starting with parameters ...``,
       without the leading ``v`` (``"1.75.2"``, matching cloudbench.measure.rclone.rclone_version);
       None at ``-v``, which does not log it.
@@ -151,6 +170,17 @@ class RcloneLog:
     throttled: int | None = None
     server_errors: int | None = None
     request_retries: int | None = None
+    hidden_cause: str | None = None
+
+
+def short_cause(text: str) -> str:
+    """The part of an SDK error a person acts on: the network failure, or the status and
+    the store's error code and message; else the text itself."""
+    if net := _NETWORK_RE.search(text):
+        return net.group(0)
+    if api := _API_ERROR_RE.search(text):
+        return f"HTTP {api.group(1)} {api.group(2)}: {api.group(3).strip()}".rstrip(": ")
+    return text.strip()
 
 
 def stats_sample(record: Mapping[str, Any], stats: Mapping[str, Any]) -> StatsSample:
@@ -198,6 +228,7 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
     sdk_retries = 0
     stats_last_error: str | None = None
     version: str | None = None
+    unchecked: str | None = None
     for line in lines:
         line = line.strip()
         if not line:
@@ -223,6 +254,9 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
         msg = str(record.get("msg", ""))
         if response := _RESPONSE_RE.match(msg):
             statuses.append(int(response.group(1)))
+            continue
+        if hidden := _UNCHECKED_RE.match(msg):
+            unchecked = short_cause(hidden.group(1))
             continue
         if _SDK_RETRY_RE.match(msg):
             sdk_retries += 1
@@ -255,6 +289,7 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
             sum(c >= 500 and c not in THROTTLE_STATUSES for c in statuses) if counted else None
         ),
         request_retries=sdk_retries if counted else None,
+        hidden_cause=unchecked if any(_NOT_A_DIRECTORY in e for e in errors) else None,
     )
 
 

@@ -52,8 +52,8 @@ STYLE = (
 
 ROW_COLUMNS = [
     "site", "remote", "direction", "layout", "n", "median", "low", "high", "level", "speedup",
-    "speedup_low", "speedup_high", "speedup_level", "failed", "corrupt", "retries", "resent",
-    "stalls", "rates",
+    "speedup_low", "speedup_high", "speedup_level", "failed", "corrupt", "retries", "reruns",
+    "resent", "stalls", "rates",
 ]  # fmt: skip
 
 
@@ -91,6 +91,16 @@ def _clear(group: pd.DataFrame, best: Mapping[str, Any]) -> tuple[bool, float]:
     return bool(levels), min(levels) if levels else math.nan
 
 
+def reruns(transfers: pd.DataFrame) -> int:
+    """Attempts beyond the first, over the repeats: each is a measurement that failed (or was
+    killed) and was measured again, which a repeat's own ``retries`` (rclone's, inside one
+    attempt) does not show. 0 for records written before ``attempts`` was."""
+    if "attempts" not in transfers:
+        return 0
+    extra = pd.to_numeric(transfers["attempts"], errors="coerce").fillna(1) - 1
+    return int(extra.clip(lower=0).sum())
+
+
 def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """One row per site x remote x direction x layout: median rate [CI] (n), speed-up over
     plain [CI], failed and corrupt counts, and whether it is the best layout of its group."""
@@ -124,6 +134,7 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
                 "failed": int(r.failed),
                 "corrupt": int(r.corrupt),
                 "retries": int(r.retries),
+                "reruns": reruns(sel),
                 "resent": stats.resent_bytes(sel),
                 "stalls": stats.stalls(sel),
                 "rates": rates,
@@ -341,6 +352,33 @@ def _throttled(metrics: pd.DataFrame) -> str:
     return text
 
 
+def legend(table: pd.DataFrame) -> str:
+    """What the table's columns and colours mean: only what this table shows (a reader of a
+    one-setting campaign was told about connections and colours it did not have)."""
+    text = (
+        " Median MB/s (10<sup>6</sup> B/s) of the ok repeats (n) [interval] and its real coverage"
+    )
+    if table.empty:
+        return text + "."
+    if table["layout"].str.contains(r" \(", regex=True).any():
+        text += (
+            "; a layout's setting in brackets is tool-clients×concurrency (rclone-4x32: 4 "
+            "clients of 32 each; auto: the job's threads)"
+        )
+    text += (
+        "; retried: rclone's whole-copy retries inside the repeats; rerun: repeats measured "
+        "again after a failed attempt (column attempts)"
+    )
+    if table["clear"].any():
+        text += (
+            f". Green: faster than every other layout (each factor's interval above "
+            f"×{BEST_MARGIN:.2f})"
+        )
+    if (table["failed"] + table["corrupt"]).any():
+        text += ". Red: a failed or corrupt repeat"
+    return text + "."
+
+
 def _bursting(metrics: pd.DataFrame) -> int:
     """How many transfers started fast and then slowed (:mod:`cloudbench.report.burst`)."""
     return int(metrics["burst_s"].notna().sum()) if "burst_s" in metrics else 0
@@ -387,10 +425,8 @@ def headline_html(
             if (bursting := _bursting(metrics))
             else ""
         )
-        + " Median MB/s (10<sup>6</sup> B/s) of the ok repeats (n) [interval] and its real "
-        "coverage; connections = clients × concurrency (rclone-4x32; auto = the job's "
-        f"threads). Green: faster than every other layout (each factor's interval above "
-        f"×{BEST_MARGIN:.2f}); red: a failed or corrupt repeat; retried: whole-copy retries.</p>",
+        + legend(table)
+        + "</p>",
     ]
     if (info.get("dataset") or {}).get("small_files"):
         lines = per_object_lines(metrics)
@@ -422,9 +458,9 @@ def headline_html(
         show_remote = table["remote"].nunique() > 1
         head = ["site", *(["remote"] if show_remote else []), "direction", "layout"]
         head += ["median MB/s [interval]", "n", "vs plain [interval]", "failed", "corrupt"]
-        head += ["retried"]
+        head += ["retried", "rerun"]
         cells = "".join(
-            f'<th class="{"l" if i < len(head) - 6 else ""}">{h}</th>' for i, h in enumerate(head)
+            f'<th class="{"l" if i < len(head) - 7 else ""}">{h}</th>' for i, h in enumerate(head)
         )
         body = [f"<table><thead><tr>{cells}</tr></thead><tbody>"]
         for r in table.to_dict("records"):
@@ -433,6 +469,7 @@ def headline_html(
             tds = "".join(f'<td class="l">{html.escape(str(v))}</td>' for v in left)
             tds += f"<td>{_rate_cell(r)}</td><td>{r['n']}</td><td>{_speedup_cell(r)}</td>"
             tds += f"<td>{r['failed']}</td><td>{r['corrupt']}</td><td>{r['retries']}</td>"
+            tds += f"<td>{r['reruns']}</td>"
             body.append(f'<tr class="{cls}">{tds}</tr>')
         body.append("</tbody></table>")
         parts.append("".join(body))

@@ -13,8 +13,9 @@ Definitions (the report captions repeat them; change both together):
   ``RAMP_FRACTION`` (10%) of the last sample's elapsed time and ends at the last sample;
   sustained = bytes moved in the window / the window's seconds. The interval before the first
   sample (process start, connection set-up) is therefore never in the window. With fewer
-  than ``MIN_SERIES_POINTS`` (3) distinct samples, or an empty window, it falls back to the
-  whole-transfer rate and says so (``method == "whole-transfer"``).
+  than ``MIN_SERIES_POINTS`` (3) distinct samples, or a window shorter than
+  ``MIN_WINDOW_S`` (1.5 s), it falls back to the whole-transfer rate and says so
+  (``method == "whole-transfer"``).
 * **interval of a median** (:func:`cloudbench.report.intervals.median_interval`): the
   distribution-free order-statistic interval, with its exact coverage stated beside it
   (``*_ci_level``): 95% where n allows (n >= 6), else [min, max] of the repeats with its real
@@ -53,6 +54,10 @@ from cloudbench.report.intervals import (
 
 RAMP_FRACTION = 0.10
 MIN_SERIES_POINTS = 3
+# A window under one and a half of rclone's one-second stats intervals measures when the
+# lines were written more than the link: 2.3 s copies capped at 8.39 MB/s read 9.16 MB/s
+# over their last 1.3 s (the closing line comes a fraction of a second after the one before).
+MIN_WINDOW_S = 1.5
 OUTLIER_FRACTION = 0.5
 OUTLIER_MIN_REPEATS = 3
 # rclone moving nothing this long inside an ok transfer is an outage it waited out, not
@@ -117,15 +122,16 @@ def sustained_rate(
     (cumulative bytes at that time), one row per rclone stats line. Samples at the same
     instant count once. With samples t_0 < ... < t_k and bytes b_0..b_k, the window starts at
     the first t_i >= ``ramp_fraction`` x t_k and the result is (b_k - b_i) / (t_k - t_i) / 10^6.
-    With fewer than ``MIN_SERIES_POINTS`` samples, or if the window is empty, the result is
-    ``whole_mb_per_s`` (the whole-transfer rate) with method ``"whole-transfer"``.
+    With fewer than ``MIN_SERIES_POINTS`` samples, or a window shorter than ``MIN_WINDOW_S``,
+    the result is ``whole_mb_per_s`` (the whole-transfer rate) with method
+    ``"whole-transfer"``.
     """
     t, b = _samples(series)
     fallback = Sustained(float(whole_mb_per_s), "whole-transfer", math.nan, math.nan)
     if t.size < MIN_SERIES_POINTS:
         return fallback
     i = int(np.searchsorted(t, ramp_fraction * t[-1], side="left"))
-    if i >= t.size - 1 or t[-1] <= t[i]:
+    if i >= t.size - 1 or t[-1] - t[i] < MIN_WINDOW_S:
         return fallback
     return Sustained(
         float((b[-1] - b[i]) / (t[-1] - t[i]) / 1e6), "series", float(t[i]), float(t[-1])

@@ -29,16 +29,24 @@ from cloudbench.measure.rclonelog import on_wall_clock, parse_rclone_log
 from cloudbench.records import clip_tail
 
 
-def exit_reason(returncode: int) -> str:
-    """How a process ended, by its exit status: a signal (negative, or 128 + N as a shell
-    reports it and rclone exits after SIGINT) is named, since rclone logs nothing then."""
+def stopped_by(returncode: int) -> str | None:
+    """The signal that ended a process, by its exit status (negative, or 128 + N as a shell
+    reports it and rclone exits after SIGINT and SIGTERM); None if it exited by itself."""
     import signal
 
     number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
     try:
-        return f"stopped by {signal.Signals(number).name} (exit {returncode})"
-    except ValueError:  # 0: no signal; or not a signal's number
-        return f"failed (exit {returncode})"
+        return signal.Signals(number).name if number else None
+    except ValueError:  # not a signal's number
+        return None
+
+
+def exit_reason(returncode: int) -> str:
+    """How a process ended: a signal is named, since rclone logs nothing then."""
+    signal_name = stopped_by(returncode)
+    if signal_name:
+        return f"stopped by {signal_name} (exit {returncode})"
+    return f"failed (exit {returncode})"
 
 
 def _lines(path: Path):
@@ -114,7 +122,17 @@ class Rclone:
             pass  # measure() says so
         elif run.returncode != 0:
             last = log.last_error if log else None
-            error = last or clip_tail(run.output, 500) or f"rclone {exit_reason(run.returncode)}"
+            if stopped_by(run.returncode):
+                # a stopped rclone logs nothing of its own; its stderr holds only what it
+                # printed before opening its log (a DEBUG line), which is no reason
+                error = f"rclone {exit_reason(run.returncode)}"
+                error += f"; its last error: {last}" if last else ""
+            else:
+                error = (
+                    last or clip_tail(run.output, 500) or f"rclone {exit_reason(run.returncode)}"
+                )
+            if log and log.hidden_cause:
+                error = f"{log.hidden_cause} (rclone said: {error})"
             error = redact(error, secrets)
         elif (moved or 0) < job.expected_bytes or moved_files < len(job.objects):
             # rclone's byte count includes what failed attempts sent, so a retried transfer
