@@ -70,7 +70,11 @@ class TransferRow:
         "listing or the disk shows arrived): more than requested when retried requests "
         "re-sent data, less (or 0) for a transfer that failed early",
     )
-    transfers: int = _col("count", "the client's objects-at-once setting (rclone's --transfers)")
+    transfers: int = _col(
+        "count",
+        "the client's objects-at-once setting (rclone's --transfers flag; the `transfers` in "
+        "rclone's stats lines is something else: the objects it moved, `objects` for a whole copy)",
+    )
     objects_in_flight: int = _col("count", "min(objects, transfers): objects moving at once")
     streams_per_object: int = _col(
         "count", "streams within one object (1, or the multi-thread streams its parts allow)"
