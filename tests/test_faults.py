@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cloudbench.measure.rclonelog import network_cause
 from tests.infra.s3 import serve_s3, store_params
 from tests.infra.workflow import BIN, ROOT, default_sigint, snakemake, write_config
 
@@ -75,10 +76,12 @@ def _popen_snakemake(workdir: Path, cfg: Path, env: dict) -> subprocess.Popen:
 @pytest.mark.parametrize("store", store_params())
 def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_config, store):
     """The server dies during the first upload: that measurement is failed with rclone's
-    error, the campaign goes on once the server is back, the run ends non-zero listing the
-    failure, and a rerun measures exactly the failed transfer again."""
+    error, naming the refused connection; the next upload is not started against a store
+    that still does not answer (a new user's dead store cost 8 minutes an upload) and says
+    so; the campaign goes on once the server is back, the run ends non-zero listing the
+    failures, and a rerun measures exactly the failed transfers again."""
     cfg_d = _small(demo_config, size="24MiB")
-    cfg_d.update(remote="s3t:", strategies=["plain"], repeats=1)
+    cfg_d.update(remote="s3t:", strategies=["plain"], repeats=2)
     cfg_d["rclone"]["flags"] = ["--bwlimit", "4M"]
     cfg = write_config(tmp_path, cfg_d)
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
@@ -91,24 +94,34 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
             tmp_path / "results/demo/sites/tursa/transfers/upload/main/plain/rclone-1xauto/r1.json"
         )
         _wait_for(record.exists, 120, "the failed upload's record")
+        second = record.with_name("r2.json")
+        _wait_for(second.exists, 120, "the second upload's record")
         s3.start()
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode != 0
         assert "not ok" in out and "failed: tursa upload main plain rclone-1xauto r1" in out
         df = _table(tmp_path)
-        up = df[df["direction"] == "upload"].iloc[0]
-        assert up["status"] == "failed" and isinstance(up["error"], str) and up["error"]
+        ups = df[df["direction"] == "upload"].sort_values("repeat")
+        up, up2 = ups.iloc[0], ups.iloc[1]
+        assert up["status"] == "failed" and network_cause(up["error"])
         assert pd.isna(up["mb_per_s"])
+        assert up2["status"] == "failed" and pd.isna(up2["seconds"])  # never started
+        assert up2["error"].startswith("not measured: the store did not answer (dial tcp")
+        assert "(tursa upload plain r1)" in up2["error"]
         downs = df[df["direction"] == "download"]
         assert (downs["status"] == "failed").all()  # nothing to download: said, not skipped
-        assert downs["error"].str.contains("upload of this copy failed").all()
+        # the copy was never whole; while the store was down, that is what they could say
+        said = downs["error"].str.contains("upload of this copy failed")
+        assert (said | downs["error"].map(lambda e: network_cause(e) is not None)).all()
 
         rerun = snakemake(tmp_path, cfg, env=env)
         assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
         df2 = _table(tmp_path)
         assert (df2["status"] == "ok").all()
-        attempts = sorted((record.with_suffix(".attempts")).glob("*.json"))
-        assert [json.loads(p.read_text())["status"] for p in attempts] == ["failed", "ok"]
+        for rec in (record, second):
+            attempts = sorted((rec.with_suffix(".attempts")).glob("*.json"))
+            assert [json.loads(p.read_text())["status"] for p in attempts] == ["failed", "ok"]
+        assert not list((tmp_path / "scratch").rglob(".store-down.*"))  # the store is back
 
 
 def test_server_killed_mid_download(tmp_path, demo_config):

@@ -19,6 +19,7 @@ import pytest
 from cloudbench.measure.rclonelog import (
     RcloneLog,
     StatsSample,
+    network_cause,
     parse_rclone_log,
     rate_series,
     short_cause,
@@ -295,6 +296,16 @@ def test_a_store_down_before_the_copy_is_named_not_hidden_behind_is_a_file():
     # nothing hidden where rclone's own verdict says what happened
     for other in [*CLEAN, *KILLED, "s3_wrong_secret_download.jsonl"]:
         assert parse(other).hidden_cause is None, other
+
+
+def test_network_cause_is_the_last_network_failure_named():
+    text = (
+        'Put "http://h/x": write tcp 1.2.3.4:5->6.7.8.9:80: use of closed network connection; '
+        'Get "http://h/": dial tcp 6.7.8.9:80: connect: connection refused'
+    )
+    assert network_cause(text) == "dial tcp 6.7.8.9:80: connect: connection refused"
+    assert network_cause("StatusCode: 403, api error AccessDenied: no") is None
+    assert network_cause("") is None
 
 
 def test_short_cause_keeps_what_a_person_acts_on():

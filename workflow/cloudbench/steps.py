@@ -41,7 +41,7 @@ from cloudbench.measure.attempts import (
 from cloudbench.measure.clients.base import CopyJob
 from cloudbench.measure.copy import measure
 from cloudbench.measure.progress import label_of, result_line
-from cloudbench.measure.rclonelog import stamp_epoch
+from cloudbench.measure.rclonelog import network_cause, stamp_epoch
 from cloudbench.records import (
     clip_tail,
     host_info,
@@ -420,6 +420,9 @@ def upload(
     # on every measurement otherwise. A copy some other checkout left there is caught all the
     # same: rclone skipping an object fails the measurement, which the next attempt clears.
     logs = [log, *(paths.client_log(log, k) for k in range(spec.setting.clients))]
+    if down := still_down(binary, spec):
+        _finish(record, not_measured(spec, down, series), log)
+        return
     abort_error = clear_copy(binary, spec, dst) if attempted_before(record, logs) else None
     src = chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
     man = copy_manifest(spec, hashes)
@@ -452,7 +455,68 @@ def upload(
                     error=f"publishing {COPY_MANIFEST}: {clip_tail(res.stderr)}",
                     mb_per_s=None,
                 )
+    note_store_down(spec, rec)
     _finish(record, rec, log)
+
+
+def store_down_marker(spec: TransferSpec) -> Path:
+    """Where a site notes that a remote stopped answering (its scratch, which every job of
+    the site shares)."""
+    return Path(spec.scratch) / f".store-down.{spec.remote}.json"
+
+
+def note_store_down(spec: TransferSpec, rec: dict[str, Any]) -> None:
+    """After a copy: a failure that names a network error marks the store down for the
+    site's next uploads; a copy that worked clears the mark."""
+    marker = store_down_marker(spec)
+    cause = network_cause(rec.get("error") or "") if rec["status"] != "ok" else None
+    if cause:
+        write_json(
+            marker, {"cause": cause, "since": utc_now(), "by": f"{spec.site} {_label(spec)}"}
+        )
+    else:
+        marker.unlink(missing_ok=True)
+
+
+def still_down(binary: str, spec: TransferSpec) -> str | None:
+    """Why not to start this upload: a store marked down that still does not answer one
+    listing. An upload's first request is its timed copy, which against a dead store
+    spends rclone's whole patience (about 8 minutes at its defaults) before failing; with
+    the mark, each later upload costs one listing (~10 s) until the store answers again."""
+    marker = store_down_marker(spec)
+    if not marker.exists():
+        return None
+    cause = rc.store_unreachable(binary, spec.remote_url, spec.flags)
+    if cause is None:
+        marker.unlink(missing_ok=True)
+        return None
+    try:
+        seen = read_json(marker)
+    except (OSError, ValueError):
+        seen = {}
+    return (
+        f"not measured: the store did not answer ({cause}), as it had not since "
+        f"{seen.get('since', '?')} ({seen.get('by', '?')}); rerun once it is back"
+    )
+
+
+def not_measured(spec: TransferSpec, reason: str, series: Path) -> dict[str, Any]:
+    """The record of a measurement that could not start (a failure to measure again), and
+    its empty series."""
+    series_file.write(series, ())
+    return {
+        **spec.row_keys(),
+        "status": "failed",
+        "error": reason,
+        "seconds": None,
+        "mb_per_s": None,
+        "files": len(spec.files),
+        "bytes_requested": spec.file_bytes * len(spec.files),
+        "bytes_moved": 0,
+        "retries": 0,
+        "started_utc": utc_now(),
+        **host_info(),
+    }
 
 
 class RemoteUnreachable(RuntimeError):
@@ -546,20 +610,7 @@ def download(
                 f"({COPY_MANIFEST} missing); run the upload site {spec.upload_site!r} first"
             )
         write_json(manifest_out, {"files": [], "missing": reason})
-        rec = {
-            **spec.row_keys(),
-            "status": "failed",
-            "error": reason,
-            "seconds": None,
-            "mb_per_s": None,
-            "files": len(spec.files),
-            "bytes_requested": spec.file_bytes * len(spec.files),
-            "bytes_moved": 0,
-            "retries": 0,
-            "started_utc": utc_now(),
-            **host_info(),
-        }
-        series_file.write(series, ())
+        rec = not_measured(spec, reason, series)
         _finish(record, rec, log)  # the record last: a job with its record has every output
         return
     seen = copy_seen(man)  # before anything else: the moment this site could read it

@@ -428,6 +428,21 @@ def publish_file(
     return _done(["copyto", dst])
 
 
+def store_unreachable(binary: str, url: str, flags: Sequence[str] = ()) -> str | None:
+    """Why the store at ``url`` cannot be reached, or None if it answered (anything: an
+    absent bucket is an answer). One listing, at -vv: when rclone's verdict hides the cause
+    ("is a file not a directory"), its retries name it."""
+    if local_path(url) is not None:
+        return None
+    cmd = helper_command(binary, "lsjson", url, "--max-depth", "1", "-vv", extra_flags=flags)
+    res = run_helper(cmd, timeout=120)
+    if res.returncode == 0:
+        return None
+    from cloudbench.measure.rclonelog import network_cause
+
+    return network_cause(res.stderr)
+
+
 def read_object(
     binary: str, folder: str, name: str, flags: Sequence[str] = ()
 ) -> subprocess.CompletedProcess[str]:

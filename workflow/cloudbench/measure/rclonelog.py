@@ -80,7 +80,8 @@ _UNCHECKED_RE = re.compile(
 # connection refused", "dial tcp: lookup s3.example on ...: no such host").
 _NETWORK_RE = re.compile(
     r"\b(?:dial|read|write) tcp[^\"()]*?(?:connection refused|connection reset by peer|"
-    r"i/o timeout|no route to host|network is unreachable|broken pipe|no such host)"
+    r"i/o timeout|no route to host|network is unreachable|broken pipe|no such host|"
+    r"use of closed network connection)"
 )
 # The S3 SDK's wording of an answer it did not like
 _API_ERROR_RE = re.compile(r"StatusCode: (\d+),.*?api error ([^:]+): ([^.]*)", re.S)
@@ -181,6 +182,13 @@ def short_cause(text: str) -> str:
     if api := _API_ERROR_RE.search(text):
         return f"HTTP {api.group(1)} {api.group(2)}: {api.group(3).strip()}".rstrip(": ")
     return text.strip()
+
+
+def network_cause(text: str) -> str | None:
+    """The last network failure named in ``text`` (an error, a log), e.g. "dial tcp
+    127.0.0.1:9000: connect: connection refused"; None if it names none."""
+    found = _NETWORK_RE.findall(text)
+    return found[-1] if found else None
 
 
 def stats_sample(record: Mapping[str, Any], stats: Mapping[str, Any]) -> StatsSample:
