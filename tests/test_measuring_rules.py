@@ -326,6 +326,73 @@ def test_an_rclone_stopped_by_sigterm_is_recorded_as_stopped_not_by_its_stderr(t
     )
 
 
+@pytest.mark.quick
+def test_bookkeeping_against_a_dead_store_names_the_refused_connection(monkeypatch):
+    """A new user's publish and multipart clean-up against a dead store said only rclone's
+    "is a file not a directory"; the reason is asked for once more, at -vv."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once closed
+    for key, value in {
+        "TYPE": "s3", "PROVIDER": "Other", "ENDPOINT": f"http://127.0.0.1:{port}",
+        "ACCESS_KEY_ID": "k", "SECRET_ACCESS_KEY": "s",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(f"RCLONE_CONFIG_DEADSTORE_{key}", value)
+    fast = ("--low-level-retries", "1", "--contimeout", "2s")
+    binary = rc.find_rclone()
+    res = rc.run_helper(rc.helper_command(binary, "purge", "deadstore:b/c/data", extra_flags=fast))
+    assert res.returncode != 0
+    assert res.stderr.startswith(f"dial tcp 127.0.0.1:{port}: connect: connection refused")
+    assert "(rclone said: " in res.stderr and "is a file not a directory" in res.stderr
+    assert rc.store_unreachable(binary, "deadstore:b", fast).endswith("connection refused")
+
+
+_WAITING_JOB = """
+import argparse, sys, tempfile, time
+from cloudbench import cli
+parse = argparse.ArgumentParser.parse_args
+def wait(args):
+    with tempfile.TemporaryDirectory(dir=sys.argv[1]) as tmp:
+        print(tmp, flush=True)
+        time.sleep(60)
+def parse_args(self, *a, **k):
+    ns = parse(self, *a, **k)
+    ns.func = wait
+    return ns
+argparse.ArgumentParser.parse_args = parse_args
+sys.exit(cli.main(["stage", "--checksums", "c.json", "--out", "o.json"]))
+"""
+
+
+@pytest.mark.quick
+def test_a_job_stopped_by_sigterm_ends_as_ctrl_c_ends_it(tmp_path):
+    """A new user's SIGTERM to an upload left its temporary folder in /dev/shm (the default
+    action ends Python where it stands). SIGTERM (scancel, qdel, a walltime) now unwinds the
+    job as Ctrl-C does: its temporary files and client go with it, and it says why."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WAITING_JOB, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        folder = Path(proc.stdout.readline().strip())
+        assert folder.is_dir()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143
+    assert "cloudbench stage: stopped by SIGTERM" in err and "Traceback" not in err
+    assert not folder.exists()
+
+
 @pytest.mark.quick  # importing snakemake.api loads the executor plugins, which start `which`
 def test_snakemake_private_api_we_rely_on_is_still_there():
     """cloudbench.site.snakemake_internals is the one place that touches Snakemake's private API

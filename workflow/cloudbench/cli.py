@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -337,6 +338,16 @@ def cmd_watch(argv: list[str]) -> int:
     return 0
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (scancel, qdel, a walltime, Snakemake stopping its jobs, the job's shell
+    gone): ended as Ctrl-C ends a job, its client and temporary files with it, where the
+    default action left them behind."""
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise Stopped
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """Every command's options, or with ``only`` that one command's: a job runs one command,
     and making the parsers of all of them is a tenth of a small transfer job's own time
@@ -541,8 +552,12 @@ def main(argv: list[str] | None = None) -> int:
     from cloudbench.site.jobenv import end_with_job_shell
 
     end_with_job_shell()  # every command below is a job's (or a client's) own process
+    signal.signal(signal.SIGTERM, _stopped)
     try:
         args.func(args)
+    except Stopped:
+        print(f"cloudbench {args.command}: stopped by SIGTERM", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:  # Ctrl-C reaches the job too: one line, not a traceback
         print(f"cloudbench {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
         return 130

@@ -569,7 +569,9 @@ def fetch_copy_manifest(spec: TransferSpec) -> dict[str, Any] | None:
         return json.loads(res.stdout)
     if res.returncode in rc.NOT_FOUND_EXITS:  # 0 with nothing printed: no such object
         return None
-    last = clip_tail((res.stderr.strip().splitlines() or ["rclone failed"])[-1])
+    last = network_cause(res.stderr) or clip_tail(
+        (res.stderr.strip().splitlines() or ["rclone failed"])[-1]
+    )
     raise RemoteUnreachable(
         f"cannot read {spec.data_prefix}/{COPY_MANIFEST}: {redact(last, secret_values())}"
     )

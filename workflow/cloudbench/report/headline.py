@@ -366,8 +366,8 @@ def legend(table: pd.DataFrame) -> str:
             "clients of 32 each; auto: the job's threads)"
         )
     text += (
-        "; retried: rclone's whole-copy retries inside the repeats; rerun: repeats measured "
-        "again after a failed attempt (column attempts)"
+        "; retried: rclone's whole-copy retries inside the repeats; rerun: attempts beyond "
+        "the first, over the repeats (failed, killed or forced; column attempts)"
     )
     if table["clear"].any():
         text += (
