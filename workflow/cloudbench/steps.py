@@ -459,16 +459,10 @@ def upload(
     _finish(record, rec, log)
 
 
-def store_down_marker(spec: TransferSpec) -> Path:
-    """Where a site notes that a remote stopped answering (its scratch, which every job of
-    the site shares)."""
-    return Path(spec.scratch) / f".store-down.{spec.remote}.json"
-
-
 def note_store_down(spec: TransferSpec, rec: dict[str, Any]) -> None:
     """After a copy: a failure that names a network error marks the store down for the
     site's next uploads; a copy that worked clears the mark."""
-    marker = store_down_marker(spec)
+    marker = paths.store_down(spec.scratch, spec.remote)
     cause = network_cause(rec.get("error") or "") if rec["status"] != "ok" else None
     if cause:
         write_json(
@@ -483,7 +477,7 @@ def still_down(binary: str, spec: TransferSpec) -> str | None:
     listing. An upload's first request is its timed copy, which against a dead store
     spends rclone's whole patience (about 8 minutes at its defaults) before failing; with
     the mark, each later upload costs one listing (~10 s) until the store answers again."""
-    marker = store_down_marker(spec)
+    marker = paths.store_down(spec.scratch, spec.remote)
     if not marker.exists():
         return None
     cause = rc.store_unreachable(binary, spec.remote_url, spec.flags)

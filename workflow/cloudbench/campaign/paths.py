@@ -152,6 +152,12 @@ def pulled(results, site) -> str:
     return f"{sites_dir(results)}/{site}/pulled.json"
 
 
+def store_down(scratch: str | Path, remote: str) -> Path:
+    """A site's note that ``remote`` stopped answering, in its scratch (shared by every job
+    of the site), cleared by the first copy or listing that gets an answer."""
+    return Path(scratch) / f".store-down.{remote}.json"
+
+
 def dataset_dir(upload_data: str | Path) -> str:
     """Generated files at the upload site's scratch (bulk: never under results/)."""
     return f"{upload_data}/dataset"
