@@ -142,8 +142,13 @@ def test_stopped_summary_says_what_is_recorded_and_what_to_do(tmp_path):
     write_json(paths[1], {"status": "failed"})
     assert stopped_summary(paths) == (
         "cloudbench: stopped with 2 of 4 measurements recorded (1 ok, 1 failed), 2 not "
-        "measured yet; rerun the same command to measure the 3 left (finished ones are kept)"
+        "measured yet; rerun the same command to measure the 1 failed and the 2 not measured "
+        "(the ok ones are kept)"
     )
+    # a user read "0 not measured yet; ... measure the 4 left": it says which 4
+    write_json(paths[2], {"status": "failed"})
+    write_json(paths[3], {"status": "ok"})
+    assert stopped_summary(paths).endswith("measure the 2 failed (the ok ones are kept)")
 
 
 def test_a_failed_preflight_asks_for_a_fix_not_a_rerun(tmp_path):

@@ -123,8 +123,14 @@ def stopped_summary(records: list[Path], failed_checks: Sequence[Path] = ()) -> 
         counts["ok" if status == "ok" else "failed"] += 1
     done = counts["ok"] + counts["failed"]
     todo = missing + counts["failed"]
+    left = " and ".join(
+        part
+        for part, n in ((f"the {counts['failed']} failed", counts["failed"]),
+                        (f"the {missing} not measured", missing))
+        if n
+    )  # fmt: skip
     what = (
-        f"rerun the same command to measure the {todo} left (finished ones are kept)"
+        f"rerun the same command to measure {left} (the ok ones are kept)"
         if todo
         else "every measurement is recorded; rerun the same command to finish the report"
     )
