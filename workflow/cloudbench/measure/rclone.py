@@ -480,7 +480,9 @@ def run_helper(cmd: Sequence[str], timeout: float = 600) -> subprocess.Completed
     try:
         res = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
         res.stderr = without_config_notice(res.stderr)
-        hidden = _NOT_A_DIRECTORY_RE.search(res.stderr) if res.returncode else None
+        from cloudbench.measure.rclonelog import HIDDEN_VERDICT_RE
+
+        hidden = HIDDEN_VERDICT_RE.search(res.stderr) if res.returncode else None
         if hidden and "-vv" not in cmd:  # rclone's verdict hides why: ask once more, at -vv
             tail = list(cmd)
             flags = tail[tail.index(BOOKKEEPING_AGENT) + 1 :] if BOOKKEEPING_AGENT in tail else []
@@ -492,11 +494,6 @@ def run_helper(cmd: Sequence[str], timeout: float = 600) -> subprocess.Completed
         return subprocess.CompletedProcess(
             list(cmd), 124, "", f"rclone {cmd[1]} timed out after {timeout:.0f} s"
         )
-
-
-# rclone's verdict when it could read neither an object nor a folder at a path, whatever the
-# reason (a store that is down, a 403): its DEBUG lines say which
-_NOT_A_DIRECTORY_RE = re.compile(r'Failed to create file system for "([^"]+)": is a file not a dir')
 
 
 class ListingError(RuntimeError):

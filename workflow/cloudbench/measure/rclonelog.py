@@ -72,7 +72,7 @@ _SDK_RETRY_RE = re.compile(r"^retrying request \S+, attempt \d+")
 # verdict "Failed to create file system for ...: is a file not a directory" whatever the
 # reason; the reason (a 403, a store that is down) is only in this DEBUG line, as the
 # listing's error after "): ".
-_NOT_A_DIRECTORY = "is a file not a directory"
+HIDDEN_VERDICT_RE = re.compile(r'Failed to create file system for "([^"]+)": is a file not a dir')
 _UNCHECKED_RE = re.compile(
     r"^Couldn't check .* for children after HEAD failed \(.*?\): (.+)$", re.S
 )
@@ -297,7 +297,7 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
             sum(c >= 500 and c not in THROTTLE_STATUSES for c in statuses) if counted else None
         ),
         request_retries=sdk_retries if counted else None,
-        hidden_cause=unchecked if any(_NOT_A_DIRECTORY in e for e in errors) else None,
+        hidden_cause=unchecked if any(HIDDEN_VERDICT_RE.search(e) for e in errors) else None,
     )
 
 
