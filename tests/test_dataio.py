@@ -85,6 +85,42 @@ def test_chunk_round_trip(tmp_path, size, chunk):
     assert out.read_bytes() == src.read_bytes()
 
 
+@pytest.mark.parametrize("refused", [(), ("copy_file_range",), ("copy_file_range", "sendfile")])
+def test_reassembly_falls_back_where_the_kernel_will_not_copy(tmp_path, monkeypatch, refused):
+    """A file system without copy_file_range (or splice) support answers EXDEV/EINVAL before
+    copying anything; the next way is taken and every byte arrives once, in order. (No such
+    file system is mounted here: the refusal is the only stand-in.)"""
+    import errno
+
+    calls: dict[str, int] = {}
+
+    def refusing(name):
+        real = getattr(os, name)
+
+        def call(*args):
+            calls[name] = calls.get(name, 0) + 1
+            if name in refused:
+                raise OSError(errno.EXDEV if name == "copy_file_range" else errno.EINVAL, name)
+            return real(*args)
+
+        return call
+
+    for name in ("copy_file_range", "sendfile"):
+        monkeypatch.setattr(os, name, refusing(name))
+    src = tmp_path / "f.bin"
+    generate_file(src, 5 * 4099 + 7, seed="k")
+    parts = split_file(src, tmp_path / "chunks", 4099, 4)
+    seen = bytearray()
+    out = tmp_path / "joined.bin"
+    assert concatenate(parts, out, on_data=seen.extend) == src.stat().st_size
+    assert out.read_bytes() == bytes(seen) == src.read_bytes()
+    # each refusing way is asked once, then never again for the later parts
+    assert all(calls.get(name) == 1 for name in refused)
+    used = {0: "copy_file_range", 1: "sendfile", 2: None}[len(refused)]
+    if used:
+        assert calls[used] >= len(parts)
+
+
 def test_more_than_10000_chunks_sort_and_reassemble(tmp_path):
     size = 10_007 * 64 + 13
     src = tmp_path / "f.bin"

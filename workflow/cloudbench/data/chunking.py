@@ -2,14 +2,16 @@
 
 Bulk bytes cross user space at most once.  Sources are read through read-only memory maps in
 windows of ``WINDOW`` bytes (no copy into a Python buffer; resident memory stays at one
-window per thread whatever the file size), and each window is handed to ``write`` as is: the
-kernel copies it straight from the source's page cache into the destination's, one copy where
-``split`` makes two (read into a buffer, write it out).  On ext4 this also beats
-``copy_file_range``, which ext4 serves with a page-by-page splice.  Destinations are
+window per thread whatever the file size).  ``split_file`` hands each window to ``write`` as
+is: the kernel copies it straight from the source's page cache into the destination's, one
+copy where ``split`` makes two (read into a buffer, write it out).  Destinations are
 preallocated with fallocate(2), so the write path finds its blocks already reserved.
 
-Reassembly can look at every byte right after writing it (``on_data``), so the caller can
-hash the file in the same pass, while the bytes are still in the CPU cache.
+Reassembly leaves the copy to the kernel altogether (copy_file_range(2), else sendfile(2):
+no byte enters user space to be written, and a file system that can clone or copy on the
+server does so), while a second thread reads the same chunks through their maps and hands
+every byte, in order, to ``on_data`` (a hash's ``update``), so the caller hashes the file in
+the same pass, on the other core.
 
 A file truncated by someone else while it is mapped here would end the process with SIGBUS;
 the files these functions read are private to the job that reads them.
@@ -35,9 +37,12 @@ from cloudbench.data.parallel import run_workers, usable_cores
 
 WINDOW = 32 * 2**20  # bytes of a source mapped at once (page-aligned)
 PIECE = 256 * 2**10  # bytes hashed at a time: small enough to stay in L2 for a second hash
-# bytes written, then handed to on_data, at a time, still in L2 (measured on 2 GiB: 512 KiB
-# 0.60 s, 128 KiB 0.64 s, 2 MiB 1.5-3.0 s: past the cache, every byte is fetched twice)
-WRITE_PIECE = 512 * 2**10
+# Errors of copy_file_range(2) and sendfile(2) that mean "not between these two files" (other
+# file systems on an old kernel, a file system without splice support), not a failed copy:
+# the next way is tried.  Raised before any byte is copied, so nothing is copied twice.
+COPY_UNSUPPORTED = frozenset(
+    {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EBADF}
+)
 SPLIT_WORKERS = 2  # threads writing chunks at once (each chunk is its own file)
 PREFETCH_STEP = 8 * 2**20  # readahead hints, issued this far ahead of the reader ...
 PREFETCH_AHEAD = 64 * 2**20  # ... so a cold file streams from disk while we work
@@ -265,6 +270,75 @@ def chunks_of(directory: Path, file_name: str) -> list[Path]:
     return [p for _, p in found]
 
 
+class _KernelCopy:
+    """Appends whole files to one destination inside the kernel, the first way that works.
+
+    copy_file_range(2) first: on XFS or btrfs it shares the blocks, on NFS 4.2 the server
+    copies, and elsewhere it is the kernel's own copy.  Then sendfile(2), then, where neither
+    is supported between the two files (some FUSE file systems), ``write`` from a map.  On a
+    VM whose user-space copies are slow (this project's test machines) the kernel's copy took
+    0.53-0.66 s for 2 GiB of 64 MiB chunks where ``write`` from the chunks' maps took 1.2-3.2 s,
+    side by side (bench/README.md).
+    """
+
+    WAYS = ("copy_file_range", "sendfile", "write")
+
+    def __init__(self, dest: int) -> None:
+        self.dest = dest
+        self.way = 0
+
+    def append(self, src: int, size: int) -> None:
+        """Copy ``size`` bytes of ``src``, from its start, at the destination's offset."""
+        done = 0
+        while done < size:
+            try:
+                n = self._once(src, done, size - done)
+            except OSError as err:
+                if done or err.errno not in COPY_UNSUPPORTED or self.way + 1 == len(self.WAYS):
+                    raise
+                self.way += 1
+                continue
+            if n == 0:
+                raise OSError(errno.EIO, f"file shrank while being read (at byte {done})")
+            done += n
+
+    def _once(self, src: int, offset: int, count: int) -> int:
+        way = self.WAYS[self.way]
+        if way == "copy_file_range":
+            return os.copy_file_range(src, self.dest, count, offset)
+        if way == "sendfile":
+            return os.sendfile(self.dest, src, offset, count)
+        for win in windows(src, offset, offset + count):
+            try:
+                write_all(self.dest, win.view)
+            finally:
+                win.close()
+        return count
+
+
+def _feed(
+    parts: list[Path],
+    sizes: list[int],
+    on_data: Callable[[memoryview], object],
+    failed: threading.Event,
+) -> None:
+    """The first ``sizes[i]`` bytes of each part, in order, to ``on_data``, from its own map:
+    the bytes the copy takes (a part that shrank meanwhile raises, in either thread)."""
+    for part, size in zip(parts, sizes, strict=True):
+        fd = os.open(part, os.O_RDONLY)
+        try:
+            for win in windows(fd, 0, size):
+                try:
+                    for piece in pieces(win.view):
+                        if failed.is_set():
+                            return
+                        on_data(piece)
+                finally:
+                    win.close()
+        finally:
+            os.close(fd)
+
+
 def concatenate(
     parts: list[Path],
     dest: Path,
@@ -272,9 +346,10 @@ def concatenate(
 ) -> int:
     """Write the concatenation of ``parts`` to ``dest``; returns the bytes written.
 
-    ``on_data``, if given, sees every byte right after it is written, in order, in slices of
-    ``WRITE_PIECE`` bytes (e.g. a hash's ``update``): the write has just pulled the slice into
-    the CPU cache, so looking at it again costs little more than the write alone.  One pass.
+    ``on_data``, if given, sees every byte of the parts, in order, in slices of ``PIECE``
+    bytes (e.g. a hash's ``update``), called from a second thread while the kernel copies:
+    the same bytes the copy reads, from the same page cache, so the hash costs no wall time
+    beyond the copy's (xxhash lets go of the GIL).  One pass over the data on each core.
 
     The parts are left in the page cache: in the workflow they were just downloaded and are
     still dirty, and dropping them (``POSIX_FADV_DONTNEED``) would first write them to disk
@@ -283,32 +358,30 @@ def concatenate(
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.part")
-    total = 0
-    # One thread, slice by slice from populated windows. A helper thread writing each window
-    # while this one hashed it (both let go of the GIL) was slower and erratic here: two
-    # threads faulting in one mapping; 2 GiB in 1.4-3.0 s against 0.61-0.65 s, side by side.
+    sizes = [p.stat().st_size for p in parts]
     out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        preallocate(out, sum(p.stat().st_size for p in parts))
-        for i, part in enumerate(parts):
-            if i + 1 < len(parts):  # a cold next part streams in while this one is copied
-                prefetch_head(parts[i + 1])
-            fd = os.open(part, os.O_RDONLY)
-            try:
-                for win in windows(fd, 0, os.fstat(fd).st_size, populate=True):
-                    try:
-                        if on_data is None:
-                            write_all(out, win.view)
-                        else:
-                            for piece in pieces(win.view, WRITE_PIECE):
-                                write_all(out, piece)
-                                on_data(piece)
-                        total += len(win.view)
-                    finally:
-                        win.close()
-            finally:
-                os.close(fd)
-        os.ftruncate(out, total)  # the parts may have changed size since preallocate
+        preallocate(out, sum(sizes))
+        copy = _KernelCopy(out)
+
+        def work(worker: int, failed: threading.Event) -> None:
+            if worker == 1 and on_data is not None:
+                _feed(parts, sizes, on_data, failed)
+                return
+            for i, (part, size) in enumerate(zip(parts, sizes, strict=True)):
+                if failed.is_set():
+                    return
+                if i + 1 < len(parts):  # a cold next part streams in while this one is copied
+                    prefetch_head(parts[i + 1])
+                fd = os.open(part, os.O_RDONLY)
+                try:
+                    copy.append(fd, size)
+                finally:
+                    os.close(fd)
+
+        run_workers(work, 1 if on_data is None else 2, "cloudbench-reassemble")
+        total = sum(sizes)
+        os.ftruncate(out, total)  # the parts' sizes as copied, whatever was preallocated
     finally:
         os.close(out)
     os.replace(tmp, dest)
