@@ -98,7 +98,7 @@ class DataPath(Harness):
         def clean():
             for p in (ours_out, dd_out, ssl_out, prev_out):
                 p.unlink(missing_ok=True)
-            self.settle()
+            self.settle(writes=self.size)
 
         def ours():
             datasteps.generate(_dataset(self.size), d, ours_out.name, d / "record.json")
@@ -206,12 +206,12 @@ class DataPath(Harness):
 
         def prep_ours():
             shutil.rmtree(ours_dir, ignore_errors=True)
-            self.settle(self.data)
+            self.settle(self.data, writes=self.size)
 
         def prep_split():
             shutil.rmtree(split_dir, ignore_errors=True)
             split_dir.mkdir(parents=True)
-            self.settle(self.data)
+            self.settle(self.data, writes=self.size)
 
         def ours():
             datasteps.chunk(
@@ -234,7 +234,7 @@ class DataPath(Harness):
 
             def prep_previous():
                 shutil.rmtree(prev_dir, ignore_errors=True)
-                self.settle(self.data)
+                self.settle(self.data, writes=self.size)
 
             kw = {"data": str(self.data), "chunk": self.chunk, "width": self.width}
             sides.append(
@@ -312,7 +312,7 @@ class DataPath(Harness):
         def prep():
             shutil.rmtree(local, ignore_errors=True)
             split_file(self.data, chunk_dir, self.chunk, self.width)
-            self.settle(chunk_dir)
+            self.settle(chunk_dir, writes=self.size)
 
         def ours():
             steps.reassemble(spec, man, d / "reassemble.json", CTX)
@@ -402,7 +402,7 @@ class DataPath(Harness):
 
         def prep():
             shutil.rmtree(d / "remote", ignore_errors=True)
-            self.settle(src / self.name)
+            self.settle(src / self.name, writes=self.size)
 
         def ours():
             saved = {k: os.environ.get(k) for k in env}
