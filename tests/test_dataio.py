@@ -6,6 +6,7 @@ import subprocess
 import zlib
 
 import pytest
+from xxhash import xxh3_128_hexdigest
 
 from cloudbench.data.checksums import hash_stream, parse_xxh128sum
 from cloudbench.data.chunking import chunks_of, concatenate, split_file
@@ -86,7 +87,9 @@ def test_chunk_round_trip(tmp_path, size, chunk):
 
 
 @pytest.mark.parametrize("refused", [(), ("copy_file_range",), ("copy_file_range", "sendfile")])
-def test_reassembly_falls_back_where_the_kernel_will_not_copy(tmp_path, monkeypatch, refused):
+def test_split_and_reassembly_fall_back_where_the_kernel_will_not_copy(
+    tmp_path, monkeypatch, refused
+):
     """A file system without copy_file_range (or splice) support answers EXDEV/EINVAL before
     copying anything; the next way is taken and every byte arrives once, in order. (No such
     file system is mounted here: the refusal is the only stand-in.)"""
@@ -109,7 +112,14 @@ def test_reassembly_falls_back_where_the_kernel_will_not_copy(tmp_path, monkeypa
         monkeypatch.setattr(os, name, refusing(name))
     src = tmp_path / "f.bin"
     generate_file(src, 5 * 4099 + 7, seed="k")
-    parts = split_file(src, tmp_path / "chunks", 4099, 4)
+    data = src.read_bytes()
+    digests: list[str] = []
+    parts = split_file(src, tmp_path / "chunks", 4099, 4, digests=digests)
+    assert [p.read_bytes() for p in parts] == [
+        data[i : i + 4099] for i in range(0, len(data), 4099)
+    ]
+    assert digests == [xxh3_128_hexdigest(data[i : i + 4099]) for i in range(0, len(data), 4099)]
+    calls.clear()  # split's workers asked too; from here, the reassembly's own calls
     seen = bytearray()
     out = tmp_path / "joined.bin"
     assert concatenate(parts, out, on_data=seen.extend) == src.stat().st_size

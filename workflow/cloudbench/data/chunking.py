@@ -173,6 +173,51 @@ def pieces(view: memoryview, size: int = PIECE) -> Iterator[memoryview]:
         piece.release()
 
 
+class _KernelCopy:
+    """Copies a range of one file to another inside the kernel, the first way that works.
+
+    copy_file_range(2) first: on XFS or btrfs it shares the blocks, on NFS 4.2 the server
+    copies, and elsewhere it is the kernel's own copy.  Then sendfile(2), then, where neither
+    is supported between the two files (some FUSE file systems), ``write`` from a map.  On a
+    VM whose user-space copies are slow (this project's test machines) the kernel's copy took
+    0.53-0.66 s for 2 GiB of 64 MiB chunks where ``write`` from the chunks' maps took 1.2-3.2 s,
+    side by side (bench/README.md).  A way once refused is not asked again.
+    """
+
+    WAYS = ("copy_file_range", "sendfile", "write")
+
+    def __init__(self) -> None:
+        self.way = 0
+
+    def copy(self, src: int, dest: int, start: int, size: int) -> None:
+        """Bytes [start, start + size) of ``src`` to ``dest`` at its file offset."""
+        done = 0
+        while done < size:
+            try:
+                n = self._once(src, dest, start + done, size - done)
+            except OSError as err:
+                if done or err.errno not in COPY_UNSUPPORTED or self.way + 1 == len(self.WAYS):
+                    raise
+                self.way += 1
+                continue
+            if n == 0:
+                raise OSError(errno.EIO, f"file shrank while being read (at byte {start + done})")
+            done += n
+
+    def _once(self, src: int, dest: int, offset: int, count: int) -> int:
+        way = self.WAYS[self.way]
+        if way == "copy_file_range":
+            return os.copy_file_range(src, dest, count, offset)
+        if way == "sendfile":
+            return os.sendfile(dest, src, offset, count)
+        for win in windows(src, offset, offset + count):
+            try:
+                write_all(dest, win.view)
+            finally:
+                win.close()
+        return count
+
+
 # --- chunks ---------------------------------------------------------------------------------
 
 
@@ -197,11 +242,12 @@ def split_file(
 ) -> list[Path]:
     """Split ``src`` into ``outdir/<name>.<index>``; the last chunk holds the remainder.
 
-    Chunks are separate files, so ``SPLIT_WORKERS`` threads write alternate chunks at once
-    (a write holds only its own file's lock); each copies straight from the mapped source.
-    With ``digests``, each chunk's XXH128 is taken from the very bytes written (one more
-    pass over mapped memory, no more reads), filled in chunk order: a chunk size's digests
-    belong to that size's own step, so adding a chunk size re-hashes nothing else.
+    Chunks are separate files, so ``SPLIT_WORKERS`` threads make alternate chunks at once
+    (a write holds only its own file's lock); the kernel copies each (``_KernelCopy``).
+    With ``digests``, each chunk's XXH128 is taken from the source's bytes the copy takes,
+    read through its map just before (one more pass over memory, no more reads), filled in
+    chunk order: a chunk size's digests belong to that size's own step, so adding a chunk
+    size re-hashes nothing else.
     """
 
     outdir.mkdir(parents=True, exist_ok=True)
@@ -217,29 +263,30 @@ def split_file(
         def work(first: int, failed: threading.Event) -> None:
             win, win_start, win_stop = None, 0, 0
             prefetch = _Prefetcher(fd, size, bounds[first][0])
+            copier = _KernelCopy()
             try:
                 for index in range(first, len(bounds), workers):
                     if failed.is_set():
                         return
                     start, stop = bounds[index]
+                    prefetch.advance(start)
+                    pos = start
+                    while hashers is not None and pos < stop:  # the bytes the copy will take
+                        if win is None or pos >= win_stop:
+                            if win is not None:
+                                win.close()
+                            prefetch.advance(pos)
+                            win_start = pos - pos % WINDOW
+                            win_stop = min(size, win_start + WINDOW)
+                            win = _Window(fd, win_start, win_stop - win_start)
+                        end = min(stop, win_stop)
+                        with win.view[pos - win_start : end - win_start] as piece:
+                            hashers[index].update(piece)
+                        pos = end
                     out = os.open(paths[index], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                     try:
                         preallocate(out, stop - start)
-                        pos = start
-                        while pos < stop:
-                            if win is None or pos >= win_stop:
-                                if win is not None:
-                                    win.close()
-                                prefetch.advance(pos)
-                                win_start = pos - pos % WINDOW
-                                win_stop = min(size, win_start + WINDOW)
-                                win = _Window(fd, win_start, win_stop - win_start)
-                            end = min(stop, win_stop)
-                            with win.view[pos - win_start : end - win_start] as piece:
-                                if hashers is not None:
-                                    hashers[index].update(piece)
-                                write_all(out, piece)
-                            pos = end
+                        copier.copy(fd, out, start, stop - start)
                     finally:
                         os.close(out)
             finally:
@@ -268,52 +315,6 @@ def chunks_of(directory: Path, file_name: str) -> list[Path]:
         missing = sorted(set(range(max(indices, default=-1) + 1)) - set(indices))
         raise FileNotFoundError(f"{file_name}: chunk(s) missing from {directory}: {missing[:10]}")
     return [p for _, p in found]
-
-
-class _KernelCopy:
-    """Appends whole files to one destination inside the kernel, the first way that works.
-
-    copy_file_range(2) first: on XFS or btrfs it shares the blocks, on NFS 4.2 the server
-    copies, and elsewhere it is the kernel's own copy.  Then sendfile(2), then, where neither
-    is supported between the two files (some FUSE file systems), ``write`` from a map.  On a
-    VM whose user-space copies are slow (this project's test machines) the kernel's copy took
-    0.53-0.66 s for 2 GiB of 64 MiB chunks where ``write`` from the chunks' maps took 1.2-3.2 s,
-    side by side (bench/README.md).
-    """
-
-    WAYS = ("copy_file_range", "sendfile", "write")
-
-    def __init__(self, dest: int) -> None:
-        self.dest = dest
-        self.way = 0
-
-    def append(self, src: int, size: int) -> None:
-        """Copy ``size`` bytes of ``src``, from its start, at the destination's offset."""
-        done = 0
-        while done < size:
-            try:
-                n = self._once(src, done, size - done)
-            except OSError as err:
-                if done or err.errno not in COPY_UNSUPPORTED or self.way + 1 == len(self.WAYS):
-                    raise
-                self.way += 1
-                continue
-            if n == 0:
-                raise OSError(errno.EIO, f"file shrank while being read (at byte {done})")
-            done += n
-
-    def _once(self, src: int, offset: int, count: int) -> int:
-        way = self.WAYS[self.way]
-        if way == "copy_file_range":
-            return os.copy_file_range(src, self.dest, count, offset)
-        if way == "sendfile":
-            return os.sendfile(self.dest, src, offset, count)
-        for win in windows(src, offset, offset + count):
-            try:
-                write_all(self.dest, win.view)
-            finally:
-                win.close()
-        return count
 
 
 def _feed(
@@ -362,7 +363,7 @@ def concatenate(
     out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         preallocate(out, sum(sizes))
-        copy = _KernelCopy(out)
+        copier = _KernelCopy()
 
         def work(worker: int, failed: threading.Event) -> None:
             if worker == 1 and on_data is not None:
@@ -375,7 +376,7 @@ def concatenate(
                     prefetch_head(parts[i + 1])
                 fd = os.open(part, os.O_RDONLY)
                 try:
-                    copy.append(fd, size)
+                    copier.copy(fd, out, 0, size)
                 finally:
                     os.close(fd)
 
