@@ -131,6 +131,33 @@ def test_split_and_reassembly_fall_back_where_the_kernel_will_not_copy(
         assert calls[used] >= len(parts)
 
 
+def test_reassembly_digest_is_of_the_file_written_not_of_the_chunks(tmp_path, monkeypatch):
+    """A copy that goes wrong (here: the last byte of each copied part flipped in the new
+    file) shows in what on_data sees: it reads the new file back, not the chunks."""
+    from cloudbench.data import chunking
+
+    src = tmp_path / "f.bin"
+    generate_file(src, 3 * 5000, seed="f")
+    parts = split_file(src, tmp_path / "chunks", 5000, 4)
+    real = chunking._KernelCopy.copy
+
+    def faulty(self, src_fd, dest, start, size):
+        real(self, src_fd, dest, start, size)
+        with open(f"/proc/self/fd/{dest}", "r+b") as fh:  # dest is open write-only
+            fh.seek(os.lseek(dest, 0, os.SEEK_CUR) - 1)
+            last = fh.read(1)[0]
+            fh.seek(-1, os.SEEK_CUR)
+            fh.write(bytes([last ^ 0xFF]))
+
+    monkeypatch.setattr(chunking._KernelCopy, "copy", faulty)
+    seen = bytearray()
+    out = tmp_path / "joined.bin"
+    concatenate(parts, out, on_data=seen.extend)
+    written = out.read_bytes()
+    assert written != src.read_bytes()  # the fault happened
+    assert bytes(seen) == written
+
+
 def test_more_than_10000_chunks_sort_and_reassemble(tmp_path):
     size = 10_007 * 64 + 13
     src = tmp_path / "f.bin"

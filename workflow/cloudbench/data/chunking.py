@@ -1,17 +1,17 @@
 """Split files into fixed-size chunks and put them back together, plus the file I/O they share.
 
-Bulk bytes cross user space at most once.  Sources are read through read-only memory maps in
-windows of ``WINDOW`` bytes (no copy into a Python buffer; resident memory stays at one
-window per thread whatever the file size).  ``split_file`` hands each window to ``write`` as
-is: the kernel copies it straight from the source's page cache into the destination's, one
-copy where ``split`` makes two (read into a buffer, write it out).  Destinations are
-preallocated with fallocate(2), so the write path finds its blocks already reserved.
+No byte is copied through user space.  The kernel copies (copy_file_range(2), else
+sendfile(2), ``_KernelCopy``): one copy from page cache to page cache where ``split`` and
+``cat`` make two, or none where the file system can share blocks or copy on the server.
+What must be hashed is read through read-only memory maps in windows of ``WINDOW`` bytes
+(no copy into a Python buffer; resident memory stays at one window per thread whatever the
+file size).  Destinations are preallocated with fallocate(2), so the write path finds its
+blocks already reserved.
 
-Reassembly leaves the copy to the kernel altogether (copy_file_range(2), else sendfile(2):
-no byte enters user space to be written, and a file system that can clone or copy on the
-server does so), while a second thread reads the same chunks through their maps and hands
-every byte, in order, to ``on_data`` (a hash's ``update``), so the caller hashes the file in
-the same pass, on the other core.
+``split_file`` hashes each chunk's bytes from the source's map just before the kernel copies
+them.  Reassembly has a second thread read the new file back through its map, right behind
+the copy, and hand every byte, in order, to ``on_data`` (a hash's ``update``): the caller
+hashes the file as written, in the same pass, on the other core.
 
 A file truncated by someone else while it is mapped here would end the process with SIGBUS;
 the files these functions read are private to the job that reads them.
@@ -26,6 +26,7 @@ import errno
 import functools
 import mmap
 import os
+import queue
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -317,18 +318,19 @@ def chunks_of(directory: Path, file_name: str) -> list[Path]:
     return [p for _, p in found]
 
 
-def _feed(
-    parts: list[Path],
-    sizes: list[int],
+def _feed_written(
+    path: Path,
+    written: queue.SimpleQueue,
     on_data: Callable[[memoryview], object],
     failed: threading.Event,
 ) -> None:
-    """The first ``sizes[i]`` bytes of each part, in order, to ``on_data``, from its own map:
-    the bytes the copy takes (a part that shrank meanwhile raises, in either thread)."""
-    for part, size in zip(parts, sizes, strict=True):
-        fd = os.open(part, os.O_RDONLY)
-        try:
-            for win in windows(fd, 0, size):
+    """Every byte of ``path``, in order, to ``on_data``, read through its map as far as
+    ``written`` says the copy has got (``None``: the copy is over)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pos = 0
+        while (end := written.get()) is not None:
+            for win in windows(fd, pos, end):
                 try:
                     for piece in pieces(win.view):
                         if failed.is_set():
@@ -336,8 +338,9 @@ def _feed(
                         on_data(piece)
                 finally:
                     win.close()
-        finally:
-            os.close(fd)
+            pos = end
+    finally:
+        os.close(fd)
 
 
 def concatenate(
@@ -347,10 +350,12 @@ def concatenate(
 ) -> int:
     """Write the concatenation of ``parts`` to ``dest``; returns the bytes written.
 
-    ``on_data``, if given, sees every byte of the parts, in order, in slices of ``PIECE``
-    bytes (e.g. a hash's ``update``), called from a second thread while the kernel copies:
-    the same bytes the copy reads, from the same page cache, so the hash costs no wall time
-    beyond the copy's (xxhash lets go of the GIL).  One pass over the data on each core.
+    ``on_data``, if given, sees every byte of ``dest`` as written, in order, in slices of
+    ``PIECE`` bytes (e.g. a hash's ``update``): a second thread reads each part's bytes back
+    from the new file, through its map, as soon as the kernel has copied them there.  So a
+    digest taken this way is the file's own, as ``xxh128sum`` would read it from the page
+    cache (a copy that went wrong shows in it), and costs no wall time beyond the copy's
+    (xxhash lets go of the GIL; the reading thread is one part behind).
 
     The parts are left in the page cache: in the workflow they were just downloaded and are
     still dirty, and dropping them (``POSIX_FADV_DONTNEED``) would first write them to disk
@@ -360,28 +365,35 @@ def concatenate(
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.part")
     sizes = [p.stat().st_size for p in parts]
+    total = sum(sizes)
     out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        preallocate(out, sum(sizes))
+        preallocate(out, total)
         copier = _KernelCopy()
+        written: queue.SimpleQueue[int | None] = queue.SimpleQueue()
 
         def work(worker: int, failed: threading.Event) -> None:
             if worker == 1 and on_data is not None:
-                _feed(parts, sizes, on_data, failed)
+                _feed_written(tmp, written, on_data, failed)
                 return
-            for i, (part, size) in enumerate(zip(parts, sizes, strict=True)):
-                if failed.is_set():
-                    return
-                if i + 1 < len(parts):  # a cold next part streams in while this one is copied
-                    prefetch_head(parts[i + 1])
-                fd = os.open(part, os.O_RDONLY)
-                try:
-                    copier.copy(fd, out, 0, size)
-                finally:
-                    os.close(fd)
+            offset = 0
+            try:
+                for i, (part, size) in enumerate(zip(parts, sizes, strict=True)):
+                    if failed.is_set():
+                        return
+                    if i + 1 < len(parts):  # a cold next part streams in while this is copied
+                        prefetch_head(parts[i + 1])
+                    fd = os.open(part, os.O_RDONLY)
+                    try:
+                        copier.copy(fd, out, 0, size)
+                    finally:
+                        os.close(fd)
+                    offset += size
+                    written.put(offset)
+            finally:
+                written.put(None)  # the reader stops here, whatever happened
 
         run_workers(work, 1 if on_data is None else 2, "cloudbench-reassemble")
-        total = sum(sizes)
         os.ftruncate(out, total)  # the parts' sizes as copied, whatever was preallocated
     finally:
         os.close(out)
