@@ -181,7 +181,11 @@ def test_corrupt_object_is_caught_and_named(tmp_path, demo_config):
     assert (downs["status"] == "corrupt").all()
     assert downs["error"].str.contains("demo-001.bin.0002").all()
     assert not downs["error"].str.contains("demo-001.bin.0001").any()
-    assert "corrupt" in run.stdout + run.stderr
+    said = run.stdout + run.stderr
+    # the run's last line counts them corrupt (not ok), and says what measures them again
+    assert f", {len(downs)} corrupt), 0 not measured yet" in said
+    assert "kept as found, and a rerun does not measure" in said
+    assert "add --forcerun results/demo/sites/" in said
 
 
 def test_wrong_key_stops_in_preflight_before_any_data(tmp_path, demo_config):

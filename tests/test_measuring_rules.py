@@ -151,6 +151,48 @@ def test_stopped_summary_says_what_is_recorded_and_what_to_do(tmp_path):
     assert stopped_summary(paths).endswith("measure the 2 failed (the ok ones are kept)")
 
 
+def test_a_corrupt_download_is_counted_corrupt_and_the_line_says_how_to_measure_it(tmp_path):
+    """A user saw "(8 ok, 0 failed) ... every measurement is recorded" after verify had
+    found a download corrupt: the transfer's record is ok, its verify record is not."""
+    from cloudbench.site.status import stopped_summary
+
+    paths = [tmp_path / f"r{i}.json" for i in range(3)]
+    for p in paths:
+        write_json(p, {"status": "ok"})
+    checks = {paths[1]: tmp_path / "v1.json", paths[2]: tmp_path / "v2.json"}
+    write_json(checks[paths[1]], {"status": "corrupt"})
+    write_json(checks[paths[2]], {"status": "ok"})
+    line = stopped_summary(paths, (), checks)
+    assert "(2 ok, 0 failed, 1 corrupt)" in line
+    assert line.endswith(
+        "the 1 corrupt is kept as found, and a rerun does not measure it again: to measure "
+        f"again, add --forcerun {paths[1]} to the same command"
+    )
+    assert "corrupt" not in stopped_summary(paths)  # without the checks: as before
+
+
+def test_status_names_the_forcerun_that_measures_a_corrupt_download_again(tmp_path):
+    from cloudbench.campaign import paths as cbpaths
+    from cloudbench.site.status import describe
+
+    row = {
+        "site": "vega",
+        "direction": "download",
+        "remote": "main",
+        "layout": "chunked-2MiB",
+        "setting": "rclone-1xauto",
+        "repeat": "1",
+        "status": "corrupt",
+        "error": "XXH128 a != b",
+    }
+    text = describe([row, {**row, "status": "failed", "repeat": "2"}], tmp_path)
+    record = cbpaths.transfer_record(
+        tmp_path, "vega", "download", "main", "chunked-2MiB", "rclone-1xauto", "1"
+    )
+    assert f"add --forcerun {record} to the same command" in text
+    assert text.count("--forcerun") == 1  # a failed one is measured again by a rerun
+
+
 def test_a_failed_preflight_asks_for_a_fix_not_a_rerun(tmp_path):
     from cloudbench.site.status import stopped_summary
 

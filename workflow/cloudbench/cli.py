@@ -280,7 +280,7 @@ def cmd_status(a):
 
     failures = status.failures(Path(a.transfers))
     if failures:
-        raise _step_error(status.describe(failures))
+        raise _step_error(status.describe(failures, Path(a.transfers).parent))
     Path(a.out).write_text("all measurements ok\n")
 
 

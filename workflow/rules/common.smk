@@ -811,6 +811,12 @@ def stopped_line():
             for out, log in preflight_outputs_and_logs()
             if not Path(out).exists() and Path(log).exists()
         ],
+        {
+            Path(record(m)): Path(verify_record(m))
+            for s in CAMPAIGN.active_sites
+            for m in CAMPAIGN.measurements(s)
+            if m.direction == "download"
+        },
     )
 
 

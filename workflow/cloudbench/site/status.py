@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 BAD = ("failed", "corrupt", "unverified")
+# verify's verdicts on a download: kept as found, never measured again without --forcerun
+KEPT_AS_FOUND = ("corrupt", "unverified")
 
 
 def failures(transfers_tsv: Path) -> list[dict[str, Any]]:
@@ -19,13 +21,40 @@ def failures(transfers_tsv: Path) -> list[dict[str, Any]]:
         return [r for r in csv.DictReader(fh, delimiter="\t") if r["status"] in BAD]
 
 
-def describe(rows: list[dict[str, Any]]) -> str:
+def describe(rows: list[dict[str, Any]], results: Path | None = None) -> str:
+    """What is not ok, one line each; for a download kept as found (corrupt, unverified),
+    which a rerun does not measure again, the ``--forcerun`` that does (with ``results``)."""
+    from cloudbench.campaign import paths
+
     lines = [f"{len(rows)} measurement(s) not ok (a rerun measures failed ones again):"]
     for r in rows:
         keys = (r["site"], r["direction"], r["remote"], r["layout"], r.get("setting"))
         what = " ".join(str(k) for k in keys if isinstance(k, str) and k)
         lines.append(f"  {r['status']}: {what} r{r['repeat']}: {r.get('error')}")
+        if results is not None and r["status"] in KEPT_AS_FOUND:
+            record = paths.transfer_record(
+                results, r["site"], r["direction"], r["remote"], r["layout"], r["setting"],
+                r["repeat"],
+            )  # fmt: skip
+            lines.append(
+                f"    kept as found, a rerun does not measure it again: {forcerun([record])}"
+            )
     return "\n".join(lines)
+
+
+def forcerun(records: Sequence[Path | str]) -> str:
+    """How to measure kept-as-found measurements again: Snakemake's --forcerun on their
+    transfer records (the checks after them follow)."""
+    shown = " ".join(str(r) for r in records[:3])
+    more = f" (and {len(records) - 3} more)" if len(records) > 3 else ""
+    return f"to measure again, add --forcerun {shown}{more} to the same command"
+
+
+def _status(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text()).get("status")
+    except (OSError, ValueError):
+        return None
 
 
 def finished_while_stopping(outputs: list[Path], marked_incomplete: bool) -> bool:
@@ -104,24 +133,33 @@ def preflight_problems(logs: Sequence[Path]) -> list[str]:
     return out
 
 
-def stopped_summary(records: list[Path], failed_checks: Sequence[Path] = ()) -> str:
+def stopped_summary(
+    records: list[Path],
+    failed_checks: Sequence[Path] = (),
+    checks: Mapping[Path, Path] | None = None,
+) -> str:
     """One line for a run that stopped early (Ctrl-C, a failed job): what is finished, and
     that the same command measures what is left (finished measurements are kept). A site
     whose preflight did not pass (``failed_checks``: its logs) needs a fix first, not a
-    rerun: each of its problems comes first, one line each, and the line names the log."""
-    counts = {"ok": 0, "failed": 0}
+    rerun: each of its problems comes first, one line each, and the line names the log.
+    ``checks`` maps a download's record to its verify record: a download whose bytes did
+    not check out is counted corrupt, and the line says how to measure it again (a rerun
+    does not)."""
+    counts = {"ok": 0, "failed": 0, "corrupt": 0}
+    corrupt: list[Path] = []
     missing = 0
     for path in records:
-        if not path.exists():
+        status = _status(path) if path.exists() else None
+        if status is None:
             missing += 1
-            continue
-        try:
-            status = json.loads(path.read_text()).get("status")
-        except (OSError, ValueError):
-            missing += 1
-            continue
-        counts["ok" if status == "ok" else "failed"] += 1
-    done = counts["ok"] + counts["failed"]
+        elif status != "ok":
+            counts["failed"] += 1
+        elif checks and path in checks and _status(checks[path]) in KEPT_AS_FOUND:
+            counts["corrupt"] += 1
+            corrupt.append(path)
+        else:
+            counts["ok"] += 1
+    done = sum(counts.values())
     todo = missing + counts["failed"]
     left = " and ".join(
         part
@@ -134,12 +172,21 @@ def stopped_summary(records: list[Path], failed_checks: Sequence[Path] = ()) -> 
         if todo
         else "every measurement is recorded; rerun the same command to finish the report"
     )
+    if corrupt:
+        n = len(corrupt)
+        what += (
+            f"; the {n} corrupt {'is' if n == 1 else 'are'} kept as found, and a rerun does not "
+            f"measure {'it' if n == 1 else 'them'} again: {forcerun(corrupt)}"
+        )
     problems = ""
     if failed_checks:
         logs = ", ".join(str(p) for p in failed_checks)
         what = f"the preflight failed (see {logs}): fix what it says, then {what}"
         problems = "".join(f"{line}\n" for line in preflight_problems(failed_checks))
+    recorded = f"{counts['ok']} ok, {counts['failed']} failed" + (
+        f", {counts['corrupt']} corrupt" if counts["corrupt"] else ""
+    )
     return problems + (
         f"cloudbench: stopped with {done} of {len(records)} measurements recorded "
-        f"({counts['ok']} ok, {counts['failed']} failed), {missing} not measured yet; {what}"
+        f"({recorded}), {missing} not measured yet; {what}"
     )
