@@ -371,6 +371,11 @@ def test_an_rclone_stopped_by_sigterm_is_recorded_as_stopped_not_by_its_stderr(t
         'connection refused (rclone said: Failed to create file system for "s3t:bench/dead": '
         "is a file not a directory)"
     )
+    # rclone's verdict on a corrupted download names no object; the record's error does
+    shutil.copyfile(ROOT / "tests/data/rclone-logs/s3_corrupted_download.jsonl", log)
+    out = CLIENT.outcome(job, plan, Run(1, 3.0, 0.0, stderr, ()))
+    assert out.error.startswith("Failed to copy: corrupted on transfer: md5 hashes differ")
+    assert out.error.endswith(" (on f2.bin)")
 
 
 @pytest.mark.quick

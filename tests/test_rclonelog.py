@@ -85,7 +85,7 @@ def check_series(log: RcloneLog) -> list[tuple[float, int, float]]:
 
 
 def test_every_listed_capture_exists_and_is_small():
-    assert len(CAPTURES) == 12
+    assert len(CAPTURES) == 13
     for name in CAPTURES:
         size = (DATA / name).stat().st_size
         assert 0 < size < 200_000, name
@@ -296,6 +296,23 @@ def test_a_store_down_before_the_copy_is_named_not_hidden_behind_is_a_file():
     # nothing hidden where rclone's own verdict says what happened
     for other in [*CLEAN, *KILLED, "s3_wrong_secret_download.jsonl"]:
         assert parse(other).hidden_cause is None, other
+
+
+def test_a_corrupted_download_names_the_object_the_verdict_does_not():
+    """A user flipped a byte of a stored chunk: rclone's verdict "Failed to copy: corrupted
+    on transfer: md5 hashes differ ..." names no object; its error lines name the partial
+    file it wrote (f2.bin.<8 hex>.partial), which is the chunk."""
+    name = "s3_corrupted_download.jsonl"
+    assert CAPTURES[name]["exit_code"] == "1"
+    log = parse(name)
+    assert log.last_error.startswith("Failed to copy: corrupted on transfer: md5 hashes differ")
+    assert "f2.bin" not in log.last_error
+    assert any(".partial" in r.get("object", "") for r in raw_records(name))
+    assert log.failed_objects == ("f2.bin",)
+    for other in CLEAN:
+        assert parse(other).failed_objects == (), other
+    # a store killed mid-copy: the objects in flight, as they were named (no .partial)
+    assert set(parse("s3_killed_recovered.jsonl").failed_objects) == {"f1.bin", "f2.bin", "f3.bin"}
 
 
 def test_network_cause_is_the_last_network_failure_named():

@@ -40,6 +40,9 @@
 #   s3_dead_store.jsonl       local -> S3 with the store down before the copy starts, -vv:
 #                             rclone's verdict is "is a file not a directory", only its
 #                             retries say "connection refused"
+#   s3_corrupted_download.jsonl  S3 -> local after one byte of a stored object was flipped
+#                             (its time kept), -v: rclone's md5 check fails; the verdict names
+#                             no object, its error lines name the .partial file
 # The failure captures use --low-level-retries 3 so a dead server costs seconds,
 # not the ~10 minutes the default 10 costs (the S3 SDK also backs off internally).
 #
@@ -212,6 +215,22 @@ RCLONE_CONFIG_S3T_SECRET_ACCESS_KEY="$WRONG_SECRET" \
 RCLONE_CONFIG_S3T_SECRET_ACCESS_KEY="$WRONG_SECRET" \
     run s3_wrong_secret_upload -vv "upload with wrong secret key (debug)" -- \
     copy src s3t:bench/wrong "${FAIL[@]}"
+
+# One byte of a stored object flipped, its modification time kept (a store that corrupts
+# data silently): the upload's md5 (rclone's metadata) no longer matches the bytes served.
+python3 - store/bench/up/f2.bin <<'PY'
+import os, sys
+path = sys.argv[1]
+st = os.stat(path)
+with open(path, "r+b") as fh:
+    fh.seek(12345)
+    byte = fh.read(1)
+    fh.seek(12345)
+    fh.write(bytes([byte[0] ^ 0xFF]))
+os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+PY
+run s3_corrupted_download -v "download of an object changed in the store after upload (md5 differs)" -- \
+    copy s3t:bench/up dst-corrupt "${FAIL[@]}"
 stop_server
 
 # The store down before the copy starts (stopped just above, nothing listens on $PORT).

@@ -58,8 +58,10 @@ from cloudbench.measure import series
 # critical, alert, emergency; logrus-era rclone wrote fatal/panic for the worst ones.
 _ERROR_LEVELS = frozenset({"error", "critical", "alert", "emergency", "fatal", "panic"})
 # The command's final verdict, logged at NOTICE (Go's log.Printf) by cmd/cmd.go.
-_VERDICT_RE = re.compile(r"^Failed to \S+(?: with \d+ errors: last error was)?: ")
+VERDICT_RE = re.compile(r"^Failed to \S+(?: with \d+ errors: last error was)?: ")
 _ATTEMPT_RE = re.compile(r"^Attempt (\d+)/(\d+) (failed|succeeded)\b")
+# the name rclone downloads an object to before renaming it (--partial-suffix, 1.63+)
+_PARTIAL_RE = re.compile(r"(\.[0-9a-f]{8})?\.partial$")
 # Both the pacer's "low level retry 1/2 (error ...)" and operations' "Received error:
 # ... - low level retry 3/10"; older releases capitalised "Low".
 _LOW_LEVEL_RE = re.compile(r"low level retry \d+/\d+", re.IGNORECASE)
@@ -143,6 +145,10 @@ class RcloneLog:
       of trouble, not as an exact retry count.
     * ``last_error``: ``errors[-1]``; if nothing error-level was logged, the last
       non-empty ``lastError`` of a stats line; else None.
+    * ``failed_objects``: the objects error-level messages name, each once, in order, with
+      rclone's temporary-file suffix taken off (``f2.bin.850c3052.partial`` is ``f2.bin``):
+      the command's verdict ("Failed to copy: corrupted on transfer: md5 hashes differ
+      ...") names no object, so this says which chunk it was.
     * ``hidden_cause``: why rclone could not open the destination, when its only verdict is
       the misleading "is a file not a directory" (a refused connection, a 403): from a
       DEBUG line, so None at ``-v``, and None when nothing was hidden.
@@ -172,6 +178,7 @@ class RcloneLog:
     server_errors: int | None = None
     request_retries: int | None = None
     hidden_cause: str | None = None
+    failed_objects: tuple[str, ...] = ()
 
 
 def short_cause(text: str) -> str:
@@ -217,7 +224,7 @@ def _is_error(record: Mapping[str, Any], msg: str) -> bool:
         level in ("notice", "warning")
         and "object" not in record
         and str(record.get("source", "cmd/")).startswith("cmd/")
-        and _VERDICT_RE.match(msg) is not None
+        and VERDICT_RE.match(msg) is not None
     )
 
 
@@ -231,6 +238,7 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
     """
     samples: list[StatsSample] = []
     errors: list[str] = []
+    failed: list[str] = []
     retries = low_level = unparsed = 0
     statuses: list[int] = []
     sdk_retries = 0
@@ -282,6 +290,10 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
         if _is_error(record, msg):
             obj = record.get("object")
             errors.append(f"{obj}: {msg}" if obj not in (None, "") else msg)
+            if obj not in (None, ""):
+                name = _PARTIAL_RE.sub("", str(obj))
+                if name not in failed:
+                    failed.append(name)
     counted = bool(statuses) or sdk_retries > 0  # the SDK logged (a dead store answers none)
     return RcloneLog(
         samples=tuple(samples),
@@ -298,6 +310,7 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
         ),
         request_retries=sdk_retries if counted else None,
         hidden_cause=unchecked if any(HIDDEN_VERDICT_RE.search(e) for e in errors) else None,
+        failed_objects=tuple(failed),
     )
 
 
