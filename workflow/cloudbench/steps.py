@@ -680,8 +680,8 @@ def _repeat_last_check(record: Path, step: str, local: Path) -> bool:
 def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[str, Any]) -> None:
     """Concatenate each file's chunks in index order into the file, in place of its chunks.
 
-    Each file's XXH128 is computed in the same pass, from the bytes as they are written, and
-    noted beside the file (bound to its inode, size and times), so ``verify`` need not read
+    Each file's XXH128 is computed in the same pass, from the new file's bytes read back right
+    behind the kernel's copy (``concatenate``), and noted beside the file (bound to its inode, size and times), so ``verify`` need not read
     the file a second time.  The consumed chunks are set aside (``.<file>.chunks``), not deleted:
     ``verify`` removes them with the rest of the download, and until then a rerun of this step
     finds them again.  (Freeing blocks can take as long as writing them: ~1 s per 2 GiB on an
@@ -711,7 +711,7 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
                 chunk_dir.rename(consumed)
             tmp.replace(local / name)
             write_digest_note(local / name, digest.hexdigest(), nbytes)
-        t.extra["digest_from"] = "reassemble"  # computed from the bytes as they were written
+        t.extra["digest_from"] = "reassemble"  # computed from the file as written
     rec = t.record(**context, **_check_keys(spec))
     keep_attempt(record, rec)
     write_json(record, rec)
