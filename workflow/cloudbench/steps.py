@@ -681,8 +681,9 @@ def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[s
     """Concatenate each file's chunks in index order into the file, in place of its chunks.
 
     Each file's XXH128 is computed in the same pass, from the new file's bytes read back right
-    behind the kernel's copy (``concatenate``), and noted beside the file (bound to its inode, size and times), so ``verify`` need not read
-    the file a second time.  The consumed chunks are set aside (``.<file>.chunks``), not deleted:
+    behind the kernel's copy (``concatenate``), and noted beside the file (bound to its inode,
+    size and times), so ``verify`` need not read the file a second time.  The consumed chunks
+    are set aside (``.<file>.chunks``), not deleted:
     ``verify`` removes them with the rest of the download, and until then a rerun of this step
     finds them again.  (Freeing blocks can take as long as writing them: ~1 s per 2 GiB on an
     ext4 mounted with ``discard``.)
