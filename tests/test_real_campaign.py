@@ -86,6 +86,12 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
         env = s3.client_env("MYSTORE")
         assert _rclone(env, "mkdir", "mystore:bench").returncode == 0
 
+        # An earlier run's last word, as a finished campaign leaves it: a run that stops
+        # early must not leave it standing (a user read "all measurements ok" after one)
+        status = tmp_path / RESULTS / "status.txt"
+        status.parent.mkdir(parents=True)
+        status.write_text("all measurements ok\n")
+
         # Run 1: the server dies once the first chunked upload is recorded; once a failure
         # is recorded the user presses Ctrl-C.
         proc = subprocess.Popen(
@@ -127,6 +133,7 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
         assert proc.returncode != 0, out[-2000:]
         assert failed_records(), "killing the server should have failed some measurement"
         assert "cloudbench: stopped with" in out  # the one line a stopped run ends with
+        assert not status.exists()
         # a dead store fails measurements; it is never taken for a missing upload
         assert "run the upload site" not in out, out[-3000:]
 
@@ -137,6 +144,7 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
         rows = _rows(tmp_path)
         assert len(rows) == 2 * 2 * 3  # up + down, plain + chunked, 3 repeats (the default)
         assert set(rows["status"]) == {"ok"}
+        assert status.read_text() == "all measurements ok\n"
         assert _multipart_uploads(env) == []
 
         # The campaign file is the whole campaign: no demo site, no demo bandwidth cap, no

@@ -876,6 +876,8 @@ def say_how_it_stopped(ended):
             f"cloudbench: finished transfers not checked ({e}): a rerun measures them again",
             file=sys.stderr,
         )
+    # "all measurements ok" was the word of a run that finished; this one did not
+    Path(paths.status_file(RESULTS)).unlink(missing_ok=True)
     print(stopped_line(), file=sys.stderr)
 
 

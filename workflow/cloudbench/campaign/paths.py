@@ -198,7 +198,8 @@ def campaign_checksums(results) -> str:
 
 
 def status_file(results) -> str:
-    """The last word of a run: 'all measurements ok', written only when it is true."""
+    """The last word of a run: 'all measurements ok', written only when it is true, and
+    removed by a run that stops early (its word was about a run that finished)."""
     return f"{results}/status.txt"
 
 
