@@ -1,8 +1,9 @@
 """Split files into fixed-size chunks and put them back together, plus the file I/O they share.
 
-No byte is copied through user space.  The kernel copies (copy_file_range(2), else
-sendfile(2), ``_KernelCopy``): one copy from page cache to page cache where ``split`` and
-``cat`` make two, or none where the file system can share blocks or copy on the server.
+The kernel copies (copy_file_range(2), else sendfile(2), ``_KernelCopy``): one copy from page
+cache to page cache where ``split`` makes two (read into a buffer, write it out), as ``cat``
+of coreutils 9 does, or none where the file system can share blocks or copy on the server.
+Only where a file system supports neither do the bytes go through ``write`` from a map.
 What must be hashed is read through read-only memory maps in windows of ``WINDOW`` bytes
 (no copy into a Python buffer; resident memory stays at one window per thread whatever the
 file size).  Destinations are preallocated with fallocate(2), so the write path finds its
