@@ -488,3 +488,11 @@ def test_a_group_attempt_killed_before_its_clients_wrote_a_line_still_counts(tmp
     done = {"started_utc": "2026-11-24T09:28:50Z", "status": "ok", "bytes_moved": 9}
     keep_attempt(record, done)
     assert attempt_totals(record, done) == {"attempts": 2, "bytes_moved_all_attempts": 9}
+
+
+def test_first_few_names_three_then_counts_the_rest():
+    from cloudbench.records import first_few
+
+    assert first_few(["a.0001"]) == "a.0001"
+    assert first_few(list(range(5))) == "0, 1, 2 (and 2 more)"
+    assert first_few(["r1.json", "r2.json", "r3.json"], sep=" ") == "r1.json r2.json r3.json"

@@ -10,7 +10,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -125,6 +125,13 @@ def clip_tail(text: str, limit: int = 300) -> str:
     cut = text[-limit:]
     space = cut.find(" ")
     return "..." + (cut[space + 1 :] if 0 <= space < limit // 3 else cut)
+
+
+def first_few(items: Sequence[object], sep: str = ", ", most: int = 3) -> str:
+    """The first ``most`` items for a message, then how many more: a long list of chunks or
+    records would bury the line it is part of."""
+    more = f" (and {len(items) - most} more)" if len(items) > most else ""
+    return sep.join(str(i) for i in items[:most]) + more
 
 
 def rate_mb_s(nbytes: int, seconds: float) -> float:

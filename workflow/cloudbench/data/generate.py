@@ -81,8 +81,11 @@ def generate_file(path: Path, size: int, seed: str, block: int = BLOCK) -> None:
                 written = enc.update_into(zeros[:n] if n < block else zeros, view)
                 data = view[:written]
                 # No lock of ours around the write: the kernel's own (the file's) orders the
-                # two workers' writes; one of ours as well cost 0.12 s in 0.55 on 2 GiB, with
-                # the same CPU time (a second hand-off of the GIL per block)
+                # two workers' writes. One of ours as well cost 0.12 s in 0.55 on 2 GiB, with
+                # the same CPU time (a second hand-off of the GIL per block); but while this
+                # VM's host faulted pages in, the version with it was faster (0.67-1.23 s
+                # against 1.12-1.59 s: a writer then waits on the file's lock in the kernel;
+                # bench/README.md, 2026-11-25)
                 while data:
                     k = os.pwrite(fd, data, pos)
                     data, pos = data[k:], pos + k

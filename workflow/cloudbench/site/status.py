@@ -45,9 +45,9 @@ def describe(rows: list[dict[str, Any]], results: Path | None = None) -> str:
 def forcerun(records: Sequence[Path | str]) -> str:
     """How to measure kept-as-found measurements again: Snakemake's --forcerun on their
     transfer records (the checks after them follow)."""
-    shown = " ".join(str(r) for r in records[:3])
-    more = f" (and {len(records) - 3} more)" if len(records) > 3 else ""
-    return f"to measure again, add --forcerun {shown}{more} to the same command"
+    from cloudbench.records import first_few
+
+    return f"to measure again, add --forcerun {first_few(records, sep=' ')} to the same command"
 
 
 def _status(path: Path) -> str | None:

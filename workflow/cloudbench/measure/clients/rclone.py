@@ -26,7 +26,7 @@ from cloudbench.measure.clients.base import (
     Run,
 )
 from cloudbench.measure.rclonelog import VERDICT_RE, on_wall_clock, parse_rclone_log
-from cloudbench.records import clip_tail
+from cloudbench.records import clip_tail, first_few
 
 
 def stopped_by(returncode: int) -> str | None:
@@ -134,7 +134,7 @@ class Rclone:
             if log and log.hidden_cause:
                 error = f"{log.hidden_cause} (rclone said: {error})"
             elif log and log.failed_objects and last and VERDICT_RE.match(last):  # names none
-                error += f" (on {named(log.failed_objects)})"
+                error += f" (on {first_few(log.failed_objects)})"
             error = redact(error, secrets)
         elif (moved or 0) < job.expected_bytes or moved_files < len(job.objects):
             # rclone's byte count includes what failed attempts sent, so a retried transfer
@@ -161,12 +161,6 @@ class Rclone:
                 "request_retries": log.request_retries if log else None,
             },
         )
-
-
-def named(objects: tuple[str, ...], most: int = 3) -> str:
-    """Objects for an error message: the first ``most``, then how many more."""
-    more = f" and {len(objects) - most} more" if len(objects) > most else ""
-    return ", ".join(objects[:most]) + more
 
 
 CLIENT = Rclone()
