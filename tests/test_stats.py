@@ -631,6 +631,14 @@ def test_front_page_gives_the_real_reason_and_names_every_cap():
     assert (
         "RCLONE_BWLIMIT=4M = 4 MiB/s = 4.19 MB/s per rclone process, from the environment" in page
     )
+    assert "not capped" not in page  # rclone alone: nothing else to say
+    # another tool beside a capped rclone: a user read "fastest: s5cmd" as the faster tool
+    t2 = pd.concat([t, t.assign(tool="s5cmd", setting="s5cmd-1x8", rclone_env="")])
+    page = headline.headline_html(t2, summarise(t2, pd.DataFrame()), {"campaign": "c"}, None)
+    assert (
+        "s5cmd not capped (these caps bind rclone only), so rates of different tools are not "
+        "comparable here"
+    ) in page
 
 
 def test_small_files_front_page_leads_with_files_per_second_per_setting():

@@ -262,6 +262,14 @@ def rate_caps(info: Mapping[str, Any], transfers: pd.DataFrame) -> list[str]:
                 f"{value.split('=', 1)[0]}={_bwlimit_text(value.split('=', 1)[1])} per rclone "
                 "process, from the environment"
             )
+    # rclone's caps bind rclone only: a user read "fastest: s5cmd" beside a capped rclone
+    tools = transfers["tool"] if caps and "tool" in transfers else pd.Series(dtype=str)
+    others = sorted(set(tools.dropna().astype(str)) - {"rclone"})
+    if others:
+        caps.append(
+            f"{' and '.join(others)} not capped (these caps bind rclone only), so rates of "
+            "different tools are not comparable here"
+        )
     return caps
 
 
