@@ -127,7 +127,10 @@ def write_results(
         "xxh128sum -c), wall time of each from outside; ratio = campaign / bash, rounds "
         "rotating as above (with `--e2e-compare`, a second checkout's campaign joins them).",
         "- Reassemble + verify: `steps.reassemble` then `steps.verify(keep_data=True)`; "
-        "neither side deletes anything (the workflow's verify deletes the download after).",
+        "neither side deletes anything (the workflow's verify deletes the download after). "
+        "Ours drops each chunk's pages from the page cache once copied, when all of them are "
+        "on disk (the bench syncs them before each run, as write-back would have after a "
+        "large download); `cat` keeps them.",
         "- Ours: the package's step function (`cloudbench.steps.<step>`), called in the bench's "
         "process and timed around the call (record writing included). Baselines: the tool as "
         "a child process, timed around it.",

@@ -178,3 +178,57 @@ def test_missing_chunk_is_named(tmp_path):
     (tmp_path / "chunks" / "f.bin.0003").unlink()
     with pytest.raises(FileNotFoundError, match=r"\[3\]"):
         chunks_of(tmp_path / "chunks", "f.bin")
+
+
+def _cached_pages(path):
+    from cloudbench.data.pagecache import cachestat
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return cachestat(fd)
+    finally:
+        os.close(fd)
+
+
+def _needs_cachestat(tmp_path):
+    probe = tmp_path / "probe"
+    probe.write_bytes(b"x")
+    if _cached_pages(probe) is None:
+        pytest.skip("this kernel has no cachestat(2) (Linux 6.5): parts stay cached, as before")
+
+
+def test_release_if_clean_drops_written_back_pages_and_leaves_dirty_ones(tmp_path):
+    from cloudbench.data.pagecache import release_if_clean
+
+    _needs_cachestat(tmp_path)
+    path = tmp_path / "f.bin"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, os.urandom(2**20))
+        dirty = _cached_pages(path)
+        assert dirty.cached == 256 and dirty.dirty > 0
+        assert not release_if_clean(fd)  # dirty: not dropped, and no write-back started here
+        assert _cached_pages(path).cached == 256
+        os.fsync(fd)
+        assert release_if_clean(fd)
+        assert _cached_pages(path).cached == 0
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("synced", [True, False])
+def test_reassembly_releases_only_parts_already_on_disk(tmp_path, synced):
+    _needs_cachestat(tmp_path)
+    data = os.urandom(3 * 2**20 + 5)
+    src = tmp_path / "f.bin"
+    src.write_bytes(data)
+    split_file(src, tmp_path / "chunks", 2**20, 4)
+    parts = chunks_of(tmp_path / "chunks", "f.bin")
+    if synced:
+        os.sync()
+    before = [_cached_pages(p).cached for p in parts]
+    assert all(before)
+    concatenate(parts, tmp_path / "out.bin")
+    assert (tmp_path / "out.bin").read_bytes() == data
+    after = [_cached_pages(p).cached for p in parts]
+    assert after == ([0] * len(parts) if synced else before)
