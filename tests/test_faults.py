@@ -188,6 +188,45 @@ def test_corrupt_object_is_caught_and_named(tmp_path, demo_config):
     assert "add --forcerun results/demo/sites/" in said
 
 
+def test_a_download_rclone_finds_corrupt_is_corrupt_and_kept_as_found(tmp_path, demo_config):
+    """rclone's own md5 check catches a stored object changed after its upload. A user saw
+    that recorded `failed` (measured again by every rerun) where the same fault under s5cmd,
+    found by verify, was `corrupt`: it is `corrupt` here too, names the object, and is kept
+    as found; the run's last line names the --forcerun that measures it again."""
+    cfg_d = _small(demo_config)
+    cfg_d.update(remote="s3t:", strategies=["plain"], repeats=1)
+    cfg_d["sites"]["tursa"]["download"] = False
+    cfg_d["rclone"]["flags"] = []
+    cfg = write_config(tmp_path, cfg_d)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        env = s3.client_env("S3T")
+        up = snakemake(tmp_path, cfg, "results/demo/manifest.json", env=env)
+        assert up.returncode == 0, up.stderr[-2000:]
+        (obj,) = (p for p in (tmp_path / "s3root").rglob("demo-001.bin") if "objects" in p.parts)
+        st = obj.stat()
+        data = bytearray(obj.read_bytes())
+        data[12345] ^= 0xFF
+        obj.write_bytes(bytes(data))
+        os.utime(obj, ns=(st.st_atime_ns, st.st_mtime_ns))  # the store's md5 stays the upload's
+        run = snakemake(tmp_path, cfg, env={**env, **FAST_FAIL})
+        assert run.returncode != 0
+        down = _table(tmp_path).query("direction == 'download'").iloc[0]
+        assert down["status"] == "corrupt" and pd.isna(down["mb_per_s"])
+        assert "corrupted on transfer: md5 hashes differ" in down["error"]
+        assert down["error"].endswith("(on demo-001.bin)")
+        said = run.stdout + run.stderr
+        assert "0 failed, 1 corrupt" in said and "kept as found" in said
+        record = (
+            tmp_path / "results/demo/sites/tesseract/transfers/download/main/plain/rclone-1xauto"
+        )
+        assert f"add --forcerun {record.relative_to(tmp_path)}/r1.json" in said
+        kept = sorted((record / "r1.attempts").glob("*.json"))
+        assert len(kept) == 1
+        again = snakemake(tmp_path, cfg, env=env)
+        assert again.returncode != 0  # still not ok, and said so
+        assert sorted((record / "r1.attempts").glob("*.json")) == kept  # measured nothing
+
+
 def test_wrong_key_stops_in_preflight_before_any_data(tmp_path, demo_config):
     cfg_d = _small(demo_config)
     cfg_d.update(remote="s3t:")

@@ -376,6 +376,44 @@ def test_an_rclone_stopped_by_sigterm_is_recorded_as_stopped_not_by_its_stderr(t
     out = CLIENT.outcome(job, plan, Run(1, 3.0, 0.0, stderr, ()))
     assert out.error.startswith("Failed to copy: corrupted on transfer: md5 hashes differ")
     assert out.error.endswith(" (on f2.bin)")
+    assert out.corrupt
+    assert not CLIENT.outcome(job, plan, Run(1, 3.0, 0.0, stderr, (), timed_out=True)).corrupt
+    shutil.copyfile(ROOT / "tests/data/rclone-logs/s3_dead_store.jsonl", log)
+    assert not CLIENT.outcome(job, plan, Run(1, 12.0, 0.0, stderr, ())).corrupt
+
+
+def test_a_copy_is_corrupt_only_where_it_failed_for_that():
+    from cloudbench.measure.group import aggregate
+    from cloudbench.records import copy_status
+
+    assert copy_status(None) == copy_status(None, corrupt=True) == "ok"
+    assert copy_status("timed out") == "failed"
+    assert copy_status("md5 hashes differ", corrupt=True) == "corrupt"
+    client = {"client": 0, "status": "ok", "started_epoch": 1.0, "seconds": 1.0}
+    bad = {**client, "client": 1, "status": "corrupt", "error": "md5 hashes differ"}
+    assert aggregate([client, bad], 2, 1.0)["status"] == "corrupt"
+    assert aggregate([client, {**bad, "status": "failed"}], 2, 1.0)["status"] == "failed"
+    assert aggregate([client, None], 2, 1.0)["status"] == "failed"
+
+
+def test_a_transfer_rclone_found_corrupt_is_kept_as_found(tmp_path):
+    """Counted corrupt by the last line, with its --forcerun, and no input that would make
+    a rerun measure it again (a failed one has its newest attempt as one)."""
+    from cloudbench.campaign.paths import attempts_dir
+    from cloudbench.site.jobenv import failed_attempt, retry_token
+    from cloudbench.site.status import stopped_summary
+
+    paths = [tmp_path / f"r{i}.json" for i in range(3)]
+    for p, status in zip(paths, ("ok", "corrupt", "failed"), strict=True):
+        write_json(p, {"status": status})
+        attempts_dir(str(p)).mkdir()
+        write_json(attempts_dir(str(p)) / "a.json", {"status": status})
+    line = stopped_summary(paths)
+    assert "(1 ok, 1 failed, 1 corrupt)" in line
+    assert f"add --forcerun {paths[1]} to the same command" in line
+    assert failed_attempt(str(paths[1])) == [] and retry_token(str(paths[1])) == ""
+    assert retry_token(str(paths[2])) == "failed:1"
+    assert failed_attempt(str(paths[2])) == [str(attempts_dir(str(paths[2])) / "a.json")]
 
 
 @pytest.mark.quick

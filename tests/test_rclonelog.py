@@ -309,6 +309,9 @@ def test_a_corrupted_download_names_the_object_the_verdict_does_not():
     assert "f2.bin" not in log.last_error
     assert any(".partial" in r.get("object", "") for r in raw_records(name))
     assert log.failed_objects == ("f2.bin",)
+    assert log.corrupted  # a finding about the data, not a copy that went wrong
+    for other in [*CLEAN, *KILLED, "s3_dead_store.jsonl", "s3_wrong_secret_download.jsonl"]:
+        assert not parse(other).corrupted, other
     for other in CLEAN:
         assert parse(other).failed_objects == (), other
     # a store killed mid-copy: the objects in flight, as they were named (no .partial)

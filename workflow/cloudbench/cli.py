@@ -176,7 +176,7 @@ def _skipped(a, step: str) -> bool:
             "setting": rec.get("setting"),
             "remote": rec["remote"],
             "repeat": rec["repeat"],
-            "problems": [f"download failed: {rec.get('error')}"],
+            "problems": [f"download {rec['status']}: {rec.get('error')}"],
         },
     )
     return True

@@ -134,6 +134,19 @@ def first_few(items: Sequence[object], sep: str = ", ", most: int = 3) -> str:
     return sep.join(str(i) for i in items[:most]) + more
 
 
+# Statuses that are findings about the data, not a copy that went wrong: the record is kept
+# as found, and a rerun does not measure it again (``--forcerun`` does); ``failed`` ones are.
+KEPT_AS_FOUND = ("corrupt", "unverified")
+
+
+def copy_status(error: str | None, corrupt: bool = False) -> str:
+    """A copy's status: ``ok``; ``corrupt`` where the client's own check found that the
+    bytes it delivered are not the source's (its error says so); else ``failed``."""
+    if not error:
+        return "ok"
+    return "corrupt" if corrupt else "failed"
+
+
 def rate_mb_s(nbytes: int, seconds: float) -> float:
     return nbytes / seconds / MB if seconds > 0 else float("nan")
 

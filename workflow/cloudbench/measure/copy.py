@@ -41,7 +41,7 @@ from cloudbench.measure.progress import (
     progress_interval,
     progress_of,
 )
-from cloudbench.records import host_info, rate_mb_s, utc_now
+from cloudbench.records import copy_status, host_info, rate_mb_s, utc_now
 from cloudbench.site.jobenv import die_with_parent, kill_tree
 
 SAMPLE_INTERVAL_S = 1.0  # a destination's bytes, every second: the series of a download
@@ -306,7 +306,7 @@ def measure(
         "started_epoch": epoch,
         "seconds": round(seconds, 6),
         "mb_per_s": round(rate_mb_s(job.expected_bytes, seconds), 3) if not error else None,
-        "status": "failed" if error else "ok",
+        "status": copy_status(error, bool(outcome and outcome.corrupt and not done.timed_out)),
         "error": redact(error, secrets) if error else None,
         "retries": outcome.retries if outcome else None,
         **columns,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.measure import series
-from cloudbench.records import rate_mb_s, read_json, write_json
+from cloudbench.records import copy_status, rate_mb_s, read_json, write_json
 from cloudbench.site.jobenv import LAUNCHER_VARIABLE, die_with_parent
 
 # Environment variables that carry a task's rank under the launchers HPC centres use
@@ -209,7 +209,8 @@ def aggregate(
 ) -> dict[str, Any]:
     """The group's own columns from its clients' records (None: a client that never
     reported). Rate = all bytes / (last end - first start); failed if any client failed,
-    did not report, or started more than ``tolerance_s`` after the first."""
+    did not report, or started more than ``tolerance_s`` after the first; corrupt if any
+    client's own check found its bytes corrupt."""
     got = [c for c in clients if c is not None]
     errors = [f"client {k} did not report" for k, c in enumerate(clients) if c is None]
     errors += [f"client {c['client']}: {c.get('error')}" for c in got if c["status"] != "ok"]
@@ -228,7 +229,7 @@ def aggregate(
     rates = [c["mb_per_s"] for c in got if c.get("mb_per_s") is not None]
     error = "; ".join(errors)[:2000] or None
     return {
-        "status": "failed" if error else "ok",
+        "status": copy_status(error, any(c["status"] == "corrupt" for c in got)),
         "error": error,
         "seconds": round(seconds, 6) if seconds is not None else None,
         "mb_per_s": round(rate_mb_s(requested, seconds), 3) if not error and seconds else None,

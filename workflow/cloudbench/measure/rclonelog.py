@@ -74,6 +74,8 @@ _SDK_RETRY_RE = re.compile(r"^retrying request \S+, attempt \d+")
 # verdict "Failed to create file system for ...: is a file not a directory" whatever the
 # reason; the reason (a 403, a store that is down) is only in this DEBUG line, as the
 # listing's error after "): ".
+# rclone's words when the hash (or size) of what it delivered differs from the source's
+CORRUPTED_RE = re.compile(r": corrupted on transfer: ")
 HIDDEN_VERDICT_RE = re.compile(r'Failed to create file system for "([^"]+)": is a file not a dir')
 _UNCHECKED_RE = re.compile(
     r"^Couldn't check .* for children after HEAD failed \(.*?\): (.+)$", re.S
@@ -149,6 +151,10 @@ class RcloneLog:
       rclone's temporary-file suffix taken off (``f2.bin.850c3052.partial`` is ``f2.bin``):
       the command's verdict ("Failed to copy: corrupted on transfer: md5 hashes differ
       ...") names no object, so this says which chunk it was.
+    * ``corrupted``: the command's verdict is rclone's own check of what it delivered
+      failing ("Failed to copy: corrupted on transfer: md5 hashes differ ..."): every try
+      of a whole retry loop got bytes that are not the source's. That is a finding about
+      the data in the store, like ``verify``'s ``corrupt``, not a copy that went wrong.
     * ``hidden_cause``: why rclone could not open the destination, when its only verdict is
       the misleading "is a file not a directory" (a refused connection, a 403): from a
       DEBUG line, so None at ``-v``, and None when nothing was hidden.
@@ -179,6 +185,7 @@ class RcloneLog:
     request_retries: int | None = None
     hidden_cause: str | None = None
     failed_objects: tuple[str, ...] = ()
+    corrupted: bool = False
 
 
 def short_cause(text: str) -> str:
@@ -311,6 +318,7 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
         request_retries=sdk_retries if counted else None,
         hidden_cause=unchecked if any(HIDDEN_VERDICT_RE.search(e) for e in errors) else None,
         failed_objects=tuple(failed),
+        corrupted=bool(errors and VERDICT_RE.match(errors[-1]) and CORRUPTED_RE.search(errors[-1])),
     )
 
 

@@ -44,7 +44,8 @@ class TransferRow:
     status: str = _col(
         "",
         "`ok`, `failed` (the client's error in `error`), `corrupt` (file and chunk in "
-        "`error`), `unverified`",
+        "`error`: found by verify, or by the client's own check of what it delivered, "
+        "rclone's md5), `unverified`",
     )
     mb_per_s: float = _col("MB/s (10^6 B/s)", "bytes_requested / seconds; empty unless `ok`")
     seconds: float = _col(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.campaign.paths import attempts_dir
+from cloudbench.records import KEPT_AS_FOUND
 
 PYTHON_VARIABLE = "CLOUDBENCH_PYTHON"
 # Set when the upload site is one of this run's sites: a download site's preflight then
@@ -118,14 +119,15 @@ def _failed_attempts(record_path: str) -> int:
     failed = 0
     for path in folder.glob("*.json"):
         try:
-            failed += json.loads(path.read_text()).get("status") != "ok"
+            failed += json.loads(path.read_text()).get("status") not in ("ok", *KEPT_AS_FOUND)
         except (OSError, ValueError):
             failed += 1
     return failed
 
 
 def retry_token(record_path: str) -> str:
-    """'' until a measurement has failed; then ``failed:<n>`` for its n failed attempts.
+    """'' until a measurement has failed; then ``failed:<n>`` for its n failed attempts
+    (one kept as found, corrupt, is no reason to measure again).
 
     Stable by construction: it changes only when a new failed attempt is kept, so a rerun
     that succeeds leaves it as it was and no later run measures that transfer again.
@@ -135,7 +137,8 @@ def retry_token(record_path: str) -> str:
 
 
 def failed_attempt(record_path: str) -> list[str]:
-    """[the newest kept attempt] while a measurement's record says it failed, else [].
+    """[the newest kept attempt] while a measurement's record says it failed, else [] (also
+    for a record kept as found: rclone's own check found the bytes corrupt).
 
     The retry token (a param) makes Snakemake measure a failed transfer again only where it
     stored the params of the failed run. A run stopped while the job was ending stores none:
@@ -147,7 +150,8 @@ def failed_attempt(record_path: str) -> list[str]:
     no later run measures it again.
     """
     try:
-        failed = json.loads(Path(record_path).read_text()).get("status") != "ok"
+        status = json.loads(Path(record_path).read_text()).get("status")
+        failed = status not in ("ok", *KEPT_AS_FOUND)
     except (OSError, ValueError):  # none yet (or cut short: Snakemake reruns it anyway)
         return []
     kept = list(attempts_dir(record_path).glob("*.json")) if failed else []

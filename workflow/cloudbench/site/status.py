@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-BAD = ("failed", "corrupt", "unverified")
-# verify's verdicts on a download: kept as found, never measured again without --forcerun
-KEPT_AS_FOUND = ("corrupt", "unverified")
+from cloudbench.records import KEPT_AS_FOUND
+
+BAD = ("failed", *KEPT_AS_FOUND)
 
 
 def failures(transfers_tsv: Path) -> list[dict[str, Any]]:
@@ -152,6 +152,9 @@ def stopped_summary(
         status = _status(path) if path.exists() else None
         if status is None:
             missing += 1
+        elif status in KEPT_AS_FOUND:  # the client's own check found the bytes corrupt
+            counts["corrupt"] += 1
+            corrupt.append(path)
         elif status != "ok":
             counts["failed"] += 1
         elif checks and path in checks and _status(checks[path]) in KEPT_AS_FOUND:

@@ -105,6 +105,9 @@ class Outcome:
     error: str | None
     retries: int | None = None  # None: the client does not report them
     columns: Mapping[str, Any] = field(default_factory=dict)  # client-specific columns
+    # the client's own check found that the bytes it delivered are not the source's (rclone's
+    # md5 after a download): the record says ``corrupt``, as verify's finding would
+    corrupt: bool = False
 
 
 class Client(Protocol):

@@ -151,6 +151,7 @@ class Rclone:
             points=tuple((s.elapsed, s.bytes) for s in samples),
             error=error,
             retries=log.retries if log else 0,
+            corrupt=bool(error and not run.timed_out and log and log.corrupted),
             columns={
                 "rclone_errors": final.errors if final else None,
                 "rclone_exit": run.returncode,
