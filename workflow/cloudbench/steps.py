@@ -575,7 +575,11 @@ def _failed_upload(upload_record: Path | None) -> str | None:
     if upload_record is None or not upload_record.exists():
         return None
     rec = read_json(upload_record)
-    return None if rec["status"] == "ok" else f"upload of this copy failed: {rec.get('error')}"
+    return (
+        None
+        if rec["status"] == "ok"
+        else f"upload of this copy {rec['status']}: {rec.get('error')}"
+    )
 
 
 def download(
