@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import REPO, endtoend, requests
-from bench.datapath import TRANSFER_PAIRS, DataPath, child_main
+from bench.datapath import GENERATE_PAIRS, TRANSFER_PAIRS, DataPath, child_main
 from bench.harness import DROP_CACHES, HEADER, PREFAULT_SHARE, Row
 from bench.machine import machine_info
 
@@ -116,7 +116,9 @@ def write_results(
         "of the per-pair ratios "
         "(baseline time / our time; for transfers our rate / the bare rate). Transfers get "
         f"{TRANSFER_PAIRS * bench.pairs} pairs: one rclone copy varies by far more than the "
-        "3% being tested. Generate runs as triples (ours, dd, openssl).",
+        f"3% being tested. Generate runs as {GENERATE_PAIRS * bench.pairs} triples (ours, dd, "
+        "openssl): writing fresh page cache varies 4x from run to run on a VM whose host takes "
+        "memory back.",
         "- Transfers: local to local, `steps.upload` (strategy plain, threads = usable cores) "
         "against the identical rclone command line (recorded by a wrapper) run bare; the "
         "wrapper's own clock (bash `$EPOCHREALTIME` around rclone) checks the reported rate, "
