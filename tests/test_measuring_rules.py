@@ -191,6 +191,9 @@ def test_status_names_the_forcerun_that_measures_a_corrupt_download_again(tmp_pa
     )
     assert f"add --forcerun {record} to the same command" in text
     assert text.count("--forcerun") == 1  # a failed one is measured again by a rerun
+    assert text.startswith("2 measurement(s) not ok (a rerun measures the 1 failed again):")
+    # a user read "a rerun measures failed ones again" above a corrupt one that it does not
+    assert describe([row], tmp_path).startswith("1 measurement(s) not ok:\n")
 
 
 def test_a_failed_preflight_asks_for_a_fix_not_a_rerun(tmp_path):

@@ -148,6 +148,11 @@ def test_two_tools_in_one_sweep_are_two_curves_with_their_own_knees_and_recommen
     (s5,) = [x for x in lines if "with s5cmd" in x]
     assert "1 client(s) x 16 transfers" in rc and "against 410 MB/s" in rc.replace("414", "410")
     assert "1 client(s) x 64 transfers" in s5 and "no knee yet" in s5
+    # the best setting is not compared "against" itself
+    assert "reach the best observed, 909 MB/s" in s5 and "against" not in s5
+    assert "nothing cheaper reaches 90% of it" in s5
+    (named,) = recommendations(df[df["tool"] == "rclone"], {"s3": "uc7:"})
+    assert named.startswith("from a to uc7 (upload)")
     points = point_table(df)
     assert set(points.groupby(["tool", "concurrency"])["n"].max()) == {3}  # nothing pooled
 

@@ -243,7 +243,7 @@ def recommendations(
         best = g.loc[g["median"].idxmax()]
         good = g[g["median"] >= fraction * best["median"]]
         pick = good.sort_values(["clients", "concurrency", "median"], ascending=[1, 1, 0]).iloc[0]
-        store = names.get(remote) or remote
+        store = (names.get(remote) or remote).removesuffix(":")  # "uc7", not "from uc7: to"
         route = f"from {site} to {store}" if direction == "upload" else f"from {store} to {site}"
         # the cheapest setting that reaches the target is the largest swept: nothing larger
         # was tried, so it is no knee
@@ -259,11 +259,21 @@ def recommendations(
             if not math.isnan(pick["low"])
             else ""
         )
-        out.append(
+        setting = (
             f"{route} ({direction}) with {tool}: {_n(pick['clients'])} client(s) x "
             f"{_n(pick['concurrency'])} {knob(strategy.get(pick['layout'], ''))} "
-            f"({pick['layout']}) reach {fraction:.0%} of the best observed: "
-            f"{pick['median']:.3g} MB/s{ci}, n={int(pick['n'])}, against "
+            f"({pick['layout']})"
+        )
+        rate = f"{pick['median']:.3g} MB/s{ci}, n={int(pick['n'])}"
+        if all(pick[k] == best[k] for k in ("clients", "concurrency", "layout")):
+            # a user read this setting compared "against" itself
+            out.append(
+                f"{setting} reach the best observed, {rate}; nothing cheaper reaches "
+                f"{fraction:.0%} of it.{further}"
+            )
+            continue
+        out.append(
+            f"{setting} reach {fraction:.0%} of the best observed: {rate}, against "
             f"{best['median']:.3g} MB/s with {_n(best['clients'])} x {_n(best['concurrency'])} "
             f"({best['layout']}).{further}"
         )

@@ -26,7 +26,9 @@ def describe(rows: list[dict[str, Any]], results: Path | None = None) -> str:
     which a rerun does not measure again, the ``--forcerun`` that does (with ``results``)."""
     from cloudbench.campaign import paths
 
-    lines = [f"{len(rows)} measurement(s) not ok (a rerun measures failed ones again):"]
+    failed = sum(r["status"] not in KEPT_AS_FOUND for r in rows)
+    again = f" (a rerun measures the {failed} failed again)" if failed else ""
+    lines = [f"{len(rows)} measurement(s) not ok{again}:"]
     for r in rows:
         keys = (r["site"], r["direction"], r["remote"], r["layout"], r.get("setting"))
         what = " ".join(str(k) for k in keys if isinstance(k, str) and k)
