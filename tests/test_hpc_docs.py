@@ -96,3 +96,6 @@ def test_the_pages_commands_at_a_slurm_site_and_adding_a_site(slurm_cluster, tmp
     assert (df["status"] == "ok").all() and len(df) == 2
     assert df["ran_on"].str.startswith("batch job ").all()
     assert df.loc[df["clients"] == 2, "host"].iloc[0].count("node") == 2
+    # a user found tool_version empty on the two-client row, and retries 0 where one had none
+    assert df["tool_version"].notna().all() and df["tool_version"].nunique() == 1
+    assert df["retries"].notna().all()  # rclone counts them, with one client as with two

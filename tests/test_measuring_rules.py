@@ -397,6 +397,9 @@ def test_a_copy_is_corrupt_only_where_it_failed_for_that():
     assert aggregate([client, bad], 2, 1.0)["status"] == "corrupt"
     assert aggregate([client, {**bad, "status": "failed"}], 2, 1.0)["status"] == "failed"
     assert aggregate([client, None], 2, 1.0)["status"] == "failed"
+    # retries are summed where clients count them (rclone), empty where none does (s5cmd)
+    assert aggregate([client, bad], 2, 1.0)["retries"] is None
+    assert aggregate([{**client, "retries": 1}, {**bad, "retries": 0}], 2, 1.0)["retries"] == 1
 
 
 def test_a_transfer_rclone_found_corrupt_is_kept_as_found(tmp_path):

@@ -252,7 +252,7 @@ def timed_copy(
 _SHARED_CLIENT_KEYS = (
     "bytes_moved_from",
     "concurrency", "transfers", "streams_per_object", "backend", "backend_concurrency",
-    "rclone_version", "rclone_env",
+    "rclone_version", "rclone_env", "tool_version",
 )  # fmt: skip
 CLIENT_COLUMNS = (
     "client", "host", "batch_job", "job_step", "status", "mb_per_s", "seconds", "start_offset_s",

@@ -240,8 +240,11 @@ def aggregate(
         "objects": sum(c.get("objects") or 0 for c in got),
         "objects_in_flight": sum(c.get("objects_in_flight") or 0 for c in got),
         "connections": sum(c.get("connections") or 0 for c in got),
-        "retries": sum(c.get("retries") or 0 for c in got),
-        **{k: _sum_counted(got, k) for k in ("throttled", "server_errors", "request_retries")},
+        # empty, not 0, where no client counts them (s5cmd), as in a one-client record
+        **{
+            k: _sum_counted(got, k)
+            for k in ("retries", "throttled", "server_errors", "request_retries")
+        },
         "client_mb_per_s_min": min(rates) if len(rates) == n else None,
         "client_mb_per_s_median": round(_median(rates), 3) if len(rates) == n else None,
         "client_mb_per_s_max": max(rates) if len(rates) == n else None,

@@ -89,7 +89,9 @@ class TransferRow:
         "count", "the backend's upload part concurrency as pinned (empty where none)"
     )
     retries: int = _col(
-        "count", "whole-run retries the client reported (rclone's 'Attempt N/M failed')"
+        "count",
+        "whole-run retries the client reported (rclone's 'Attempt N/M failed'), summed over "
+        "the clients; empty for a tool that does not report them",
     )
     throttled: int = _col(
         "count",
