@@ -70,6 +70,14 @@ def versus_previous(ours_s: float, previous_s: float, unit: str = "s") -> str:
     return f"{_fmt(previous_s)} {unit} ({speed:.2f}x){flag}"
 
 
+def balanced_rounds(rounds: int, sides: int) -> int:
+    """``rounds`` rounded up to a multiple of ``sides`` (rotating, each side then holds
+    each place of a round equally often); one round stays one."""
+    if rounds <= 1 or sides <= 1:
+        return rounds
+    return -(-rounds // sides) * sides
+
+
 def prefault(nbytes: int) -> None:
     """Write to ``nbytes`` of fresh anonymous memory, then free it, so the next run's page
     cache lands in memory the host has backed.
@@ -184,10 +192,15 @@ class Harness:
         rounds of every side.
 
         The order within a round rotates (ours first, then the baseline first, ...), so an
-        advantage of running first or second in a round cancels out.
+        advantage of running first or second in a round cancels out: ``pairs`` is rounded
+        up to a multiple of the number of sides, so that every side runs at every place
+        of a round equally often (2026-11-25: runs alternated fast and slow, one after the
+        other, whichever side ran; 10 rounds of 4 sides put one side first 3 times and
+        third twice). A single round (``--pairs 1``, the suite's quick run) stays one.
         """
         out: dict[str, list[Run]] = {name: [] for name, _, _ in sides}
-        for pair in range(0 if self.warmup else 1, (pairs or self.pairs) + 1):
+        rounds = balanced_rounds(pairs or self.pairs, len(sides))
+        for pair in range(0 if self.warmup else 1, rounds + 1):
             shift = (pair - 1) % len(sides) if pair else 0
             for name, prepare, fn in sides[shift:] + sides[:shift]:
                 prepare()

@@ -316,3 +316,28 @@ def test_html_tables_need_no_plotting_library(tmp_path):
     mods = _imported(tmp_path, "import cloudbench.report.tables, cloudbench.report.outputs")
     assert "cloudbench.report.tables" in mods
     assert not {m for m in mods if m.split(".")[0] in ("matplotlib", "seaborn")}
+
+
+def test_rounds_give_every_side_every_place_equally_often(tmp_path):
+    """Runs alternated fast and slow one after the other (2026-11-25): with 10 rounds of 4
+    sides, one side ran first 3 times and third twice. Rotating over a multiple of the
+    sides, each holds each place of a round equally often."""
+    import argparse
+
+    from bench.harness import Harness, balanced_rounds
+
+    assert balanced_rounds(10, 4) == 12 and balanced_rounds(5, 2) == 6
+    assert balanced_rounds(6, 3) == 6 and balanced_rounds(5, 1) == 5
+    assert balanced_rounds(1, 4) == 1  # the suite's quick run: one round, as asked
+    args = argparse.Namespace(
+        size=4, pairs=10, cold=False, quiesce=0.0, prefault=False, work=tmp_path, chunk=1,
+        warmup=False,
+    )  # fmt: skip
+    h = Harness(args)
+    order: list[str] = []
+    names = ["ours", "dd", "openssl", "previous"]
+    sides = [(n, lambda: None, lambda n=n: order.append(n)) for n in names]
+    runs = h.pairs_of("generate", sides)
+    assert {len(r) for r in runs.values()} == {12}
+    places = {n: [order[i : i + 4].index(n) for i in range(0, len(order), 4)] for n in names}
+    assert all(sorted(p) == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3] for p in places.values())
