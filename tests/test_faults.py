@@ -212,6 +212,7 @@ def test_a_download_rclone_finds_corrupt_is_corrupt_and_kept_as_found(tmp_path, 
         assert run.returncode != 0
         down = _table(tmp_path).query("direction == 'download'").iloc[0]
         assert down["status"] == "corrupt" and pd.isna(down["mb_per_s"])
+        assert pd.isna(down["chunk_bytes"])  # a plain layout has no chunk size, not "0"
         assert "corrupted on transfer: md5 hashes differ" in down["error"]
         assert down["error"].endswith("(on demo-001.bin)")
         said = run.stdout + run.stderr

@@ -534,6 +534,10 @@ def test_longest_stall_is_the_longest_stretch_without_new_bytes():
     assert longest_stall(elapsed, moved) == 79.0  # from 2 s, the first line showing 10
     assert longest_stall([1.0, 2.0, 3.0], [1, 2, 3]) == 0.0
     assert longest_stall([], []) == 0.0
+    # a store that answered only after 38 s: rclone's first stats line came at 39.27 s
+    assert longest_stall([39.269, 45.109], [4_000_000, 16_777_216]) == 38.269
+    assert longest_stall([1.04, 2.04], [4_000_000, 8_000_000]) == 0.04  # a normal start
+    assert longest_stall([1.0, 5.0, 6.0], [0, 0, 9]) == 5.0  # nothing moved until after 5 s
 
 
 def test_bookkeeping_errors_say_what_went_wrong_not_the_config_notice():

@@ -357,16 +357,25 @@ def rate_series(samples: Iterable[StatsSample]) -> list[tuple[float, int, float]
     return series.rates((s.elapsed, s.bytes) for s in samples)
 
 
-def longest_stall(elapsed: Sequence[float], moved: Sequence[int]) -> float:
-    """Seconds of the longest stretch in which rclone's byte count did not grow, from the
-    stats line that first showed a count to the last that still showed it.
+def longest_stall(elapsed: Sequence[float], moved: Sequence[int], interval: float = 1.0) -> float:
+    """Seconds of the longest stretch in which the byte count did not grow, on the copy's
+    own clock (0: the client started, with nothing moved).
 
     A store that goes away mid-copy (rclone waits, retries silently at -v and may still
     finish ``ok``) shows as such a stretch; the rate then includes the outage, and this
-    says so. The stretch before the first stats line is not seen (rclone prints the first
-    after a second).
+    says so. So does one that does not answer at the start: rclone prints its first stats
+    line once it has reached the store, so a first line ``interval`` seconds (rclone's
+    ``--stats 1s``, a destination sampled every second) after the start is a normal start,
+    and any later one is a stretch in which nothing can have moved, less the one interval
+    in which the first bytes may have (a user's copy waited 39 s on a store that came back,
+    and was recorded with no stall).
     """
-    longest, start = 0.0, None
+    if not elapsed:
+        return 0.0
+    longest = max(0.0, elapsed[0] - interval)
+    start: float | None = 0.0 if moved[0] <= 0 else None
+    if start is not None:
+        longest = max(longest, elapsed[0])
     for i in range(1, len(moved)):
         if moved[i] <= moved[i - 1]:
             start = elapsed[i - 1] if start is None else start

@@ -76,7 +76,10 @@ class TransferRow:
         "the client's objects-at-once setting (rclone's --transfers flag; the `transfers` in "
         "rclone's stats lines is something else: the objects it moved, `objects` for a whole copy)",
     )
-    objects_in_flight: int = _col("count", "min(objects, transfers): objects moving at once")
+    objects_in_flight: int = _col(
+        "count",
+        "min(objects, transfers) of each client, summed over clients: objects moving at once",
+    )
     streams_per_object: int = _col(
         "count", "streams within one object (1, or the multi-thread streams its parts allow)"
     )
@@ -152,7 +155,8 @@ class TransferRow:
     )
     longest_stall_s: float = _col(
         "s",
-        "the longest stretch in which the byte count did not grow; 10 s or more in an `ok` "
+        "the longest stretch in which the byte count did not grow, from the copy's start "
+        "(a store that answers late counts, less the first second); 10 s or more in an `ok` "
         "transfer is named on the front page",
     )
 

@@ -132,6 +132,7 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
     df = pd.DataFrame(rows, columns=TRANSFER_COLUMNS)
     for col in WHOLE_TRANSFER_COLUMNS:  # blank where not applicable, never "1.0"
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+    df.loc[df["chunk_bytes"] == 0, "chunk_bytes"] = pd.NA  # a whole-file layout: no chunk
     return df, missing
 
 
