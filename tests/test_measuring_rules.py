@@ -165,7 +165,8 @@ def test_a_corrupt_download_is_counted_corrupt_and_the_line_says_how_to_measure_
     line = stopped_summary(paths, (), checks)
     assert "(2 ok, 0 failed, 1 corrupt)" in line
     assert line.endswith(
-        "the 1 corrupt is kept as found, and a rerun does not measure it again: to measure "
+        "the 1 corrupt is kept as found, and every run ends non-zero until it is measured again: "
+        "to measure "
         f"again, add --forcerun {paths[1]} to the same command"
     )
     assert "corrupt" not in stopped_summary(paths)  # without the checks: as before

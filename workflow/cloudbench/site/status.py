@@ -180,8 +180,9 @@ def stopped_summary(
     if corrupt:
         n = len(corrupt)
         what += (
-            f"; the {n} corrupt {'is' if n == 1 else 'are'} kept as found, and a rerun does not "
-            f"measure {'it' if n == 1 else 'them'} again: {forcerun(corrupt)}"
+            f"; the {n} corrupt {'is' if n == 1 else 'are'} kept as found, and every run ends "
+            f"non-zero until {'it is' if n == 1 else 'they are'} measured again: "
+            f"{forcerun(corrupt)}"
         )
     problems = ""
     if failed_checks:
