@@ -639,6 +639,15 @@ def test_front_page_gives_the_real_reason_and_names_every_cap():
         "s5cmd not capped (these caps bind rclone only), so rates of different tools are not "
         "comparable here"
     ) in page
+    # ... and then named s5cmd "fastest" over the capped rclone: each tool has its own best
+    t3 = t2.assign(mb_per_s=[15.6, 203.0])
+    page = headline.headline_html(t3, summarise(t3, pd.DataFrame()), {"campaign": "c"}, None)
+    assert "a upload with rclone: plain (rclone-1x8) at 15.6 MB/s" in page
+    assert "a upload with s5cmd: plain (s5cmd-1x8) at 203 MB/s" in page
+    assert "fastest" not in page
+    uncapped = t3.assign(rclone_env="")  # no cap: one comparison over both tools
+    page = headline.headline_html(uncapped, summarise(uncapped, pd.DataFrame()), {}, None)
+    assert "a upload: fastest plain (s5cmd-1x8) at 203 MB/s" in page
 
 
 def test_small_files_front_page_leads_with_files_per_second_per_setting():

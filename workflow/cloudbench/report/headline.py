@@ -50,8 +50,10 @@ STYLE = (
 )
 
 
+# the rows one sentence compares: "tool" is "" unless the tools' rates are not comparable
+GROUP_KEYS = ["site", "remote", "direction", "tool"]
 ROW_COLUMNS = [
-    "site", "remote", "direction", "layout", "n", "median", "low", "high", "level", "speedup",
+    "site", "remote", "direction", "tool", "layout", "n", "median", "low", "high", "level", "speedup",
     "speedup_low", "speedup_high", "speedup_level", "failed", "corrupt", "retries", "reruns",
     "resent", "stalls", "rates",
 ]  # fmt: skip
@@ -101,9 +103,10 @@ def reruns(transfers: pd.DataFrame) -> int:
     return int(extra.clip(lower=0).sum())
 
 
-def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+def rows(metrics: pd.DataFrame, summary: pd.DataFrame, by_tool: bool = False) -> pd.DataFrame:
     """One row per site x remote x direction x layout: median rate [CI] (n), speed-up over
-    plain [CI], failed and corrupt counts, and whether it is the best layout of its group."""
+    plain [CI], failed and corrupt counts, and whether it is the best layout of its group
+    (of its tool's rows too, with ``by_tool``: where the tools' rates are not comparable)."""
     out = []
     several = summary["setting"].nunique() > 1 if not summary.empty else False
     for r in summary.itertuples(index=False):
@@ -121,6 +124,7 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
                 "site": r.site,
                 "remote": r.remote,
                 "direction": r.direction,
+                "tool": str(r.setting).rsplit("-", 1)[0] if by_tool else "",  # rclone-4x32
                 "layout": f"{r.layout} ({r.setting})" if several else r.layout,
                 "n": int(r.n),
                 "median": float(r.p50),
@@ -143,11 +147,11 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     df = pd.DataFrame(out, columns=ROW_COLUMNS)
     if df.empty:
         return df.assign(best=pd.Series(dtype=bool))
-    best = df.groupby(["site", "remote", "direction"])["median"].transform("max")
+    best = df.groupby(GROUP_KEYS)["median"].transform("max")
     df["best"] = (df["median"] == best) & df["median"].notna()
     df["clear"] = False
     df["clear_level"] = math.nan
-    for _, g in df.groupby(["site", "remote", "direction"], sort=False):
+    for _, g in df.groupby(GROUP_KEYS, sort=False):
         for i in g.index[g["best"]]:
             df.loc[i, ["clear", "clear_level"]] = _clear(g, df.loc[i])
     df["clear"] = df["clear"].astype(bool)
@@ -184,8 +188,10 @@ def _verdict(group: pd.DataFrame, best: Mapping[str, Any]) -> tuple[str, str]:
 def sentences(table: pd.DataFrame) -> list[str]:
     """One sentence per site, remote and direction: the best layout and how much it gains."""
     out = []
-    for (site, remote, direction), g in table.groupby(["site", "remote", "direction"], sort=False):
+    for (site, remote, direction, tool), g in table.groupby(GROUP_KEYS, sort=False):
         best = g[g["best"]]
+        if tool:  # each tool apart: their rates are not comparable
+            direction = f"{direction} with {tool}"
         if best.empty:
             out.append(f"{site} {direction}: no ok transfer yet.")
             continue
@@ -238,6 +244,13 @@ def _bwlimit_text(value: str) -> str:
     return f"{value} = {nbytes / 2**20:g} MiB/s = {nbytes / 1e6:.3g} MB/s"
 
 
+def uncapped_tools(caps: Sequence[str], transfers: pd.DataFrame) -> list[str]:
+    """The tools other than rclone in ``transfers`` when rclone ran under ``caps``: their
+    rates and rclone's are not comparable, so each tool gets its own "fastest"."""
+    tools = transfers["tool"] if caps and "tool" in transfers else pd.Series(dtype=str)
+    return sorted(set(tools.dropna().astype(str)) - {"rclone"})
+
+
 def rate_caps(info: Mapping[str, Any], transfers: pd.DataFrame) -> list[str]:
     """Every bandwidth cap the rates ran under, from any source, with its unit: the
     campaign's rclone.flags and rclone flags set in the environment. A capped rate read as a
@@ -263,8 +276,7 @@ def rate_caps(info: Mapping[str, Any], transfers: pd.DataFrame) -> list[str]:
                 "process, from the environment"
             )
     # rclone's caps bind rclone only: a user read "fastest: s5cmd" beside a capped rclone
-    tools = transfers["tool"] if caps and "tool" in transfers else pd.Series(dtype=str)
-    others = sorted(set(tools.dropna().astype(str)) - {"rclone"})
+    others = uncapped_tools(caps, transfers)
     if others:
         caps.append(
             f"{' and '.join(others)} not capped (these caps bind rclone only), so rates of "
@@ -405,7 +417,8 @@ def headline_html(
     are the lines of :func:`cloudbench.report.drift.drift_sentences`, ``comparison`` the
     table of :func:`cloudbench.report.compare.compare` against ``compare_with``, ``decided``
     how ``repeats: auto`` ended (:mod:`cloudbench.campaign.precision`)."""
-    table = rows(metrics, summary)
+    caps = rate_caps(info, metrics)
+    table = rows(metrics, summary, by_tool=bool(uncapped_tools(caps, metrics)))
     total = len(metrics)
     bad = metrics[metrics["status"] != "ok"] if total else metrics
     status = (
@@ -420,11 +433,7 @@ def headline_html(
         STYLE,
         '<div class="cb-headline">',
         f"<p><b>Campaign {html.escape(str(info.get('campaign', '')))}</b>: {status}."
-        + (
-            f" <b>Rates capped</b>: {html.escape('; '.join(caps))}."
-            if (caps := rate_caps(info, metrics))
-            else ""
-        )
+        + (f" <b>Rates capped</b>: {html.escape('; '.join(caps))}." if caps else "")
         + _against(comparison)
         + _repeats_by_precision(decided, info)
         + _throttled(metrics)
