@@ -53,9 +53,9 @@ STYLE = (
 # the rows one sentence compares: "tool" is "" unless the tools' rates are not comparable
 GROUP_KEYS = ["site", "remote", "direction", "tool"]
 ROW_COLUMNS = [
-    "site", "remote", "direction", "tool", "layout", "n", "median", "low", "high", "level", "speedup",
-    "speedup_low", "speedup_high", "speedup_level", "failed", "corrupt", "retries", "reruns",
-    "resent", "stalls", "rates",
+    "site", "remote", "direction", "tool", "layout", "n", "median", "low", "high", "level",
+    "speedup", "speedup_low", "speedup_high", "speedup_level", "failed", "corrupt", "retries",
+    "reruns", "resent", "stalls", "rates",
 ]  # fmt: skip
 
 
