@@ -490,6 +490,51 @@ def test_a_job_stopped_by_sigterm_ends_as_ctrl_c_ends_it(tmp_path):
     assert not folder.exists()
 
 
+_KILLED_JOB = """
+import sys, time
+from pathlib import Path
+from cloudbench import records
+records.small_files_dir = lambda: sys.argv[1]
+with records.small_files("copy") as tmp:
+    (tmp / "objects").write_text("f1.bin\\n")
+    print(tmp, flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.quick
+def test_the_small_files_of_a_killed_job_go_with_the_next_job(tmp_path, monkeypatch):
+    """A user found a SIGKILLed job's object list in /dev/shm after a dozen later runs. The
+    next job on the host removes a folder whose job is gone, and no folder of a live one."""
+    import signal
+    import subprocess
+    import sys
+
+    from cloudbench import records
+
+    def start():
+        p = subprocess.Popen(
+            [sys.executable, "-c", _KILLED_JOB, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        )
+        return p, Path(p.stdout.readline().strip())
+
+    (killed, gone), (alive, kept) = start(), start()
+    try:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=30)
+        assert gone.is_dir() and kept.is_dir()  # nothing of the killed job's removed it
+        stranger = tmp_path / "cloudbench-copy-1-1-x"  # another pid namespace's: not read here
+        stranger.mkdir()
+        monkeypatch.setattr(records, "small_files_dir", lambda: str(tmp_path))
+        with records.small_files("copy") as mine:
+            assert mine.parent == tmp_path
+            assert not gone.exists() and kept.is_dir() and stranger.is_dir()
+        assert not mine.exists()
+    finally:
+        alive.kill()
+        killed.kill()
+
+
 @pytest.mark.quick  # importing snakemake.api loads the executor plugins, which start `which`
 def test_snakemake_private_api_we_rely_on_is_still_there():
     """cloudbench.site.snakemake_internals is the one place that touches Snakemake's private API

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -94,6 +96,50 @@ def small_files_dir(candidate: Path = MEMORY_TMP) -> str | None:
     if candidate.is_dir() and os.access(candidate, os.W_OK | os.X_OK):
         return str(candidate)
     return None
+
+
+_SMALL_FILES_RE = re.compile(r"^cloudbench-[a-z]+-(\d+)-(\d+)-")
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (its inode), so that a pid is read in the namespace
+    it was taken in: jobs in containers of their own share /dev/shm but not their pids."""
+    try:
+        return os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        return "0"
+
+
+def _remove_orphans(root: Path, namespace: str) -> None:
+    """Remove the small-files folders of jobs on this host that are gone (SIGKILL, the
+    out-of-memory killer: nothing of theirs ran to remove them), this user's and this pid
+    namespace's only; a pid that runs again (reused) keeps its folder until it ends."""
+    for folder in root.glob("cloudbench-*"):
+        m = _SMALL_FILES_RE.match(folder.name)
+        if not m or m.group(1) != namespace:
+            continue
+        try:
+            if folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(m.group(2)), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:  # not ours to ask about, or gone already
+            continue
+
+
+@contextmanager
+def small_files(purpose: str) -> Iterator[Path]:
+    """A private folder for a job's short-lived small files (an object list, a manifest
+    before it is published), in memory where it can be (:func:`small_files_dir`), removed
+    when done. Its name carries the job's pid namespace and pid, so the next job on the host
+    removes one a killed job left behind (a user found them in /dev/shm after a SIGKILL)."""
+    where = small_files_dir()
+    namespace = _pid_namespace()
+    _remove_orphans(Path(where or tempfile.gettempdir()), namespace)
+    prefix = f"cloudbench-{purpose}-{namespace}-{os.getpid()}-"
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=where) as tmp:
+        yield Path(tmp)
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ from cloudbench.records import (
     host_info,
     process_seconds,
     read_json,
-    small_files_dir,
+    small_files,
     timed_step,
     utc_now,
     write_json,
@@ -147,7 +146,7 @@ def client_copy(
     every client gets the exact object list, so nothing else that sits in the source is
     moved or counted. Past ``timeout`` seconds the client is ended and the copy fails."""
     objects = _objects_of(files)
-    with tempfile.TemporaryDirectory(prefix="cloudbench-copy-", dir=small_files_dir()) as tmp:
+    with small_files("copy") as tmp:
         job = CopyJob(
             direction=spec.direction,
             strategy=spec.layout.strategy,
@@ -426,7 +425,7 @@ def upload(
     abort_error = clear_copy(binary, spec, dst) if attempted_before(record, logs) else None
     src = chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
     man = copy_manifest(spec, hashes)
-    with tempfile.TemporaryDirectory(dir=small_files_dir()) as tmp:
+    with small_files("publish") as tmp:
         rec = timed_copy(
             spec, threads, str(src), f"{dst}/{OBJECTS}", man, record, log, series, timeout
         )

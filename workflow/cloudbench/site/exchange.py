@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from cloudbench.campaign import paths
 from cloudbench.measure import rclone as rc
-from cloudbench.records import clip_tail, host_info, small_files_dir, utc_now, write_json
+from cloudbench.records import clip_tail, host_info, small_files, utc_now, write_json
 
 RUN_FILE = "run.json"
 PUBLISHED, PULLED = "published.json", "pulled.json"  # markers, never published or pulled
@@ -68,8 +67,8 @@ def publish(
         if res.returncode != 0:
             why = clip_tail(res.stderr)
             raise ExchangeError(f"cannot publish {site} results to {current}: {why}")
-        with tempfile.TemporaryDirectory(dir=small_files_dir()) as tmp:
-            run_file = Path(tmp) / RUN_FILE
+        with small_files("exchange") as tmp:
+            run_file = tmp / RUN_FILE
             write_json(run_file, run)
             res = _run(binary, "copyto", str(run_file), f"{current}/{RUN_FILE}", flags=flags)
             if res.returncode != 0:
