@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cloudbench.campaign.model import Setting
 from cloudbench.report import stats
 from cloudbench.report.burst import burst_lines
 from cloudbench.report.intervals import (
@@ -124,7 +125,7 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame, by_tool: bool = False) ->
                 "site": r.site,
                 "remote": r.remote,
                 "direction": r.direction,
-                "tool": str(r.setting).rsplit("-", 1)[0] if by_tool else "",  # rclone-4x32
+                "tool": Setting.from_label(str(r.setting)).tool if by_tool else "",
                 "layout": f"{r.layout} ({r.setting})" if several else r.layout,
                 "n": int(r.n),
                 "median": float(r.p50),
