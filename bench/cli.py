@@ -5,8 +5,8 @@ then ``--pairs`` timed pairs, the order within a pair rotating: ``ours, baseline
 ``baseline, ours``, ...) and reports the median of the per-pair ratios, so slow drifts of
 the machine (other jobs, write-back, thermal) hit both sides alike.  Our side is always the
 package's real step function (``cloudbench.data.steps.generate`` etc.), called in this process
-and timed around the call; the baseline is the command line tool, run as a child process
-and timed the same way.
+and timed around the call (the upload runs in a fresh process, as the transfer job does); the
+baseline is the command line tool, run as a child process and timed the same way.
 
 Before every timed run, of either side: outputs of the previous run are deleted, ``sync``
 flushes dirty pages (so no write-back is pending), and then either every input is read once
@@ -16,7 +16,8 @@ Outputs are written to the page cache and not fsynced, as the workflow's own ste
 Results: a table on stdout, ``<out>/bench.tsv`` (one row per target), ``<out>/pairs.tsv``
 (every timed run, with CPU seconds) and ``<out>/bench.md`` (the table plus the machine).
 
-``--child`` is internal: the fresh process in which the memory check runs one step.
+``--child`` is internal: the fresh process in which the memory check (and the upload) runs
+one step.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ def write_results(
         "openssl): writing fresh page cache varies 4x from run to run on a VM whose host takes "
         "memory back.",
         "- Transfers: local to local, `steps.upload` (strategy plain, threads = usable cores) "
+        "in a fresh process, as Snakemake runs the transfer job (its rate comes from its record, "
+        "so Python's start is not in it), "
         "against the identical rclone command line (recorded by a wrapper) run bare; the "
         "wrapper's own clock (bash `$EPOCHREALTIME` around rclone) checks the reported rate, "
         "and its ~2 ms of bash start-up count against ours.",

@@ -2,7 +2,8 @@
 verify, one transfer, memory of every step in a fresh process, and the DAG build time.
 
 Our side is always the package's real step function (``cloudbench.data.steps.generate`` etc.),
-called in this process and timed around the call; the baseline is the command line tool, run
+called in this process and timed around the call (the upload, in a fresh process as the transfer
+job; its rate comes from its record); the baseline is the command line tool, run
 as a child process and timed the same way.
 """
 
@@ -355,7 +356,6 @@ class DataPath(Harness):
     # --- transfer -------------------------------------------------------------------------------
 
     def bench_transfer(self) -> None:
-        from cloudbench import steps
         from cloudbench.campaign.spec import TransferSpec
         from cloudbench.data.checksums import hash_stream
         from cloudbench.measure import rclone as rc
@@ -407,26 +407,22 @@ class DataPath(Harness):
             shutil.rmtree(d / "remote", ignore_errors=True)
             self.settle(src / self.name, writes=self.size)
 
+        upload = {
+            "spec": spec.to_json(),
+            "threads": threads,
+            "src": str(src),
+            "chunks": str(d / "chunks"),
+            "sums": str(sums),
+            "record": str(rec_path),
+            "log": str(d / "rclone.jsonl"),
+            "series": str(d / "series.tsv"),
+        }
+
         def ours():
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            try:
-                steps.upload(
-                    spec,
-                    threads,
-                    src,
-                    d / "chunks",
-                    [sums],
-                    rec_path,
-                    d / "rclone.jsonl",
-                    d / "series.tsv",
-                )
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+            # In a fresh process, as Snakemake runs the transfer job: this process's state
+            # after four data steps is not a job's (bn5, bn6 on 2026-11-25: in here, ours
+            # ran 4% behind bare rclone; alone, 1%).
+            run_child(REPO, "upload", upload, env)
             rec = read_json(rec_path)
             if rec["status"] != "ok":
                 raise SystemExit(f"transfer: upload failed: {rec.get('error')}")
@@ -699,6 +695,20 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
         fn = getattr(steps, step)
         args = (spec, Path(kw["manifest"]), Path(kw["out"]) / f"{step}.json", CTX)
         fn(*args, keep_data=True) if step == "verify" else fn(*args)
+    elif step == "upload":
+        from cloudbench import steps
+        from cloudbench.campaign.spec import TransferSpec
+
+        steps.upload(
+            TransferSpec.from_json(kw["spec"]),
+            kw["threads"],
+            Path(kw["src"]),
+            Path(kw["chunks"]),
+            [Path(kw["sums"])],
+            Path(kw["record"]),
+            Path(kw["log"]),
+            Path(kw["series"]),
+        )
     else:
         raise SystemExit(f"unknown step {step}")
 
@@ -715,12 +725,15 @@ def _timed_plan(cmd: list[str], d: Path, env: dict[str, str], name: str) -> tupl
     return seconds, proc.stdout
 
 
-def run_child(repo: Path, step: str, kw: dict[str, Any]) -> tuple[float, int]:
+def run_child(
+    repo: Path, step: str, kw: dict[str, Any], extra_env: dict[str, str] | None = None
+) -> tuple[float, int]:
     """Run one step in a fresh process with ``repo``'s bench and cloudbench (this checkout,
-    or the one compared with): wall seconds and max RSS in bytes."""
+    or the one compared with), ``extra_env`` added to this one's: wall seconds and max RSS
+    in bytes."""
     cmd = [sys.executable, "-m", "bench", "--child", step, json.dumps(kw)]
     path = [str(repo), str(repo / "workflow"), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+    env = {**os.environ, **(extra_env or {}), "PYTHONPATH": os.pathsep.join(p for p in path if p)}
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=repo)
     _, status, usage = os.wait4(proc.pid, 0)
