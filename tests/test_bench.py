@@ -248,6 +248,11 @@ def test_a_file_changed_after_reassembly_is_hashed_again_and_the_chunk_named(tmp
     assert rec["status"] == "corrupt" and rec["digest_from"] == "verify"
     assert "f.bin/f.bin.0001" in rec["problems"][0]
     assert "f.bin.0000" not in rec["problems"][0] and "f.bin.0002" not in rec["problems"][0]
+    # which digest is which: what the bytes hashed to, then what the manifest holds
+    expected = read_json(man)["files"][0]["xxh128"]
+    found = rec["xxh128"]["f.bin"]
+    assert found != expected
+    assert f"XXH128 {found} read, {expected} expected" in rec["problems"][0]
 
 
 def test_a_corrupt_chunk_is_named_when_verify_trusts_reassemble(tmp_path):

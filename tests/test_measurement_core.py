@@ -213,6 +213,12 @@ def test_four_s5cmd_clients_download_disjoint_shares(tmp_path):
         assert c["hashed"]["bytes"] == 3 * 2**20
     assert max(ends) > min(ends)  # clients ended apart, and the barrier held them
     assert not (tmp_path / "scratch/four/download/ams/main/plain/s5cmd-4x2/r1/.clients").exists()
+    # s5cmd counts nothing itself: each upload client's bytes are its share found by the
+    # listing after the copy, and clients.tsv names the tool of every row
+    per = pd.read_csv(tmp_path / "results/four/clients.tsv", sep="\t")
+    assert set(per["tool"]) == {"s5cmd"}
+    assert (per["bytes_moved"] == 3 * 2**20).all(), per[["direction", "client", "bytes_moved"]]
+    assert sorted(per["direction"].value_counts().items()) == [("download", 4), ("upload", 4)]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -530,16 +530,22 @@ def check_upload_arrived(
         rec.update(status="failed", error=redact(str(err), secret_values()), mb_per_s=None)
         return
     whole = arrival.compare(arrival.object_sizes(man["files"]), found)
+    n = int(spec.setting.clients)
+    per = rec.get("per_client") or []
+    parts = (
+        [arrival.compare(arrival.object_sizes(s), found) for s in clients.shares(man["files"], n)]
+        if n > 1
+        else []
+    )
     if rec.get("tool") != "rclone":
         rec.update(bytes_moved=whole.bytes_found, bytes_moved_from=arrival.MOVED_FROM_LISTING)
+        for c, part in zip(per, parts, strict=False):  # each client's own share, listed
+            c.update(bytes_moved=part.bytes_found)
     if whole.whole:
         return
-    n = int(spec.setting.clients)
     errors = []
     if n > 1:
-        per = rec.get("per_client") or []
-        for k, share in enumerate(clients.shares(man["files"], n)):
-            part = arrival.compare(arrival.object_sizes(share), found)
+        for k, part in enumerate(parts):
             if not part.whole:
                 errors.append(part.problem(f"client {k} ({spec.setting.tool})"))
                 if k < len(per):
@@ -774,7 +780,7 @@ def verify(
                     if c["xxh128"] != d
                 ]
                 where = f" (chunk {', '.join(bad)})" if bad else ""
-                problems.append(f"{f['name']}: XXH128 {digest} != {f['xxh128']}{where}")
+                problems.append(f"{f['name']}: XXH128 {digest} read, {f['xxh128']} expected{where}")
     rec = t.record(**context, **_check_keys(spec))
     rec.update(
         status="corrupt" if problems else "ok",

@@ -21,10 +21,10 @@ from cloudbench.report.outputs import TABLES
 # One row per client of a measurement with several clients (its row in transfers.tsv is the
 # aggregate); start_offset_s is the client's start after the group's first.
 CLIENT_TABLE_COLUMNS = [
-    "campaign", "site", "remote", "direction", "strategy", "layout", "setting", "clients",
-    "concurrency", "repeat", "client", "host", "batch_job", "job_step", "status", "mb_per_s",
-    "seconds", "start_offset_s", "started_utc", "files", "objects", "bytes_requested",
-    "bytes_moved", "connections", "retries", "error",
+    "campaign", "site", "remote", "direction", "strategy", "layout", "tool", "setting",
+    "clients", "concurrency", "repeat", "client", "host", "batch_job", "job_step", "status",
+    "mb_per_s", "seconds", "start_offset_s", "started_utc", "files", "objects",
+    "bytes_requested", "bytes_moved", "connections", "retries", "error",
 ]  # fmt: skip
 STEP_COLUMNS = [
     "campaign", "site", "step", "item", "setting", "remote", "repeat", "chunk_bytes", "bytes",
