@@ -117,6 +117,11 @@ def test_a_sweep_that_still_grows_at_its_end_is_said_to_have_no_knee():
     (line,) = recommendations(df)
     assert "from labstore to lumi (download) with rclone: 4 client(s)" in line
     assert "still grows at the largest clients swept: no knee yet" in line
+    # under a cap per rclone process, clients add caps: the curve is the cap's, not the store's
+    (capped,) = recommendations(df, capped=True)
+    assert "no knee yet" not in capped and "sweep further" not in capped
+    assert "each rclone process has its own bandwidth cap" in capped
+    assert "lift the cap" in capped
 
 
 def _sweep(tool: str, medians: dict[int, float], statuses: dict[int, list[str]] | None = None):

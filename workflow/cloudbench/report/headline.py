@@ -471,7 +471,10 @@ def headline_html(
     from cloudbench.report.scaling import recommendations  # only campaigns that sweep have any
 
     names = {k: (r or {}).get("label") for k, r in (info.get("remotes") or {}).items()}
-    after += [f"<p><b>Scaling</b>: {html.escape(s)}</p>" for s in recommendations(metrics, names)]
+    after += [
+        f"<p><b>Scaling</b>: {html.escape(s)}</p>"
+        for s in recommendations(metrics, names, capped=bool(caps))
+    ]
     if not table.empty:
         show_remote = table["remote"].nunique() > 1
         head = ["site", *(["remote"] if show_remote else []), "direction", "layout"]

@@ -225,11 +225,15 @@ def recommendations(
     transfers: pd.DataFrame,
     names: Mapping[str, str] | None = None,
     fraction: float = KNEE_FRACTION,
+    capped: bool = False,
 ) -> list[str]:
     """One line per site, remote, direction and tool of a campaign that sweeps: the cheapest
     setting (fewest clients, then least concurrency) whose median reaches ``fraction`` of
     the best median that tool reached there, over every layout; it names the tool. ``names``:
-    how to call each remote (its rclone name) instead of the campaign's key for it."""
+    how to call each remote (its rclone name) instead of the campaign's key for it.
+    ``capped``: rclone ran under a bandwidth cap, which binds each rclone process on its
+    own, so its rate grows with clients whatever the store can do (a user was told to
+    "sweep further" a curve that only multiplied ``RCLONE_BWLIMIT``)."""
     names = names or {}
     pts = point_table(transfers)
     if pts.empty:
@@ -254,6 +258,12 @@ def recommendations(
             if edge
             else ""
         )
+        if capped and tool == "rclone" and "clients" in edge:
+            further = (
+                " The rate still grows at the largest clients swept because each rclone "
+                "process has its own bandwidth cap: more clients add caps, so this curve "
+                "shows the cap, not the store; lift the cap to find the store's knee."
+            )
         ci = (
             f" [{pick['low']:.3g}, {pick['high']:.3g}] {level_text(pick['level'])}"
             if not math.isnan(pick["low"])

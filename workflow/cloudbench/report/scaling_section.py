@@ -17,6 +17,7 @@ import seaborn as sns
 
 from cloudbench.report import scaling
 from cloudbench.report.figures import RATE_LABEL, grid, placeholder, save
+from cloudbench.report.headline import rate_caps
 from cloudbench.report.intervals import level_text
 from cloudbench.report.tables import html_table, page
 
@@ -104,7 +105,8 @@ def scaling_html(
     remotes = (info or {}).get("remotes") or {}
     names = {k: (r or {}).get("label") for k, r in remotes.items()}
     body = [f'<p class="note">{html.escape(NO_SWEEP)}</p>'] if table.empty else []
-    lines = scaling.recommendations(transfers, names)
+    capped = bool(rate_caps(info or {}, transfers))
+    lines = scaling.recommendations(transfers, names, capped=capped)
     if lines:
         body.append("<h2>Recommendation</h2>")
         body += [f"<p>{html.escape(s)}</p>" for s in lines]
