@@ -406,7 +406,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         ("--rclone-log", req),
         ("--series", req),
         ("--walltime-min", {"type": float, "default": None, "help": "the job's runtime"}),
-        ("--copy-timeout-s", {"type": float, "default": None, "help": "campaign copy_timeout"}),
+        (
+            "--copy-timeout-s",
+            {
+                "type": float,
+                "default": None,
+                "help": "campaign copy_timeout in seconds; 0 or unset: auto (the job's "
+                "walltime less a margin, or the copy's bytes at 1 MB/s plus 10 minutes)",
+            },
+        ),
     ]
     add(
         "upload",

@@ -138,7 +138,8 @@ class TransferRow:
     bytes_moved_all_attempts: int = _col(
         "bytes",
         "the bytes all attempts moved (what the store bills); an attempt killed before its "
-        "record counts with the last stats line of its log",
+        "record counts with the last stats line of its log, so one killed within its first "
+        "stats interval (1 s) counts 0 though it may have moved data",
     )
     copy_published_utc: str = _col(
         "UTC",
