@@ -175,7 +175,9 @@ def stopped_summary(
     what = (
         f"rerun the same command to measure {left} (the ok ones are kept)"
         if todo
-        else "every measurement is recorded; rerun the same command to finish the report"
+        else "every measurement is recorded"
+        # with a corrupt one kept, the same command stops again: the line says what does not
+        + ("" if corrupt else "; rerun the same command to finish the report")
     )
     if corrupt:
         n = len(corrupt)
