@@ -20,6 +20,7 @@ from cloudbench.campaign.model import ConfigError, auto_runtime_min, load_campai
 from cloudbench.campaign.sizes import SizeError, parse_duration
 from cloudbench.measure import arrival
 from cloudbench.measure.copy import copy_timeout
+from cloudbench.records import utc_now
 from cloudbench.site.jobenv import descendants, kill_tree
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, snakemake, write_config
@@ -211,6 +212,8 @@ def test_four_s5cmd_clients_download_disjoint_shares(tmp_path):
         assert c["bytes_moved"] == 3 * 2**20  # its own share, not the directory's
         assert c["waited_for_group_s"] is not None
         assert c["hashed"]["bytes"] == 3 * 2**20
+        # one start, one clock: the ISO time is the epoch's (they were 0.8 ms apart)
+        assert c["started_utc"] == utc_now(c["started_epoch"])
     assert max(ends) > min(ends)  # clients ended apart, and the barrier held them
     assert not (tmp_path / "scratch/four/download/ams/main/plain/s5cmd-4x2/r1/.clients").exists()
     # s5cmd counts nothing itself: each upload client's bytes are its share found by the

@@ -170,6 +170,10 @@ def test_a_corrupt_download_is_counted_corrupt_and_the_line_says_how_to_measure_
         f"again, add --forcerun {paths[1]} to the same command"
     )
     assert "corrupt" not in stopped_summary(paths)  # without the checks: as before
+    assert "rerun the same command to finish the report" in stopped_summary(paths)
+    # a user reran "the same command to finish the report" and it stopped again, as it
+    # must while a corrupt download is kept: the line no longer says so
+    assert "finish the report" not in line and "every measurement is recorded; the 1" in line
 
 
 def test_status_names_the_forcerun_that_measures_a_corrupt_download_again(tmp_path):
@@ -586,3 +590,10 @@ def test_first_few_names_three_then_counts_the_rest():
     assert first_few(["a.0001"]) == "a.0001"
     assert first_few(list(range(5))) == "0, 1, 2 (and 2 more)"
     assert first_few(["r1.json", "r2.json", "r3.json"], sep=" ") == "r1.json r2.json r3.json"
+
+
+def test_an_iso_time_and_its_epoch_are_one_reading():
+    from cloudbench.records import utc_now
+
+    assert utc_now(1_764_000_000.25) == "2025-11-24T16:00:00.250000Z"
+    assert utc_now().endswith("Z")

@@ -29,9 +29,11 @@ MB = 1_000_000  # rates are reported in MB/s = 10**6 bytes per second
 MEMORY_TMP = Path("/dev/shm")
 
 
-def utc_now() -> str:
-    """UTC wall-clock time in ISO 8601 with a Z, comparable across centres."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def utc_now(epoch: float | None = None) -> str:
+    """UTC wall-clock time (now, or ``epoch``) in ISO 8601 with a Z, comparable across
+    centres; a record's ISO time and its epoch seconds are one reading of one clock."""
+    when = datetime.now(UTC) if epoch is None else datetime.fromtimestamp(epoch, UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 #: Where a batch system says which job (and step or task) a process belongs to: Slurm's,

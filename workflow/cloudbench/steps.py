@@ -261,11 +261,7 @@ CLIENT_COLUMNS = (
 
 
 def _iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return None if epoch is None else utc_now(epoch)
 
 
 def _client_summary(index: int, c: dict[str, Any] | None) -> dict[str, Any]:

@@ -254,7 +254,8 @@ def measure(
     group of clients."""
     client = load(client_name)
     secrets = secret_values()
-    started, epoch = utc_now(), time.time()
+    epoch = time.time()
+    started = utc_now(epoch)
     plan: Plan | None = None
     try:
         plan = client.plan(job)
@@ -268,7 +269,6 @@ def measure(
         print(f"{label}: {command}", file=sys.stderr, flush=True)
         if ready is not None:
             ready()
-        started = utc_now()
         watch = Watch(
             label,
             job.expected_bytes,
@@ -277,6 +277,7 @@ def measure(
         )
         done = run(plan.argv, plan.environ, watch, timeout)
         seconds, epoch = done.seconds, done.start_epoch
+        started = utc_now(epoch)  # the copy's own start, the clock its seconds run on
         output = redact(done.output, secret_values(plan.environ) if plan.environ else secrets)
         if plan.output_is_log:
             job.log_path.parent.mkdir(parents=True, exist_ok=True)
