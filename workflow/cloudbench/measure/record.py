@@ -157,8 +157,8 @@ class TransferRow:
     longest_stall_s: float = _col(
         "s",
         "the longest stretch in which the byte count did not grow, from the copy's start "
-        "(a store that answers late counts, less the first second); 10 s or more in an `ok` "
-        "transfer is named on the front page",
+        "(a store that answers late counts, less the first second); in an `ok` transfer, 10 s "
+        "or more, or 3 s or more that are a quarter of its seconds, is named on the front page",
     )
 
 

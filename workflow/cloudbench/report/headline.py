@@ -182,7 +182,12 @@ def _verdict(group: pd.DataFrame, best: Mapping[str, Any]) -> tuple[str, str]:
         if o.layout != best["layout"] and min(o.n, best["n"]) < MIN_REPEATS_FOR_INTERVAL
     ]
     if few:
-        return "fastest ", f"; too few ok repeats to compare with {', '.join(few)}"
+        # the sentence gives the point ratio; what the repeats cannot do is tell them apart
+        # (a user read "x1.00 over plain; too few ok repeats to compare with plain")
+        return "fastest ", (
+            f"; too few ok repeats (under {MIN_REPEATS_FOR_INTERVAL}) to tell it apart from "
+            f"{', '.join(few)}"
+        )
     return "fastest ", f"; not clearly ×{BEST_MARGIN:.2f} ahead of the others"
 
 

@@ -63,6 +63,10 @@ OUTLIER_MIN_REPEATS = 3
 # rclone moving nothing this long inside an ok transfer is an outage it waited out, not
 # jitter (stats lines come every second; a multipart upload's completion takes a few)
 STALL_NOTED_S = 10.0
+# ... and so is a shorter one that is a large share of a short copy: a store down for 5 s
+# of an 8 s upload was recorded ok, and went unnamed (rclone retried 6 requests silently)
+STALL_NOTED_SHARE = 0.25
+STALL_NOTED_MIN_S = 3.0
 EARTH_RADIUS_KM = 6371.0088  # IUGG mean Earth radius
 MIN_SAMPLE_GAP_S = 0.1
 BYTES_PER_GB = 10**9
@@ -247,11 +251,15 @@ def ok_rates(transfers: pd.DataFrame) -> pd.DataFrame:
 
 def stalls(transfers: pd.DataFrame, at_least_s: float = STALL_NOTED_S) -> list[tuple[int, float]]:
     """(repeat, seconds) of the ``ok`` repeats in which rclone moved nothing for at least
-    ``at_least_s``: a store outage rclone waited out. Their rates include it."""
+    ``at_least_s``, or for ``STALL_NOTED_SHARE`` of the copy's seconds and at least
+    ``STALL_NOTED_MIN_S``: a store outage rclone waited out. Their rates include it."""
     ok = ok_rates(transfers)
     if ok.empty or "longest_stall_s" not in ok:
         return []
-    long = ok[pd.to_numeric(ok["longest_stall_s"], errors="coerce") >= at_least_s]
+    stall = pd.to_numeric(ok["longest_stall_s"], errors="coerce")
+    seconds = pd.to_numeric(ok["seconds"], errors="coerce") if "seconds" in ok else math.inf
+    share = (stall >= STALL_NOTED_SHARE * seconds) & (stall >= STALL_NOTED_MIN_S)
+    long = ok[(stall >= at_least_s) | share]
     return [
         (int(r), float(s)) for r, s in zip(long["repeat"], long["longest_stall_s"], strict=True)
     ]
