@@ -4,9 +4,10 @@ Every comparison runs both sides alternately on the same file (one untimed warm-
 then ``--pairs`` timed pairs, the order within a pair rotating: ``ours, baseline``,
 ``baseline, ours``, ...) and reports the median of the per-pair ratios, so slow drifts of
 the machine (other jobs, write-back, thermal) hit both sides alike.  Our side is always the
-package's real step function (``cloudbench.data.steps.generate`` etc.), called in this process
-and timed around the call (the upload runs in a fresh process, as the transfer job does); the
-baseline is the command line tool, run as a child process and timed the same way.
+package's real step function (``cloudbench.data.steps.generate`` etc.), run in a fresh process
+as the workflow's job runs it, less that process's Python start and imports (the median of three
+runs that only import); the compared version runs the same way; the baseline is the command
+line tool, run as a child process and timed around it.
 
 Before every timed run, of either side: outputs of the previous run are deleted, ``sync``
 flushes dirty pages (so no write-back is pending), and then either every input is read once
@@ -16,8 +17,8 @@ Outputs are written to the page cache and not fsynced, as the workflow's own ste
 Results: a table on stdout, ``<out>/bench.tsv`` (one row per target), ``<out>/pairs.tsv``
 (every timed run, with CPU seconds) and ``<out>/bench.md`` (the table plus the machine).
 
-``--child`` is internal: the fresh process in which the memory check (and the upload) runs
-one step.
+``--child`` is internal: the fresh process in which one step runs (timed, or for the memory
+check).
 """
 
 from __future__ import annotations
@@ -138,8 +139,10 @@ def write_results(
         "Ours drops each chunk's pages from the page cache once copied, when all of them are "
         "on disk (the bench syncs them before each run, as write-back would have after a "
         "large download); `cat` keeps them.",
-        "- Ours: the package's step function (`cloudbench.steps.<step>`), called in the bench's "
-        "process and timed around the call (record writing included). Baselines: the tool as "
+        "- Ours: the package's step function (`cloudbench.steps.<step>`) in a fresh process "
+        "(`python -m bench --child`), as the workflow's job runs it, timed around the process "
+        "less its Python start and imports (the median of three processes that only import; "
+        "record writing included); the compared version the same way. Baselines: the tool as "
         "a child process, timed around it.",
         f"- Page cache: {cache}",
         "- `ratio` for memory and scheduling is measured / limit (pass if < 1).",

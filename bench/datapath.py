@@ -2,9 +2,9 @@
 verify, one transfer, memory of every step in a fresh process, and the DAG build time.
 
 Our side is always the package's real step function (``cloudbench.data.steps.generate`` etc.),
-called in this process and timed around the call (the upload, in a fresh process as the transfer
-job; its rate comes from its record); the baseline is the command line tool, run
-as a child process and timed the same way.
+run in a fresh process as the workflow's job runs it, its Python start and imports taken off
+(the upload's rate comes from its record); the compared version runs the same way, and the
+baseline is the command line tool, run as a child process and timed around it.
 """
 
 from __future__ import annotations
@@ -61,26 +61,30 @@ class DataPath(Harness):
         self.name = "bench-001.bin"
         self.data = self.work / "data" / self.name
         self.width = max(4, len(str(max(1, -(-self.size // self.chunk)) - 1)))
-        self._import_s: float | None = None
+        self._import_s: dict[Path, float] = {}
+
+    def in_child(self, repo: Path, *steps: tuple[str, dict[str, Any]]) -> dict[str, float]:
+        """Run ``steps`` (name, arguments) with ``repo``'s code, each in a fresh process as
+        the workflow's jobs run them, less that checkout's Python start and imports (the
+        median of three ``--child import`` runs): the ``extra`` of a timed run.
+
+        Ours and the compared version both run this way. Ours once ran in the bench's own
+        process: the same code compared with itself then read 0.66x, a "REGRESSION" that
+        was only the bench process's state after the steps before (2026-11-25)."""
+        if repo not in self._import_s:
+            self._import_s[repo] = statistics.median(
+                run_child(repo, "import", {})[0] for _ in range(3)
+            )
+        start = self._import_s[repo]
+        total = sum(run_child(repo, step, kw)[0] - start for step, kw in steps)
+        return {"step_seconds": max(total, 1e-6)}
 
     def previous_side(self, prepare, *steps: tuple[str, dict[str, Any]]):
-        """A side for :meth:`pairs_of` that runs ``steps`` (name, arguments) with the
-        compared checkout's code, each in a child process; their Python start and imports
-        (the median of three ``--child import`` runs) are taken off, as ours runs in this
-        process."""
+        """A side for :meth:`pairs_of` that runs ``steps`` with the compared checkout's
+        code (:meth:`in_child`)."""
         assert self.compare is not None
         compare = self.compare
-        if self._import_s is None:
-            self._import_s = statistics.median(
-                run_child(compare, "import", {})[0] for _ in range(3)
-            )
-        start = self._import_s
-
-        def run():
-            total = sum(run_child(compare, step, kw)[0] - start for step, kw in steps)
-            return {"step_seconds": max(total, 1e-6)}
-
-        return ("previous", prepare, run)
+        return ("previous", prepare, lambda: self.in_child(compare, *steps))
 
     def ensure_data(self) -> None:
         if not (self.data.is_file() and self.data.stat().st_size == self.size):
@@ -91,8 +95,6 @@ class DataPath(Harness):
     # --- generate -------------------------------------------------------------------------------
 
     def bench_generate(self) -> None:
-        from cloudbench.data import steps as datasteps
-
         d = self.work / "generate"
         d.mkdir(parents=True, exist_ok=True)
         ours_out, dd_out, ssl_out = d / "ours.bin", d / "dd.bin", d / "openssl.bin"
@@ -105,7 +107,7 @@ class DataPath(Harness):
             self.settle(writes=self.size)
 
         def ours():
-            datasteps.generate(_dataset(self.size), d, ours_out.name, d / "record.json")
+            return self.in_child(REPO, ("generate", {"out": str(ours_out), "size": self.size}))
 
         def dd():
             subprocess.run(
@@ -149,7 +151,6 @@ class DataPath(Harness):
     # --- checksum -------------------------------------------------------------------------------
 
     def bench_checksum(self) -> None:
-        from cloudbench.data import steps as datasteps
         from cloudbench.data.checksums import parse_xxh128sum
 
         self.ensure_data()
@@ -158,16 +159,10 @@ class DataPath(Harness):
         seen: dict[str, set[str]] = {"ours": set(), "xxh128sum": set()}
 
         def ours():
-            datasteps.checksum(
-                _dataset(self.size),
-                self.data.parent,
-                self.data.name,
-                [self.chunk],
-                d / "sum",
-                d / "chunks.json",
-                d / "rec.json",
-            )
-            seen["ours"].add(json.loads((d / "chunks.json").read_text())["xxh128"])
+            kw = {"data": str(self.data), "chunk": self.chunk, "out": str(d / "ours")}
+            timed = self.in_child(REPO, ("checksum", kw))
+            seen["ours"].add(json.loads((d / "ours" / "chunks.json").read_text())["xxh128"])
+            return timed
 
         def base():
             out = subprocess.run(
@@ -199,8 +194,6 @@ class DataPath(Harness):
     # --- chunk ----------------------------------------------------------------------------------
 
     def bench_chunk(self) -> None:
-        from cloudbench.data import steps as datasteps
-
         self.ensure_data()
         d = self.work / "chunk"
         from cloudbench.campaign.sizes import size_label
@@ -218,14 +211,8 @@ class DataPath(Harness):
             self.settle(self.data, writes=self.size)
 
         def ours():
-            datasteps.chunk(
-                _dataset(self.size),
-                self.data.parent,
-                self.data.name,
-                self.chunk,
-                ours_root,
-                d / "rec.json",
-            )
+            kw = {"data": str(self.data), "chunk": self.chunk, "outdir": str(ours_root)}
+            return self.in_child(REPO, ("chunk", kw))
 
         def base():
             subprocess.run(
@@ -299,7 +286,6 @@ class DataPath(Harness):
         return digest
 
     def bench_reassemble(self) -> None:
-        from cloudbench import steps
         from cloudbench.data.checksums import parse_xxh128sum
         from cloudbench.data.chunking import split_file
         from cloudbench.records import read_json
@@ -319,12 +305,12 @@ class DataPath(Harness):
             self.settle(chunk_dir, writes=self.size)
 
         def ours():
-            steps.reassemble(spec, man, d / "reassemble.json", CTX)
-            steps.verify(spec, man, d / "verify.json", CTX, keep_data=True)
-            rec = read_json(d / "verify.json")
+            kw = {"spec": spec.to_json(), "manifest": str(man), "out": str(d / "ours")}
+            timed = self.in_child(REPO, ("reassemble", kw), ("verify", kw))
+            rec = read_json(d / "ours" / "verify.json")
             if rec["status"] != "ok":
                 raise SystemExit(f"reassemble+verify: {rec['problems']}")
-            return {"digest_from": rec.get("digest_from")}
+            return timed | {"digest_from": rec.get("digest_from")}
 
         def base():
             parts = sorted(str(p) for p in chunk_dir.iterdir())
