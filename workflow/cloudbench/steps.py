@@ -233,7 +233,7 @@ def timed_copy(
         **{k: first.get(k) for k in _SHARED_CLIENT_KEYS},
         **group,
         "files": len(spec.files),
-        "started_utc": _iso(group["started_epoch"]),
+        "started_utc": None if (t0 := group["started_epoch"]) is None else utc_now(t0),
         "launcher": how,
         "launcher_exit": exit_code,
         "per_client": [_client_summary(k, c) for k, c in enumerate(per)],
@@ -258,10 +258,6 @@ CLIENT_COLUMNS = (
     "started_utc", "files", "objects", "bytes_requested", "bytes_moved", "connections",
     "retries", "throttled", "error",
 )  # fmt: skip
-
-
-def _iso(epoch: float | None) -> str | None:
-    return None if epoch is None else utc_now(epoch)
 
 
 def _client_summary(index: int, c: dict[str, Any] | None) -> dict[str, Any]:
