@@ -326,6 +326,18 @@ def test_network_cause_is_the_last_network_failure_named():
     assert network_cause(text) == "dial tcp 6.7.8.9:80: connect: connection refused"
     assert network_cause("StatusCode: 403, api error AccessDenied: no") is None
     assert network_cause("") is None
+    # what CI saw when the store died between two writes of one PutObject (Go's SetDeadline)
+    died = (
+        "Failed to copy: operation error S3: PutObject, exceeded maximum number of attempts, "
+        '1, https response error StatusCode: 0, RequestID: , HostID: , canceled, Put "http:'
+        '//127.0.0.1:34322/demo/r1/objects/demo-001.bin?x-id=PutObject": set tcp '
+        "127.0.0.1:34322: use of closed network connection (on demo-001.bin)"
+    )
+    assert network_cause(died) == "set tcp 127.0.0.1:34322: use of closed network connection"
+    hung_up = 'Put "http://127.0.0.1:9/b/k?x-id=PutObject": EOF (on k)'
+    assert network_cause(hung_up) == 'Put "http://127.0.0.1:9/b/k?x-id=PutObject": EOF'
+    assert network_cause('Get "http://h/": unexpected EOF') == 'Get "http://h/": unexpected EOF'
+    assert network_cause("EOF in the manifest: xxh128sum: EOFs") is None
 
 
 def test_short_cause_keeps_what_a_person_acts_on():

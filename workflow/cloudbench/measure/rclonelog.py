@@ -80,12 +80,16 @@ HIDDEN_VERDICT_RE = re.compile(r'Failed to create file system for "([^"]+)": is 
 _UNCHECKED_RE = re.compile(
     r"^Couldn't check .* for children after HEAD failed \(.*?\): (.+)$", re.S
 )
-# Why a request never reached the store, in Go's words ("dial tcp 127.0.0.1:9000: connect:
-# connection refused", "dial tcp: lookup s3.example on ...: no such host").
+# Why a request never reached the store, or lost it halfway, in Go's words: a net.OpError
+# ("dial tcp 127.0.0.1:9000: connect: connection refused", "dial tcp: lookup s3.example on
+# ...: no such host", "set tcp 127.0.0.1:34322: use of closed network connection" when the
+# connection died between two writes), or a request the store hung up on ('Put "http://...":
+# EOF').
 _NETWORK_RE = re.compile(
-    r"\b(?:dial|read|write) tcp[^\"()]*?(?:connection refused|connection reset by peer|"
-    r"i/o timeout|no route to host|network is unreachable|broken pipe|no such host|"
-    r"use of closed network connection)"
+    r"\b(?:dial|read|write|set|close) tcp[46]?[^\"()]*?(?:connection refused|"
+    r"connection reset by peer|i/o timeout|no route to host|network is unreachable|"
+    r"broken pipe|no such host|use of closed network connection)"
+    r'|\b(?:Put|Get|Head|Post|Delete) "[^"]*": (?:unexpected )?EOF\b'
 )
 # The S3 SDK's wording of an answer it did not like
 _API_ERROR_RE = re.compile(r"StatusCode: (\d+),.*?api error ([^:]+): ([^.]*)", re.S)
