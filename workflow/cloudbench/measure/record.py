@@ -11,6 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+# rclone moving nothing this long inside an ok transfer is an outage it waited out, not
+# jitter (stats lines come every second; a multipart upload's completion takes a few).
+# Defined beside the column that records the stall, so its description and the front page
+# that names one (report.stats.stalls) say the same.
+STALL_NOTED_S = 10.0
+# ... and so is a shorter one that is a large share of a short copy: a store down for 5 s
+# of an 8 s upload was recorded ok, and went unnamed (rclone retried 6 requests silently)
+STALL_NOTED_SHARE = 0.25
+STALL_NOTED_MIN_S = 3.0
+
 
 def _col(unit: str, meaning: str) -> Any:
     return field(default=None, metadata={"unit": unit, "meaning": meaning})
@@ -157,8 +167,9 @@ class TransferRow:
     longest_stall_s: float = _col(
         "s",
         "the longest stretch in which the byte count did not grow, from the copy's start "
-        "(a store that answers late counts, less the first second); in an `ok` transfer, 10 s "
-        "or more, or 3 s or more that are a quarter of its seconds, is named on the front page",
+        "(a store that answers late counts, less the first second); in an `ok` transfer, "
+        f"{STALL_NOTED_S:g} s or more, or {STALL_NOTED_MIN_S:g} s or more that are at least "
+        f"{STALL_NOTED_SHARE:.0%} of its seconds, is named on the front page",
     )
 
 

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from cloudbench.campaign.model import Setting
+from cloudbench.measure.record import STALL_NOTED_MIN_S, STALL_NOTED_S, STALL_NOTED_SHARE
 from cloudbench.report import burst
 from cloudbench.report.intervals import (
     TARGET_LEVEL,
@@ -60,13 +61,6 @@ MIN_SERIES_POINTS = 3
 MIN_WINDOW_S = 1.5
 OUTLIER_FRACTION = 0.5
 OUTLIER_MIN_REPEATS = 3
-# rclone moving nothing this long inside an ok transfer is an outage it waited out, not
-# jitter (stats lines come every second; a multipart upload's completion takes a few)
-STALL_NOTED_S = 10.0
-# ... and so is a shorter one that is a large share of a short copy: a store down for 5 s
-# of an 8 s upload was recorded ok, and went unnamed (rclone retried 6 requests silently)
-STALL_NOTED_SHARE = 0.25
-STALL_NOTED_MIN_S = 3.0
 EARTH_RADIUS_KM = 6371.0088  # IUGG mean Earth radius
 MIN_SAMPLE_GAP_S = 0.1
 BYTES_PER_GB = 10**9
