@@ -486,6 +486,16 @@ def test_a_stall_inside_an_ok_transfer_is_said_on_the_front_page():
     assert "rclone moved nothing for a while: chunked-8MiB r2 5 s" in said
     t.loc[4, "longest_stall_s"] = 2.5  # a third of it, but under 3 s: rclone's stats jitter
     assert stalls(t) == []
+    # ... and the 6 requests the SDK sent again during that outage are said beside it
+    t["request_retries"] = 0
+    t.loc[4, "request_retries"] = 6
+    said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))[0]
+    assert (
+        "(requests sent again inside rclone (column request_retries): chunked-8MiB 6; "
+        "the rates include the time lost)." in said
+    ), said
+    t.loc[4, "request_retries"] = 0
+    assert "sent again" not in headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))[0]
 
 
 def test_rclone_flags_from_the_environment_are_on_the_front_page():
