@@ -157,7 +157,9 @@ def test_two_tools_in_one_sweep_are_two_curves_with_their_own_knees_and_recommen
     assert "reach the best observed, 909 MB/s" in s5 and "against" not in s5
     assert "nothing cheaper reaches 90% of it" in s5
     (named,) = recommendations(df[df["tool"] == "rclone"], {"s3": "uc7:"})
-    assert named.startswith("from a to uc7 (upload)")
+    assert named.startswith("from a to s3 (rclone remote uc7) (upload)"), named
+    (same,) = recommendations(df[df["tool"] == "rclone"], {"s3": "s3:"})
+    assert same.startswith("from a to s3 (upload)"), same
     points = point_table(df)
     assert set(points.groupby(["tool", "concurrency"])["n"].max()) == {3}  # nothing pooled
 

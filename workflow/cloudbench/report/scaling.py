@@ -230,7 +230,7 @@ def recommendations(
     """One line per site, remote, direction and tool of a campaign that sweeps: the cheapest
     setting (fewest clients, then least concurrency) whose median reaches ``fraction`` of
     the best median that tool reached there, over every layout; it names the tool. ``names``:
-    how to call each remote (its rclone name) instead of the campaign's key for it.
+    each remote's rclone name, said beside the campaign's key for it (:func:`_store`).
     ``capped``: rclone ran under a bandwidth cap, which binds each rclone process on its
     own, so its rate grows with clients whatever the store can do (a user was told to
     "sweep further" a curve that only multiplied ``RCLONE_BWLIMIT``)."""
@@ -247,7 +247,7 @@ def recommendations(
         best = g.loc[g["median"].idxmax()]
         good = g[g["median"] >= fraction * best["median"]]
         pick = good.sort_values(["clients", "concurrency", "median"], ascending=[1, 1, 0]).iloc[0]
-        store = (names.get(remote) or remote).removesuffix(":")  # "uc7", not "from uc7: to"
+        store = _store(remote, names.get(remote))
         route = f"from {site} to {store}" if direction == "upload" else f"from {store} to {site}"
         # the cheapest setting that reaches the target is the largest swept: nothing larger
         # was tried, so it is no knee
@@ -288,6 +288,14 @@ def recommendations(
             f"({best['layout']}).{further}"
         )
     return out
+
+
+def _store(remote: str, rclone_name: str | None) -> str:
+    """A remote as the tables name it (the campaign's key, column ``remote``), with its
+    rclone name beside it when that differs: a user read ``main`` in every table and ``uc9``
+    only here, and could not tell they were one store."""
+    name = (rclone_name or "").removesuffix(":")  # "uc7", not "from uc7: to"
+    return remote if not name or name == remote else f"{remote} (rclone remote {name})"
 
 
 def _n(v: float) -> str:
