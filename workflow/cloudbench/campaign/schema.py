@@ -163,7 +163,7 @@ listed here is refused, naming the nearest valid key. `--config key=value` appli
 (site profiles set `site` and `required_env` that way).
 
 `config/config.yaml` is the demo campaign; copy it to start your own. Sizes are exact: `3.8GiB`
-= 3.8 x 2^30 bytes, `100MB` = 10^8 bytes, or whole bytes; a bare `M` or `G` is refused
+= 3.8 × 2³⁰ bytes, `100MB` = 10⁸ bytes, or whole bytes; a bare `M` or `G` is refused
 (rclone reads it as MiB, others as MB). Credentials never go here: rclone reads them from its
 own config file or `RCLONE_CONFIG_<REMOTE>_*` variables, and a campaign file holding one is
 refused.

@@ -57,7 +57,7 @@ class TransferRow:
         "`error`: found by verify, or by the client's own check of what it delivered, "
         "rclone's md5), `unverified`",
     )
-    mb_per_s: float = _col("MB/s (10^6 B/s)", "bytes_requested / seconds; empty unless `ok`")
+    mb_per_s: float = _col("MB/s (10⁶ B/s)", "bytes_requested / seconds; empty unless `ok`")
     seconds: float = _col(
         "s",
         "wall clock of the copy, measured outside the client; with several clients from the "

@@ -399,9 +399,7 @@ def _throttled(metrics: pd.DataFrame) -> str:
 def legend(table: pd.DataFrame) -> str:
     """What the table's columns and colours mean: only what this table shows (a reader of a
     one-setting campaign was told about connections and colours it did not have)."""
-    text = (
-        " Median MB/s (10<sup>6</sup> B/s) of the ok repeats (n) [interval] and its real coverage"
-    )
+    text = " Median MB/s (10⁶ B/s) of the ok repeats (n) [interval] and its real coverage"
     if table.empty:
         return text + "."
     if table["layout"].str.contains(r" \(", regex=True).any():

@@ -2,7 +2,7 @@
 
 Nothing here reads files or draws: each function takes numbers or DataFrames and returns
 numbers or DataFrames, so the figures, the HTML tables, ``summary.tsv`` and the tests all use
-the same definitions. Rates are MB/s = 10^6 bytes per second throughout.
+the same definitions. Rates are MB/s = 10⁶ bytes per second throughout.
 
 Definitions (the report captions repeat them; change both together):
 
@@ -119,7 +119,7 @@ def sustained_rate(
     ``series`` has ``elapsed_s`` (seconds since the rclone run started) and ``bytes``
     (cumulative bytes at that time), one row per rclone stats line. Samples at the same
     instant count once. With samples t_0 < ... < t_k and bytes b_0..b_k, the window starts at
-    the first t_i >= ``ramp_fraction`` x t_k and the result is (b_k - b_i) / (t_k - t_i) / 10^6.
+    the first t_i >= ``ramp_fraction`` x t_k and the result is (b_k - b_i) / (t_k - t_i) / 10⁶.
     With fewer than ``MIN_SERIES_POINTS`` samples, or a window shorter than ``MIN_WINDOW_S``,
     the result is ``whole_mb_per_s`` (the whole-transfer rate) with method
     ``"whole-transfer"``.
@@ -542,7 +542,7 @@ def time_budget(steps: pd.DataFrame, transfers: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Prices:
-    """List prices of one remote: per GB (10^9 bytes) downloaded, per GB stored for a month."""
+    """List prices of one remote: per GB (10⁹ bytes) downloaded, per GB stored for a month."""
 
     egress_per_gb: float
     storage_per_gb_month: float
@@ -565,10 +565,10 @@ def campaign_cost(transfers: pd.DataFrame, prices: Mapping[str, Prices | None]) 
 
     * egress = bytes of every download attempt (any status, and the attempts a rerun
       replaced or a kill cut short: the store billed their bytes too; the column
-      ``bytes_moved_all_attempts`` where the table has it) / 10^9 x ``egress_per_gb``;
+      ``bytes_moved_all_attempts`` where the table has it) / 10⁹ x ``egress_per_gb``;
       uploads (ingress) are assumed free;
     * storage = bytes of every upload (each repeat and layout is a copy kept on the
-      remote) / 10^9 x ``storage_per_gb_month``, for one month;
+      remote) / 10⁹ x ``storage_per_gb_month``, for one month;
     * requests (API calls), minimum storage durations, taxes and discounts are not included.
 
     Costs are NaN, with ``note`` saying why, for a remote without prices.

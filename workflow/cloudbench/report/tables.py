@@ -165,7 +165,7 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
         t = t.drop(columns=["setting"])
     flag = (summary["failed"] + summary["corrupt"] + summary["outliers"]) > 0
     body = (
-        f'<p class="note">Rates in MB/s (10<sup>6</sup> B/s) over the <code>ok</code> '
+        f'<p class="note">Rates in MB/s (10⁶ B/s) over the <code>ok</code> '
         f"repeats; P10/P50/P90 by linear interpolation. {INTERVALS_NOTE} "
         f"<b>What is equalised</b>: every strategy may open as many connections as "
         f"the transfer job has threads; <i>connections</i> (objects in flight × streams per "
