@@ -52,12 +52,12 @@ def _check_campaign(workdir, config):
             results
             / "sites"
             / r.site
-            / "rclone"
+            / "client-logs"
             / r.direction
             / r.remote
             / r.layout
             / r.setting
-            / f"r{r.repeat}.jsonl"
+            / f"r{r.repeat}.log"
         )
         stats = [
             json.loads(line)
@@ -101,7 +101,7 @@ def test_demo_campaign_end_to_end(demo_report):
     again = snakemake(workdir, workdir / "campaign.yaml", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
     # the demo's own cap is in force here (and only here: tests/test_real_campaign.py)
-    log = workdir / "results/demo/sites/tursa/rclone/upload/main/plain/rclone-1xauto/r1.jsonl"
+    log = workdir / "results/demo/sites/tursa/client-logs/upload/main/plain/rclone-1xauto/r1.log"
     assert "bandwidth limiter" in log.read_text().lower()
 
 

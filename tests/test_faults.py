@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cloudbench.campaign.paths import transfer_log
 from cloudbench.measure.rclonelog import network_cause
 from tests.infra.s3 import serve_s3, store_params
 from tests.infra.workflow import BIN, ROOT, default_sigint, snakemake, write_config
@@ -28,6 +29,8 @@ FAST_FAIL = {
     "RCLONE_CONTIMEOUT": "2s",
     "RCLONE_TIMEOUT": "5s",
 }
+
+PLAIN_R1 = ("main", "plain", "rclone-1xauto", 1)  # remote, layout, setting, repeat
 
 
 def _small(cfg: dict, **dataset) -> dict:
@@ -88,7 +91,7 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
         env = s3.client_env("S3T")
         proc = _popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
-        log = tmp_path / "results/demo/sites/tursa/rclone/upload/main/plain/rclone-1xauto/r1.jsonl"
+        log = tmp_path / transfer_log("results/demo", "tursa", "upload", *PLAIN_R1)
         _wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 120, "upload to start")
         s3.kill()
         record = (
@@ -134,10 +137,7 @@ def test_server_killed_mid_download(tmp_path, demo_config):
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         env = s3.client_env("S3T")
         proc = _popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
-        log = (
-            tmp_path
-            / "results/demo/sites/tesseract/rclone/download/main/plain/rclone-1xauto/r1.jsonl"
-        )
+        log = tmp_path / transfer_log("results/demo", "tesseract", "download", *PLAIN_R1)
         _wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 240, "download start")
         s3.kill()
         out, _ = proc.communicate(timeout=600)
@@ -308,7 +308,7 @@ def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_co
 
     def running() -> list[Path]:
         """rclone logs of transfers under way (the second name goes when the record comes)."""
-        logs = (tmp_path / "results/demo/sites").rglob("*.jsonl.live")
+        logs = (tmp_path / "results/demo/sites").rglob("*.log.live")
         return [p for p in logs if '"stats"' in p.read_text()]
 
     _wait_for(lambda: len(finished()) >= 1 and running(), 240, "a finished and a running one")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudbench.campaign.paths import transfer_log
 from cloudbench.measure.progress import LogTail, human_bytes, progress_of, result_line
 from tests.infra.workflow import BIN, ROOT, write_config
 
@@ -92,8 +93,8 @@ def test_progress_in_the_job_log_and_cloudbench_watch_during_a_capped_transfer(t
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        rlog = (
-            tmp_path / "results/watched/sites/here/rclone/upload/main/plain/rclone-1xauto/r1.jsonl"
+        rlog = tmp_path / transfer_log(
+            "results/watched", "here", "upload", "main", "plain", "rclone-1xauto", 1
         )
         deadline = time.monotonic() + 120
         while not rlog.exists() and time.monotonic() < deadline:

@@ -150,7 +150,7 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
         # The campaign file is the whole campaign: no demo site, no demo bandwidth cap, no
         # demo prices or places.
         assert set(rows["site"]) == {"edi"}
-        logs = list((tmp_path / RESULTS / "sites/edi/rclone").rglob("*.jsonl"))
+        logs = list((tmp_path / RESULTS / "sites/edi/client-logs").rglob("*.log"))
         assert len(logs) == 12
         assert not any("bandwidth limiter" in p.read_text().lower() for p in logs)
         plan = run2.stderr + run2.stdout
@@ -173,8 +173,8 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
         log = (
             tmp_path
             / RESULTS
-            / "sites/edi/rclone/upload/main/chunked-2MiB/rclone-1xauto"
-            / "r1.jsonl"
+            / "sites/edi/client-logs/upload/main/chunked-2MiB/rclone-1xauto"
+            / "r1.log"
         )
         finals = [json.loads(x)["stats"] for x in log.read_text().splitlines() if '"stats"' in x]
         assert row["bytes_moved"] == finals[-1]["bytes"]
@@ -296,7 +296,7 @@ def test_ctrl_c_to_snakemake_alone_keeps_the_transfer_it_let_finish(tmp_path):
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
             preexec_fn=default_sigint,  # Ctrl-C'd below
         )  # fmt: skip
-        log = results / "rclone/upload/main/plain/rclone-1xauto/r1.jsonl"
+        log = results / "client-logs/upload/main/plain/rclone-1xauto/r1.log"
         deadline = time.monotonic() + 120
         while not log.exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)

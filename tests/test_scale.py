@@ -117,12 +117,12 @@ def test_local_clients_run_together_and_add_up(tmp_path, store):
         assert (clients.groupby("clients")["files"].sum() == FILES).all()  # every file, once
         # the aggregate row traces to the clients' own rclone logs
         logs = sorted(
-            (tmp_path / "results/scale/sites/edi/rclone/upload").rglob("r1.client-*.jsonl")
+            (tmp_path / "results/scale/sites/edi/client-logs/upload").rglob("r1.client-*.log")
         )
         assert len(logs) == 6
-        index = tmp_path / "results/scale/sites/edi/rclone/upload"
-        (own,) = [p for p in index.rglob("rclone-4x1/r1.jsonl")]  # no longer left empty
-        assert "4 clients: r1.client-0.jsonl, r1.client-1.jsonl" in own.read_text()
+        index = tmp_path / "results/scale/sites/edi/client-logs/upload"
+        (own,) = [p for p in index.rglob("rclone-4x1/r1.log")]  # no longer left empty
+        assert "4 clients: r1.client-0.log, r1.client-1.log" in own.read_text()
         moved = 0
         for log in logs:
             if "rclone-4x1" in str(log):

@@ -195,7 +195,7 @@ def test_every_tool_moves_the_same_dataset_verified(tools_campaign):
     up = tmp_path / "results/tools/sites/edi/transfers/upload/main/plain/aws-1x2/r1.json"
     assert json.loads(up.read_text())["series_from"].startswith("none")  # said, not faked
     # the tool's own output is kept as the measurement's log
-    log = tmp_path / "results/tools/sites/edi/rclone/upload/main/plain/s5cmd-1x2/r1.jsonl"
+    log = tmp_path / "results/tools/sites/edi/client-logs/upload/main/plain/s5cmd-1x2/r1.log"
     assert "cp " in log.read_text()
     # results, job logs, Snakemake's own logs and metadata: the whole working directory
     server = tmp_path / "s3root"

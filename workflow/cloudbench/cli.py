@@ -106,7 +106,7 @@ def cmd_upload(a):
         Path(a.chunks_root),
         [Path(p) for p in a.checksums],
         Path(a.record),
-        Path(a.rclone_log),
+        Path(a.client_log),
         Path(a.series),
         _timeout(a),
     )
@@ -139,7 +139,7 @@ def cmd_download(a):
         a.threads,
         Path(a.manifest),
         Path(a.record),
-        Path(a.rclone_log),
+        Path(a.client_log),
         Path(a.series),
         Path(a.upload_record) if a.upload_record else None,
         _timeout(a),
@@ -403,7 +403,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         ("--spec", req),
         ("--threads", {"type": int, "required": True}),
         ("--record", req),
-        ("--rclone-log", req),
+        ("--client-log", req),
         ("--series", req),
         ("--walltime-min", {"type": float, "default": None, "help": "the job's runtime"}),
         (

@@ -37,7 +37,7 @@ rule upload:
         series=paths.series(transfer_pattern("upload")),
     log:
         job=transfer_job_log("upload"),
-        rclone=transfer_pattern("upload", paths.rclone_log),
+        client=transfer_pattern("upload", paths.transfer_log),
     priority: transfer_priority("upload")
     group:
         TRANSFERS_GROUPED
@@ -61,7 +61,7 @@ rule upload:
         "$CLOUDBENCH_PYTHON -m cloudbench upload --spec {params.spec:q} --threads {threads}"
         " --dataset-dir {params.dataset} --chunks-root {params.chunks}"
         " --checksums {input.staged} --record {output.record} --series {output.series}"
-        " --rclone-log {log.rclone} --walltime-min {resources.runtime}"
+        " --client-log {log.client} --walltime-min {resources.runtime}"
         " --copy-timeout-s {resources.copy_timeout_s}"
         " 2> {log.job}"
 
@@ -75,7 +75,7 @@ rule download:
         manifest=copy_pattern(paths.copy_manifest),
     log:
         job=transfer_job_log("download"),
-        rclone=transfer_pattern("download", paths.rclone_log),
+        client=transfer_pattern("download", paths.transfer_log),
     priority: transfer_priority("download")
     group:
         TRANSFERS_GROUPED
@@ -98,7 +98,7 @@ rule download:
         "$CLOUDBENCH_PYTHON -m cloudbench download --spec {params.spec:q} --threads {threads}"
         " --manifest {output.manifest} --upload-record={params.upload_record:q}"
         " --record {output.record} --series {output.series}"
-        " --rclone-log {log.rclone} --walltime-min {resources.runtime}"
+        " --client-log {log.client} --walltime-min {resources.runtime}"
         " --copy-timeout-s {resources.copy_timeout_s}"
         " 2> {log.job}"
 

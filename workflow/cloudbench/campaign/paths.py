@@ -10,6 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 SITES = "sites"
+# The raw output of the client that moved a copy (rclone's JSON log, s5cmd's or the AWS
+# CLI's text, your command's), kept as it ran: a neutral folder and suffix, since one
+# pattern serves every tool (an s5cmd log once sat under rclone/ named .jsonl)
+CLIENT_LOGS = "client-logs"
+LOG_SUFFIX = ".log"
 
 
 def sites_dir(results: str | Path) -> str:
@@ -37,9 +42,16 @@ def attempts_dir(record: str | Path) -> Path:
     return Path(str(record).removesuffix(".json") + ".attempts")
 
 
-def rclone_log(results, site, direction, remote, layout, setting, repeat) -> str:
+def transfer_log(results, site, direction, remote, layout, setting, repeat) -> str:
+    """The raw log of one timed transfer's client (of its first client's index, with
+    several: :func:`client_log`)."""
     key = copy_key(layout, setting, repeat)
-    return f"{sites_dir(results)}/{site}/rclone/{direction}/{remote}/{key}.jsonl"
+    return f"{sites_dir(results)}/{site}/{CLIENT_LOGS}/{direction}/{remote}/{key}{LOG_SUFFIX}"
+
+
+def transfer_logs_glob() -> str:
+    """Every transfer log under a results' ``sites/`` folder, its clients' logs too."""
+    return f"*/{CLIENT_LOGS}/*/*/*/*/r*{LOG_SUFFIX}"
 
 
 def clients_dir(record: str | Path) -> Path:
@@ -49,8 +61,8 @@ def clients_dir(record: str | Path) -> Path:
 
 
 def client_log(log: str | Path, index: int) -> Path:
-    """Client ``index``'s own rclone log, beside the measurement's log."""
-    return Path(str(log).removesuffix(".jsonl") + f".client-{index}.jsonl")
+    """Client ``index``'s own log, beside the measurement's log."""
+    return Path(str(log).removesuffix(LOG_SUFFIX) + f".client-{index}{LOG_SUFFIX}")
 
 
 def live_log(log: str | Path) -> Path:

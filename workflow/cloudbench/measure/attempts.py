@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cloudbench.campaign.paths import attempts_dir, live_log
+from cloudbench.campaign.paths import LOG_SUFFIX, attempts_dir, live_log
 from cloudbench.campaign.secrets import redact_file
 from cloudbench.measure import rclone as rc
 from cloudbench.records import read_json, write_json
@@ -29,7 +29,7 @@ def keep_attempt(
     log_path: Path | None = None,
     client_logs: Sequence[Path] = (),
 ) -> None:
-    """Every attempt's record and rclone log, kept beside the current one.
+    """Every attempt's record and client log, kept beside the current one.
 
     A rerun replaces the record Snakemake tracks; the history of failed attempts (and what
     they cost) stays in ``<record>.attempts/`` so nothing measured is ever lost.
@@ -38,10 +38,10 @@ def keep_attempt(
     folder = attempts_dir(record_path)
     write_json(folder / f"{stamp}.json", record)
     if log_path is not None and log_path.exists() and log_path.stat().st_size:
-        shutil.copyfile(log_path, folder / f"{stamp}.rclone.jsonl")
+        shutil.copyfile(log_path, folder / f"{stamp}{LOG_SUFFIX}")
     for k, client_log in enumerate(client_logs):  # several clients: each one's own log
         if client_log.exists():
-            shutil.copyfile(client_log, folder / f"{stamp}.client-{k}.rclone.jsonl")
+            shutil.copyfile(client_log, folder / f"{stamp}.client-{k}{LOG_SUFFIX}")
     for log in [*([log_path] if log_path is not None else []), *client_logs]:
         live_log(log).unlink(missing_ok=True)  # recorded: no longer an attempt to set aside
 
@@ -66,7 +66,8 @@ def set_aside_unrecorded(record_path: Path, logs: Sequence[Path]) -> None:
         found = next((p for p in (log, live_log(log)) if p.exists()), None)
         data = found.read_bytes() if found is not None else b""
         kept = folder.is_dir() and any(
-            p.stat().st_size == len(data) and p.read_bytes() == data for p in folder.glob("*.jsonl")
+            p.suffix != ".json" and p.stat().st_size == len(data) and p.read_bytes() == data
+            for p in folder.iterdir()
         )
         if data and not kept:
             when = datetime.fromtimestamp(found.stat().st_mtime, UTC)

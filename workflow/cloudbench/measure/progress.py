@@ -185,7 +185,7 @@ def running_logs(results: Path) -> Iterator[tuple[str, Path]]:
     has exited, so a log newer than its record (or without one) is a transfer in flight.
     """
     root = Path(paths.sites_dir(results))
-    for log in sorted(root.glob("*/rclone/*/*/*/*/r*.jsonl")):
+    for log in sorted(root.glob(paths.transfer_logs_glob())):
         site, _, direction, remote, layout, setting = log.parts[-7:-1]
         repeat, _, client = log.stem.removeprefix("r").partition(".")
         record = Path(

@@ -2,7 +2,7 @@
 
 Layout under ``<bucket>/<campaign>/`` on every remote of the campaign:
 
-- ``results/<site>/``: the site's current results (records, time series, raw rclone logs)
+- ``results/<site>/``: the site's current results (records, time series, raw client logs)
   and ``run.json`` naming the run that wrote them;
 - ``history/<site>/<run id>/``: earlier runs of that site, moved aside when it publishes again,
   so rerunning one site replaces its results without losing what was measured before.
