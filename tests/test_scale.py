@@ -137,7 +137,9 @@ def test_local_clients_run_together_and_add_up(tmp_path, store):
         assert four["bytes"].max() == moved  # the summed series ends at every byte moved
         # the report's Scaling section has the sweep and names a knee
         html = (tmp_path / "results/scale/figures/scaling.html").read_text()
-        assert "Knee of each sweep" in html and "from edi to s3t (upload)" in html
+        assert (
+            "Knee of each sweep" in html and "from edi to main (rclone remote s3t) (upload)" in html
+        )
         assert (tmp_path / "results/scale/figures/scaling.png").stat().st_size > 10_000
         # finished work is never measured again
         started = sorted(every["started_utc"])
