@@ -195,3 +195,27 @@ def test_a_group_series_ends_at_exactly_every_byte_and_never_goes_down():
     pts = added_up(clients)
     assert pts[-1][1] == 4 * share
     assert all(b1 >= b0 for (_, b0), (_, b1) in zip(pts, pts[1:], strict=False))
+
+
+def test_a_group_of_clients_that_count_nothing_has_no_series(tmp_path):
+    """s5cmd upload clients see their bytes only inside the tool: their group once wrote a
+    series of one point, 0 bytes at the copy's end, read as a stall as long as the copy. A
+    group with a client that counted nothing has no series, as one such client has none;
+    clients that counted are added up as before."""
+    from cloudbench.measure import series
+    from cloudbench.measure.group import client_series_path
+    from cloudbench.steps import write_group_series
+
+    out = tmp_path / "r1.series.tsv"
+    uncounted = [
+        {"client": k, "started_epoch": 100.0 + k / 100, "seconds": 8.0, "bytes_moved": None}
+        for k in (0, 1)
+    ]
+    write_group_series(out, tmp_path, uncounted)
+    assert out.read_text() == series.HEADER and series.read(out) == []
+    counted = [c | {"bytes_moved": 4 * 2**20} for c in uncounted]
+    for c in counted:
+        series.write(client_series_path(tmp_path, c["client"]), [(1.0, 2**20), (8.0, 4 * 2**20)])
+    write_group_series(out, tmp_path, counted)
+    points = series.read(out)
+    assert points[-1][1] == 8 * 2**20 and points[0][1] > 0

@@ -271,12 +271,23 @@ def _client_summary(index: int, c: dict[str, Any] | None) -> dict[str, Any]:
 
 def write_group_series(series: Path, folder: Path, per: Sequence[dict[str, Any] | None]) -> None:
     """The group's series: its clients' cumulative bytes (each its own share) added up on
-    one clock, by the one convention of every series (cloudbench.measure.series)."""
+    one clock, by the one convention of every series (cloudbench.measure.series).
+
+    A client that counted nothing (an s5cmd upload: its bytes are seen only inside the
+    tool, and by the listing after the group) has no part to add, so the group has no
+    series, as one such client has none: a sum of zeros read as a copy that moved nothing
+    from start to end (a user's 2-client s5cmd upload had a "stall" as long as the copy)."""
     got = [c for c in per if c is not None and c.get("started_epoch") is not None]
     first = min((c["started_epoch"] for c in got), default=0.0)
+    counts = {
+        c["client"]: series_file.read(clients.client_series_path(folder, c["client"])) for c in got
+    }
+    if any(not counts[c["client"]] and c.get("bytes_moved") is None for c in got):
+        series_file.write(series, [])
+        return
     inputs = []
     for c in got:
-        points = series_file.read(clients.client_series_path(folder, c["client"]))
+        points = counts[c["client"]]
         final = c.get("bytes_moved") or (points[-1][1] if points else 0)
         points.append((float(c.get("seconds") or 0.0), int(final)))
         inputs.append((c["started_epoch"] - first, points, int(final)))
