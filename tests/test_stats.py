@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from cloudbench.report import stats
+from cloudbench.report.labels import NA
 from cloudbench.report.stats import (
     LinearFit,
     Prices,
@@ -475,7 +476,7 @@ def test_a_stall_inside_an_ok_transfer_is_said_on_the_front_page():
     t = transfers_frame(rows).assign(setting="rclone-1xauto", longest_stall_s=1.0)
     t.loc[4, "longest_stall_s"] = 77.2  # chunked r2: the server was down, rclone waited
     said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))
-    assert "rclone moved nothing for a while: chunked-8MiB r2 77 s; the rates include" in said[0]
+    assert "the copy moved nothing for a while: chunked-8MiB r2 77 s; the rates include" in said[0]
     assert stalls(t) == [(2, 77.2)]
     t.loc[4, "longest_stall_s"] = 9.0  # below STALL_NOTED_S: jitter, not an outage
     assert "nothing" not in headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))[0]
@@ -483,7 +484,7 @@ def test_a_stall_inside_an_ok_transfer_is_said_on_the_front_page():
     t.loc[4, ["seconds", "longest_stall_s"]] = [8.0, 4.93]
     assert stalls(t) == [(2, 4.93)]
     said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))[0]
-    assert "rclone moved nothing for a while: chunked-8MiB r2 5 s" in said
+    assert "the copy moved nothing for a while: chunked-8MiB r2 5 s" in said
     t.loc[4, "longest_stall_s"] = 2.5  # a third of it, but under 3 s: rclone's stats jitter
     assert stalls(t) == []
     # ... and the 6 requests the SDK sent again during that outage are said beside it
@@ -710,3 +711,23 @@ def test_plain_at_auto_is_the_baseline_of_a_layout_run_at_the_same_concurrency()
     said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))[0]
     assert "plain was not measured at this setting, so no speed-up" in said
     assert "– over plain" not in said
+
+
+def test_retries_a_tool_does_not_report_are_not_counted_as_none():
+    """s5cmd reports no retries, so its rows leave ``retries`` empty; a user read "retried
+    0" for them in summary.tsv and on the front page. Empty stays empty; counted stays."""
+    from cloudbench.report import headline
+
+    t = transfers_frame([("a", "upload", "plain", r, 100.0) for r in (1, 2)] * 2)
+    t["setting"] = ["rclone-1xauto"] * 2 + ["s5cmd-1xauto"] * 2
+    t.loc[2:, "retries"] = math.nan
+    t.loc[1, "retries"] = 2
+    s = summarise(t, pd.DataFrame()).set_index("setting")
+    assert s.loc["rclone-1xauto", "retries"] == 2
+    assert math.isnan(s.loc["s5cmd-1xauto", "retries"])
+    page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, None)
+    cells = re.findall(r"<tr class=\"[a-z]*\">(.*?)</tr>", page)
+    assert len(cells) == 2
+    rclone, s5 = sorted(cells, key=lambda c: "s5cmd" in c)
+    assert re.findall(r"<td>([^<]*)</td>", rclone)[-2:] == ["2", "0"]  # retried, rerun
+    assert re.findall(r"<td>([^<]*)</td>", s5)[-2:] == [NA, "0"]

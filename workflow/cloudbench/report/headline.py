@@ -29,7 +29,7 @@ from cloudbench.report.intervals import (
     median_interval,
     ratio_interval,
 )
-from cloudbench.report.labels import with_interval
+from cloudbench.report.labels import NA, with_interval
 
 STYLE = (
     "<style>"
@@ -147,7 +147,7 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame, by_tool: bool = False) ->
                 "speedup_level": float(r.speedup_ci_level),
                 "failed": int(r.failed),
                 "corrupt": int(r.corrupt),
-                "retries": int(r.retries),
+                "retries": r.retries,  # NaN: not counted (a tool that reports none)
                 "reruns": reruns(sel),
                 "resent": stats.resent_bytes(sel),
                 "request_retries": _request_retries(sel),
@@ -222,7 +222,7 @@ def sentences(table: pd.DataFrame) -> list[str]:
             if not is_plain and not has_speedup:
                 doubt += "; plain was not measured at this setting, so no speed-up"
         compared = g[g["best"] | g["layout"].str.startswith("plain")]
-        retried = [f"{r.layout} {r.retries}" for r in compared.itertuples() if r.retries]
+        retried = [f"{r.layout} {r.retries:g}" for r in compared.itertuples() if r.retries > 0]
         resent = [
             f"{r.layout} {_num(r.resent / 1e6)} MB" for r in compared.itertuples() if r.resent
         ]
@@ -244,7 +244,7 @@ def sentences(table: pd.DataFrame) -> list[str]:
             else []
         )
         stalled = [f"{r.layout} r{k} {t:.0f} s" for r in g.itertuples() for k, t in r.stalls]
-        told += [f"rclone moved nothing for a while: {', '.join(stalled)}"] if stalled else []
+        told += [f"the copy moved nothing for a while: {', '.join(stalled)}"] if stalled else []
         caveat = f" ({'; '.join(told)}; the rates include the time lost)" if told else ""
         out.append(
             f"{site} {direction}{where}: {lead}{b['layout']} at {_num(b['median'])} MB/s"
@@ -421,6 +421,11 @@ def legend(table: pd.DataFrame) -> str:
     return text + "."
 
 
+def _count_cell(v: float) -> str:
+    """A count the repeats may not have counted: NA, not 0, where none did."""
+    return NA if math.isnan(v) else f"{v:g}"
+
+
 def _bursting(metrics: pd.DataFrame) -> int:
     """How many transfers started fast and then slowed (:mod:`cloudbench.report.burst`)."""
     return int(metrics["burst_s"].notna().sum()) if "burst_s" in metrics else 0
@@ -510,7 +515,9 @@ def headline_html(
             left = [r["site"], *([r["remote"]] if show_remote else []), r["direction"], r["layout"]]
             tds = "".join(f'<td class="l">{html.escape(str(v))}</td>' for v in left)
             tds += f"<td>{_rate_cell(r)}</td><td>{r['n']}</td><td>{_speedup_cell(r)}</td>"
-            tds += f"<td>{r['failed']}</td><td>{r['corrupt']}</td><td>{r['retries']}</td>"
+            tds += (
+                f"<td>{r['failed']}</td><td>{r['corrupt']}</td><td>{_count_cell(r['retries'])}</td>"
+            )
             tds += f"<td>{r['reruns']}</td>"
             body.append(f'<tr class="{cls}">{tds}</tr>')
         body.append("</tbody></table>")

@@ -360,6 +360,13 @@ def _same_setting(m: pd.DataFrame, group: pd.DataFrame, setting: str) -> pd.Seri
     return (m["tool"] == tool) & (m["clients"] == clients) & (m["concurrency"] == conc)
 
 
+def counted_sum(values: pd.Series) -> float:
+    """The sum of a count over the repeats, NaN when no repeat counted it: a tool that
+    reports no retries (s5cmd, the AWS CLI) leaves its rows' ``retries`` empty, and a sum
+    of 0 would claim none happened (a user read "retried 0" for s5cmd on the front page)."""
+    return float(pd.to_numeric(values, errors="coerce").sum(min_count=1))
+
+
 def summarise(
     transfers: pd.DataFrame, series: pd.DataFrame, metrics: pd.DataFrame | None = None
 ) -> pd.DataFrame:
@@ -406,7 +413,7 @@ def summarise(
             "failed": int((g["status"] == "failed").sum()),
             "corrupt": int((g["status"] == "corrupt").sum()),
             "unverified": int((g["status"] == "unverified").sum()),
-            "retries": int(pd.to_numeric(g["retries"], errors="coerce").fillna(0).sum()),
+            "retries": counted_sum(g["retries"]),
             "outliers": int(g["outlier"].sum()),
             "bursts": int(ok["burst_s"].notna().sum()),
             "burst_s": _median(ok["burst_s"]),
