@@ -54,6 +54,11 @@ def test_result_line_is_one_readable_sentence():
         == "upload chunked-64MiB r2: 4.08 GB in 41.2 s = 99.0 MB/s, ok"
     )
     assert human_bytes(512) == "512 B"
+    fast = {"bytes_requested": 16_777_216, "seconds": 0.110273, "mb_per_s": 152.1, "status": "ok"}
+    assert (
+        result_line("upload plain r1", fast)
+        == "upload plain r1: 16.78 MB in 0.11 s = 152.1 MB/s, ok"
+    )
     failed = {
         "bytes_requested": 67_108_864, "bytes_moved": 0, "seconds": None, "status": "failed",
         "error": "cannot read s3:b/c/manifest.json: " + "x " * 200 + "exceeded maximum retries",

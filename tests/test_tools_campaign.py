@@ -15,6 +15,7 @@ import pytest
 
 from cloudbench.campaign.model import ConfigError, load_campaign
 from cloudbench.measure.arrival import MOVED_FROM_LISTING
+from cloudbench.measure.clients.base import MOVED_FROM_DESTINATION
 from tests.infra.s3 import serve_s3, store_params
 from tests.infra.workflow import BIN, snakemake, write_config
 from tests.test_report_browser import (
@@ -179,7 +180,7 @@ def test_every_tool_moves_the_same_dataset_verified(tools_campaign):
     down = df[df["direction"] == "download"]
     assert (down["bytes_moved"] == total).all()  # found at the destination, every tool
     others = df[df["tool"] != "rclone"]
-    assert set(others["bytes_moved_from"]) == {"destination", MOVED_FROM_LISTING}
+    assert set(others["bytes_moved_from"]) == {MOVED_FROM_DESTINATION, MOVED_FROM_LISTING}
     assert (others["bytes_moved"] == total).all()  # uploads too: the listing after the copy
     assert others["retries"].isna().all()  # they do not report retries: not 0
     assert others[others["tool"].isin(["s5cmd", "aws"])]["tool_version"].notna().all()

@@ -138,7 +138,9 @@ class TransferRow:
     s_per_object: float = _col("s", "seconds / objects")
     tool_version: str = _col("", "the version of the tool that moved the data")
     bytes_moved_from: str = _col(
-        "", "whose count `bytes_moved` is (the client's own stats, a listing, the disk)"
+        "",
+        "whose count `bytes_moved` is: `rclone stats` (its own log), `destination listing "
+        "after the copy` (another tool's upload), `files on disk after the copy` (its download)",
     )
     attempts: int = _col(
         "count",

@@ -28,7 +28,7 @@ NO_PROGRESS = "none"  # an upload by a client that reports nothing while it runs
 
 # Where a record's bytes_moved comes from, and its series.
 MOVED_FROM_CLIENT_STATS = "rclone stats"
-MOVED_FROM_DESTINATION = "destination"  # downloads: bytes found at the listed paths
+MOVED_FROM_DESTINATION = "files on disk after the copy"  # downloads: at the listed paths
 SERIES_FROM_DESTINATION = "destination sampled every second"
 SERIES_FROM_LOG = "rclone stats lines"
 NO_UPLOAD_SERIES = "none: an upload's bytes are seen only inside the tool"
