@@ -73,6 +73,21 @@ def test_s3_uploads_pin_part_concurrency_and_respect_the_5mib_minimum():
     assert conc.flags() == ["--s3-upload-concurrency", "1", "--s3-chunk-size", str(5 * 2**20)]
 
 
+@pytest.mark.parametrize(("backend", "verbosity"), [("s3", ["-vv"]), ("local", ["-v"])])
+def test_a_timed_copy_asks_for_one_log_level(tmp_path, backend, verbosity):
+    """An S3 copy logs at DEBUG (every response and retried request), any other at INFO;
+    the command line once carried both ``-v`` and ``-vv``."""
+    conc = rc.concurrency(
+        "plain", 4, objects=4, object_bytes=2**20, cutoff=2**30, part_bytes=2**20,
+        backend=backend,
+    )  # fmt: skip
+    cmd = rc.copy_command(
+        "rclone", "a", "b", conc=conc, log_file=tmp_path / "r1.log", multi_thread_cutoff=2**30
+    )
+    assert [a for a in cmd if a.startswith("-v")] == verbosity
+    assert cmd[cmd.index("--stats-log-level") + 1] == "INFO" and "--use-json-log" in cmd
+
+
 @pytest.mark.parametrize(
     ("remote", "expected"),
     [("/data/remote", "local"), ("scratch/x", "local"), (":s3,provider=Ceph:b", "s3")],

@@ -21,10 +21,11 @@ from typing import Any
 
 from cloudbench.records import clip_tail
 
-JSON_LOG_FLAGS = ("--use-json-log", "--stats", "1s", "--stats-log-level", "INFO", "-v")
+JSON_LOG_FLAGS = ("--use-json-log", "--stats", "1s", "--stats-log-level", "INFO")
+VERBOSE = "-v"  # every copy's verdict and each object's
 # Backends whose timed copies log every response's status and every retried request, so a
 # store's throttling (503 SlowDown, 429) is counted per measurement
-# (cloudbench.measure.rclonelog): at -v the SDK retries it silently.
+# (cloudbench.measure.rclonelog): at -v the SDK retries it silently. Their -vv replaces -v.
 RESPONSE_LOG_FLAGS = {"s3": ("-vv", "--s3-sdk-log-mode", "Retries,Response")}
 _VERSION_RE = re.compile(r"rclone v?(\d+)\.(\d+)\.(\d+)")
 
@@ -355,7 +356,7 @@ def copy_command(
         "--log-file",
         str(log_file),
         *JSON_LOG_FLAGS,
-        *RESPONSE_LOG_FLAGS.get(conc.backend, ()),
+        *RESPONSE_LOG_FLAGS.get(conc.backend, (VERBOSE,)),
     ]
     if conc.streams > 1:
         cmd += [
