@@ -731,3 +731,17 @@ def test_retries_a_tool_does_not_report_are_not_counted_as_none():
     rclone, s5 = sorted(cells, key=lambda c: "s5cmd" in c)
     assert re.findall(r"<td>([^<]*)</td>", rclone)[-2:] == ["2", "0"]  # retried, rerun
     assert re.findall(r"<td>([^<]*)</td>", s5)[-2:] == [NA, "0"]
+
+
+def test_a_panel_of_rates_a_hundred_fold_apart_is_drawn_on_a_log_scale():
+    """A capped rclone (8-16 MB/s) beside s5cmd (160-400 MB/s) lay flat on a linear axis."""
+    import matplotlib.pyplot as plt
+
+    from cloudbench.report.figures import _rate_axis
+
+    fig, (wide, narrow) = plt.subplots(1, 2)
+    assert _rate_axis(wide, pd.Series([8.1, 15.9, 160.0, 397.0])) == ", log scale"
+    assert wide.get_yscale() == "log" and wide.get_ylim()[0] == pytest.approx(8.1 / 1.5)
+    assert _rate_axis(narrow, pd.Series([8.1, 15.9, 70.0])) == ""
+    assert narrow.get_yscale() == "linear" and narrow.get_ylim() == (0, pytest.approx(84.0))
+    plt.close(fig)

@@ -32,6 +32,9 @@ DPI = 110
 MIN_SERIES_SAMPLES = 3
 DIRECTIONS = ["upload", "download"]
 RATE_LABEL = "rate (MB/s = 10$^6$ B/s)"
+# A panel whose rates span more than this factor is drawn on a log scale: a user's capped
+# rclone at 8-16 MB/s lay flat on the axis beside s5cmd at 160-400 MB/s
+WIDE_RANGE = 10.0
 
 sns.set_theme(style="whitegrid", context="notebook")
 # Titles at a fixed height (where Matplotlib's automatic placement puts them when no axis has
@@ -266,6 +269,18 @@ def rate_vs_time(
 # --- 2. sustained rate ------------------------------------------------------------------------
 
 
+def _rate_axis(ax, rates: pd.Series) -> str:
+    """A rate axis from 0, or on a log scale where the rates span more than WIDE_RANGE
+    (then the label says so, returned to be added to it)."""
+    low, high = float(rates.min()), float(rates.max())
+    if low > 0 and high / low > WIDE_RANGE:
+        ax.set_yscale("log")
+        ax.set_ylim(low / 1.5, high * 1.5)
+        return ", log scale"
+    ax.set_ylim(0, max(1.0, high) * 1.2)
+    return ""
+
+
 def sustained(
     metrics: pd.DataFrame, summary: pd.DataFrame, info: Mapping[str, Any], path: Path
 ) -> None:
@@ -340,10 +355,9 @@ def sustained(
         if len(order) > 5:  # a sweep's many settings: slanted so that they do not overlap
             ax.tick_params(axis="x", labelrotation=60, labelsize=8)
         ax.set_xlim(-0.6, len(order) - 0.4)
-        ax.set_ylim(0, max(1.0, float(d["sustained_mb_per_s"].max())) * 1.2)
         ax.set_title(cell.title)
         ax.set_xlabel("strategy (layout)")
-        ax.set_ylabel("sustained " + RATE_LABEL)
+        ax.set_ylabel("sustained " + RATE_LABEL + _rate_axis(ax, d["sustained_mb_per_s"]))
     extra = [
         Line2D([], [], color="black", lw=2.2, label="median"),
         Line2D([], [], color="black", lw=1.4, marker="|", label=_median_interval_label(sm)),
