@@ -745,3 +745,18 @@ def test_a_panel_of_rates_a_hundred_fold_apart_is_drawn_on_a_log_scale():
     assert _rate_axis(narrow, pd.Series([8.1, 15.9, 70.0])) == ""
     assert narrow.get_yscale() == "linear" and narrow.get_ylim() == (0, pytest.approx(84.0))
     plt.close(fig)
+
+
+def test_tick_labels_name_the_tool_when_tools_are_mixed():
+    """A user read "plain 1xauto" (rclone) beside "plain s5cmd-1xauto" under one axis."""
+    from cloudbench.report.figures import _ticks
+
+    assert _ticks(["plain rclone-4x32", "chunked-64MiB rclone-1x8"]) == [
+        "plain\n4x32",
+        "chunked\n64MiB\n1x8",
+    ]
+    assert _ticks(["plain rclone-1xauto", "plain s5cmd-1xauto"]) == [
+        "plain\nrclone-1xauto",
+        "plain\ns5cmd-1xauto",
+    ]
+    assert _ticks(["multithread"]) == ["multithread"]

@@ -120,7 +120,9 @@ class TransferRow:
         "that rclone retries itself is not in it (its 503 is in `throttled`); counted alike",
     )
     error: str = _col("", "the client's last error, or the verify problem (redacted)")
-    rclone_version: str = _col("", "the rclone that ran (or did the bookkeeping)")
+    rclone_version: str = _col(
+        "", "the rclone that moved the data; empty when another tool did (see `tool_version`)"
+    )
     rclone_env: str = _col(
         "",
         "rclone flags set in the environment (`RCLONE_BWLIMIT=8M`; never a credential's "

@@ -31,7 +31,8 @@ DPI = 110
 # left out of that figure (one sample is rclone's own start-up-free rate, not a curve).
 MIN_SERIES_SAMPLES = 3
 DIRECTIONS = ["upload", "download"]
-RATE_LABEL = "rate (MB/s = 10$^6$ B/s)"
+RATE_UNIT = "(MB/s = 10$^6$ B/s)"
+RATE_LABEL = f"rate {RATE_UNIT}"
 # A panel whose rates span more than this factor is drawn on a log scale: a user's capped
 # rclone at 8-16 MB/s lay flat on the axis beside s5cmd at 160-400 MB/s
 WIDE_RANGE = 10.0
@@ -98,13 +99,18 @@ def panels(info: Mapping[str, Any], df: pd.DataFrame) -> list[Panel]:
     return out
 
 
-def _tick(label: str) -> str:
+def _ticks(labels: list[str]) -> list[str]:
     """Layout labels on two lines (chunked-64MiB -> chunked / 64MiB) so that they fit; a
-    setting (campaigns that sweep) goes on a line of its own, without the tool when it is
-    rclone: plain / 4x32."""
-    layout, _, setting = label.partition(" ")
-    text = layout.replace("chunked-", "chunked\n")
-    return f"{text}\n{setting.removeprefix('rclone-')}" if setting else text
+    setting (campaigns that sweep) goes on a line of its own, without the tool when every
+    one is rclone's (plain / 4x32); beside another tool's, each names its tool, as the
+    legend does."""
+    parts = [label.partition(" ")[::2] for label in labels]
+    only_rclone = all(s.startswith("rclone-") for _, s in parts if s)
+    return [
+        layout.replace("chunked-", "chunked\n")
+        + (f"\n{s.removeprefix('rclone-') if only_rclone else s}" if s else "")
+        for layout, s in parts
+    ]
 
 
 def grid(n: int, width: float = 6.0, height: float = 3.6, ncols: int = 2):
@@ -351,13 +357,14 @@ def sustained(
                     va="bottom",
                     ha="left",
                 )
-        ax.set_xticks(range(len(order)), [_tick(o) for o in order])
+        ax.set_xticks(range(len(order)), _ticks(order))
         if len(order) > 5:  # a sweep's many settings: slanted so that they do not overlap
             ax.tick_params(axis="x", labelrotation=60, labelsize=8)
         ax.set_xlim(-0.6, len(order) - 0.4)
         ax.set_title(cell.title)
         ax.set_xlabel("strategy (layout)")
-        ax.set_ylabel("sustained " + RATE_LABEL + _rate_axis(ax, d["sustained_mb_per_s"]))
+        # on two lines: one ran into the legend and the panel below (a user's 3-panel sweep)
+        ax.set_ylabel(f"sustained rate{_rate_axis(ax, d['sustained_mb_per_s'])}\n{RATE_UNIT}")
     extra = [
         Line2D([], [], color="black", lw=2.2, label="median"),
         Line2D([], [], color="black", lw=1.4, marker="|", label=_median_interval_label(sm)),
@@ -437,7 +444,7 @@ def speedups(
                 else:
                     txt = f"×{num(r.speedup_vs_plain)}\n(no interval)"
                 ax.annotate(txt, (i + 0.32, r.speedup_vs_plain), fontsize=8, va="center")
-        ax.set_xticks(range(len(order)), [_tick(o) for o in order])
+        ax.set_xticks(range(len(order)), _ticks(order))
         if len(order) > 5:  # a sweep's many settings: slanted so that they do not overlap
             ax.tick_params(axis="x", labelrotation=60, labelsize=8)
         ax.set_xlim(-0.5, len(order) - 0.1)
