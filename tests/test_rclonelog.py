@@ -338,6 +338,12 @@ def test_network_cause_is_the_last_network_failure_named():
     assert network_cause(hung_up) == 'Put "http://127.0.0.1:9/b/k?x-id=PutObject": EOF'
     assert network_cause('Get "http://h/": unexpected EOF') == 'Get "http://h/": unexpected EOF'
     assert network_cause("EOF in the manifest: xxh128sum: EOFs") is None
+    # a server that died between two keep-alive requests, in Go's net/http words
+    idle = 'Put "http://127.0.0.1:9/b/k?x-id=PutObject": http: server closed idle connection'
+    assert network_cause(idle + " (on k)") == idle
+    broken = "net/http: HTTP/1.x transport connection broken: write tcp 1.2.3.4:5: broken"
+    assert network_cause(f"Failed to copy: {broken} (on k)") == broken
+    assert network_cause("http: ContentLength=5 with Body length 0") is None
 
 
 def test_short_cause_keeps_what_a_person_acts_on():

@@ -84,12 +84,15 @@ _UNCHECKED_RE = re.compile(
 # ("dial tcp 127.0.0.1:9000: connect: connection refused", "dial tcp: lookup s3.example on
 # ...: no such host", "set tcp 127.0.0.1:34322: use of closed network connection" when the
 # connection died between two writes), or a request the store hung up on ('Put "http://...":
-# EOF').
+# EOF', 'Put "http://...": http: server closed idle connection', 'net/http: HTTP/1.x transport
+# connection broken: ...': Go's words when a server dies between keep-alive requests).
 _NETWORK_RE = re.compile(
     r"\b(?:dial|read|write|set|close) tcp[46]?[^\"()]*?(?:connection refused|"
     r"connection reset by peer|i/o timeout|no route to host|network is unreachable|"
     r"broken pipe|no such host|use of closed network connection)"
     r'|\b(?:Put|Get|Head|Post|Delete) "[^"]*": (?:unexpected )?EOF\b'
+    r'|\b(?:Put|Get|Head|Post|Delete) "[^"]*": http: server closed idle connection'
+    r"|net/http: HTTP/1\.x transport connection broken: [^()]*?(?=\s*\(on |$)"
 )
 # The S3 SDK's wording of an answer it did not like
 _API_ERROR_RE = re.compile(r"StatusCode: (\d+),.*?api error ([^:]+): ([^.]*)", re.S)
