@@ -154,8 +154,17 @@ class ExternalClient:
     name = "external"
 
     def command(self, job: CopyJob) -> ToolCommand:
-        """The copy's command line, environment and small files."""
-        raise NotImplementedError
+        """The copy's command line, environment and small files: ``tools.copy_command``
+        holds every external tool's command line, so a client is its name (and version)."""
+        return tools.copy_command(
+            self.name,
+            job.src,
+            job.dst,
+            concurrency=max(1, job.threads),
+            files=list(job.objects),
+            workdir=job.workdir,
+            template=job.template,
+        )
 
     def version(self, binary: str) -> str | None:
         return tools.tool_version(self.name, binary)

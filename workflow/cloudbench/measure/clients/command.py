@@ -3,8 +3,7 @@ template: ``{src}``, ``{dst}``, ``{threads}`` and ``{files_from}`` filled in per
 
 from __future__ import annotations
 
-from cloudbench.measure import tools
-from cloudbench.measure.clients.base import CopyJob, ExternalClient
+from cloudbench.measure.clients.base import ExternalClient
 
 
 class Command(ExternalClient):
@@ -12,17 +11,6 @@ class Command(ExternalClient):
 
     def version(self, binary: str) -> str | None:
         return None  # a template's tool has no known way to say its version
-
-    def command(self, job: CopyJob) -> tools.ToolCommand:
-        return tools.copy_command(
-            self.name,
-            job.src,
-            job.dst,
-            concurrency=max(1, job.threads),
-            files=list(job.objects),
-            workdir=job.workdir,
-            template=job.template,
-        )
 
 
 CLIENT = Command()

@@ -4,22 +4,11 @@ line)."""
 
 from __future__ import annotations
 
-from cloudbench.measure import tools
-from cloudbench.measure.clients.base import CopyJob, ExternalClient
+from cloudbench.measure.clients.base import ExternalClient
 
 
 class S5cmd(ExternalClient):
     name = "s5cmd"
-
-    def command(self, job: CopyJob) -> tools.ToolCommand:
-        return tools.copy_command(
-            self.name,
-            job.src,
-            job.dst,
-            concurrency=max(1, job.threads),
-            files=list(job.objects),
-            workdir=job.workdir,
-        )
 
 
 CLIENT = S5cmd()
