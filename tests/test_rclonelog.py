@@ -198,17 +198,34 @@ def test_killed_run_at_v_has_no_low_level_retries_or_version():
     assert log.version is None
 
 
-def test_killed_run_at_vv_counts_low_level_retry_messages():
+def test_killed_run_at_vv_counts_the_low_level_retries_that_were_tried_again():
     name = "s3_killed_debug.jsonl"
     log = parse(name)
     msgs = [r["msg"] for r in raw_records(name)]
-    pacer = [m for m in msgs if m.startswith("low level retry ")]
-    operations = [
-        m for m in msgs if m.startswith("Received error: ") and " - low level retry " in m
+    tries = [
+        tuple(map(int, m.split("low level retry ", 1)[1].split(" ", 1)[0].split("/")))
+        for m in msgs
+        if "low level retry " in m
     ]
-    assert pacer and operations
-    assert log.low_level_retries == len(pacer) + len(operations)
+    again = [n for n, of in tries if n < of]
+    assert again and len(again) < len(tries)  # some gave up (N == M): not a retry
+    assert log.low_level_retries == len(again)
     assert log.version == "1.75.2"
+
+
+def test_a_put_rclone_sent_again_itself_is_a_low_level_retry_and_1_of_1_is_not():
+    """A user's store was down 8 s of an upload: the pacer's 'low level retry 1/1' (the
+    SDK's PutObject gave up) then the copy's 'Received error: ... low level retry 1/10',
+    twelve times; the record said 0 retries everywhere."""
+    put = "operation error S3: PutObject, ...: dial tcp 127.0.0.1:9: connect: connection refused"
+    lines = []
+    for n in range(1, 4):
+        lines.append(json.dumps({"level": "debug", "msg": f"low level retry 1/1 (error {put})"}))
+        lines.append(
+            json.dumps({"level": "debug", "msg": f"Received error: {put} - low level retry {n}/10"})
+        )
+    lines.append(json.dumps({"level": "debug", "msg": "low level retry 10/10 (error x)"}))
+    assert parse_rclone_log(lines).low_level_retries == 3
 
 
 # --- server killed, restarted before the second attempt ------------------------------

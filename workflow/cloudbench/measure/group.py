@@ -243,7 +243,13 @@ def aggregate(
         # empty, not 0, where no client counts them (s5cmd), as in a one-client record
         **{
             k: _sum_counted(got, k)
-            for k in ("retries", "throttled", "server_errors", "request_retries")
+            for k in (
+                "retries",
+                "throttled",
+                "server_errors",
+                "request_retries",
+                "low_level_retries",
+            )
         },
         "client_mb_per_s_min": min(rates) if len(rates) == n else None,
         "client_mb_per_s_median": round(_median(rates), 3) if len(rates) == n else None,

@@ -26,7 +26,7 @@ Facts about those logs that shape this module (all seen in the captures):
 * ``"Attempt N/M failed ..."`` and ``"Attempt N/M succeeded"`` are both logged at ERROR.
 * ``"low level retry ..."`` messages (and the ``Version "v1.75.2" starting ...`` line)
   are DEBUG: at ``-v`` they never appear, so ``low_level_retries`` is 0 and ``version``
-  is None unless the log was written with ``-vv``.
+  is None unless the log was written with ``-vv`` (``version`` says which it was).
 * The command's overall verdict, ``"Failed to copy: ..."`` or ``"Failed to copy with 4
   errors: last error was: ..."``, goes through Go's standard logger and is therefore
   logged at NOTICE, not ERROR.
@@ -64,7 +64,7 @@ _ATTEMPT_RE = re.compile(r"^Attempt (\d+)/(\d+) (failed|succeeded)\b")
 _PARTIAL_RE = re.compile(r"(\.[0-9a-f]{8})?\.partial$")
 # Both the pacer's "low level retry 1/2 (error ...)" and operations' "Received error:
 # ... - low level retry 3/10"; older releases capitalised "Low".
-_LOW_LEVEL_RE = re.compile(r"low level retry \d+/\d+", re.IGNORECASE)
+_LOW_LEVEL_RE = re.compile(r"low level retry (\d+)/(\d+)", re.IGNORECASE)
 MIN_GAP_S = series.MIN_GAP_S  # stats lines closer than this are one sample
 _VERSION_RE = re.compile(r'\bVersion "v?([^"]+)" starting\b')
 # The AWS SDK's response dump ("Response\nHTTP/1.1 503 Slow Down\r\n...") and retry line
@@ -145,13 +145,14 @@ class RcloneLog:
       ``Attempt`` messages minus the ``N/M failed`` one with N == M (if any) minus the
       ``succeeded`` one (if any).  Runs stopped by ``"Fatal error received"`` or ``"Can't
       retry any of the errors"`` log no Attempt message for that try.
-    * ``low_level_retries``: number of messages containing ``"low level retry N/M"``,
-      from the pacer (one API call) or from operations (one object copy).  They are
-      DEBUG-level, so this is 0 for ``-v`` logs.  It counts messages, not distinct
-      retries: one failing PUT typically logs both a pacer "low level retry 1/1" and an
-      operations "Received error: ... - low level retry 3/10", and the last message of a
-      series (N == M) is followed by giving up, not by another try.  Use it as a measure
-      of trouble, not as an exact retry count.
+    * ``low_level_retries``: how many times rclone itself sent an API call or an object's
+      whole copy again (``--low-level-retries``): the messages ``"low level retry N/M"``
+      with N < M, from the pacer (one API call) or from operations (one object copy,
+      "Received error: ... - low level retry 3/10").  N == M is followed by giving up, not
+      by another try: on S3 a failing PutObject logs the pacer's "1/1" (it cannot rewind
+      the body) and then the copy's "N/10", which is the retry.  A user's store, down 8 s
+      of an upload, logged 12 such copies again while ``retries`` and ``request_retries``
+      said 0.  They are DEBUG-level, so this is 0 for ``-v`` logs (``version`` None).
     * ``last_error``: ``errors[-1]``; if nothing error-level was logged, the last
       non-empty ``lastError`` of a stats line; else None.
     * ``failed_objects``: the objects error-level messages name, each once, in order, with
@@ -295,7 +296,7 @@ def parse_rclone_log(lines: Iterable[str]) -> RcloneLog:
         if attempt and attempt.group(3) == "failed":
             if int(attempt.group(1)) < int(attempt.group(2)):
                 retries += 1
-        if _LOW_LEVEL_RE.search(msg):
+        if (low := _LOW_LEVEL_RE.search(msg)) and int(low.group(1)) < int(low.group(2)):
             low_level += 1
         if version is None:
             v = _VERSION_RE.search(msg)

@@ -117,7 +117,15 @@ class TransferRow:
         "count",
         "requests the S3 SDK inside rclone sent again (part uploads, multipart calls, GETs), "
         "whatever the cause (throttling, a 5xx, a broken connection); a whole object's PUT "
-        "that rclone retries itself is not in it (its 503 is in `throttled`); counted alike",
+        "that rclone retries itself is not in it (it is in `low_level_retries`, its 503 in "
+        "`throttled`); counted alike",
+    )
+    low_level_retries: int = _col(
+        "count",
+        "API calls and whole-object copies rclone itself sent again after an error "
+        "(`--low-level-retries`: its -vv lines `low level retry N/M` with N < M), e.g. a "
+        "PutObject after a broken connection; summed over the clients; empty where not "
+        "counted (another tool, a log at -v)",
     )
     error: str = _col("", "the client's last error, or the verify problem (redacted)")
     rclone_version: str = _col(
@@ -181,7 +189,7 @@ TRANSFER_COLUMNS: list[str] = [f.name for f in fields(TransferRow)]
 # Counts that a column of blanks would otherwise turn into floats ("1.0")
 WHOLE_TRANSFER_COLUMNS: tuple[str, ...] = (
     "chunk_bytes", "bytes_moved", "backend_concurrency", "attempts", "bytes_moved_all_attempts",
-    "retries", "throttled", "server_errors", "request_retries",
+    "retries", "throttled", "server_errors", "request_retries", "low_level_retries",
 )  # fmt: skip
 
 

@@ -104,13 +104,23 @@ def reruns(transfers: pd.DataFrame) -> int:
     return int(extra.clip(lower=0).sum())
 
 
+# What rclone sent again inside one attempt: the S3 SDK's requests and rclone's own
+# low-level retries (a whole object's PUT); an outage the copy rode out shows here
+SENT_AGAIN_COLUMNS = ("request_retries", "low_level_retries")
+
+
 def _request_retries(transfers: pd.DataFrame) -> int:
-    """Requests the S3 SDK inside rclone sent again, over the repeats (column
-    ``request_retries``): an outage the copy rode out shows here, not in ``retries``
-    (a user's store was down 5 s of an 8 s upload, recorded ok with 6 of them)."""
-    if "request_retries" not in transfers:
-        return 0
-    return int(pd.to_numeric(transfers["request_retries"], errors="coerce").fillna(0).sum())
+    """Requests sent again inside rclone, over the repeats (``SENT_AGAIN_COLUMNS``): an
+    outage the copy rode out shows here, not in ``retries`` (a user's store was down 5 s
+    of an 8 s upload, recorded ok with 6 of them; another's, down 8 s, with 12 whole
+    PutObjects sent again, which the SDK's count alone missed)."""
+    return int(
+        sum(
+            pd.to_numeric(transfers[c], errors="coerce").fillna(0).sum()
+            for c in SENT_AGAIN_COLUMNS
+            if c in transfers
+        )
+    )
 
 
 def rows(metrics: pd.DataFrame, summary: pd.DataFrame, by_tool: bool = False) -> pd.DataFrame:
@@ -231,14 +241,17 @@ def sentences(table: pd.DataFrame) -> list[str]:
             f"{r.layout} {r.request_retries}" for r in g.itertuples() if r.request_retries
         ]  # like a stall, a silent outage: said for every layout of the group
         told += (
-            [f"requests sent again inside rclone (column request_retries): {', '.join(again)}"]
+            [
+                f"requests sent again inside rclone (columns {', '.join(SENT_AGAIN_COLUMNS)}): "
+                f"{', '.join(again)}"
+            ]
             if again
             else []
         )
         told += (
             [
-                f"rclone counted bytes beyond the data (sent again, e.g. after a failed "
-                f"request, which rclone logs only at -vv): {', '.join(resent)}"
+                f"rclone counted bytes beyond the data (sent again after a failed "
+                f"request): {', '.join(resent)}"
             ]
             if resent
             else []

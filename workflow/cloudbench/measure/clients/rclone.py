@@ -160,6 +160,8 @@ class Rclone:
                 "throttled": log.throttled if log else None,
                 "server_errors": log.server_errors if log else None,
                 "request_retries": log.request_retries if log else None,
+                # DEBUG lines: counted only where the log is at -vv, which says its version
+                "low_level_retries": log.low_level_retries if log and log.version else None,
             },
         )
 
