@@ -44,6 +44,16 @@ def test_a_ramp_and_a_slow_start_are_no_burst():
     assert find_burst(*series([150.0] * 4)) is None  # too short to tell
 
 
+def test_a_stall_after_a_steady_rate_is_no_burst():
+    """A user's store went down for the last 7 s of an upload (its bytes all counted at
+    6 s): the front page said 'a longer copy settles at' 0 MB/s. A stall is said as one."""
+    t, b = series([4.16] * 6 + [0.0] * 7, noise=0.01)
+    assert find_burst(t, b) is None
+    # a store that still trickles in most seconds has settled lower: that is a burst
+    t, b = series([4.16] * 6 + [1.0, 0.0] * 2 + [1.0] * 6, noise=0.01)
+    assert find_burst(t, b) is not None
+
+
 def test_a_small_step_is_no_burst():
     assert find_burst(*series([110.0] * 10 + [100.0] * 30, noise=0.02)) is None  # 9% lower
 

@@ -13,7 +13,12 @@ no library: two cumulative sums). The split is a burst only if
   difference of successive rates, so the step itself does not inflate it;
 * each side lasts at least ``MIN_SIDE_S`` seconds (a first second of ramp-up is no burst);
 * the rate after it is at most ``1 - MIN_DROP`` of the rate before (a slow start that speeds
-  up is a ramp, which the sustained rate already leaves out).
+  up is a ramp, which the sustained rate already leaves out);
+* bytes moved in at least ``MIN_MOVING_SHARE`` of the intervals after it: a copy that moved
+  nothing for most of that time was stalled (a store down, its last answer awaited), not
+  settled at a lower rate; ``longest_stall_s`` and the front page's stall sentence say that
+  (a user's 7 s outage at the end of an upload was called "a burst allowance or throttling:
+  a longer copy settles at" 0 MB/s).
 
 Each side's rate is its bytes over its seconds, not a mean of per-second rates, so every byte
 counts once; the one interval in which the rate changed holds both rates and is left out of the
@@ -30,6 +35,7 @@ import pandas as pd
 
 MIN_SIDE_S = 3.0
 MIN_DROP = 0.2  # the rate after the burst is at least 20% lower
+MIN_MOVING_SHARE = 0.5  # of the intervals after it, the share that moved bytes
 PENALTY = 2.0  # BIC: 2 sigma^2 ln n for one more mean (and a margin over 1 x for noise)
 COLUMNS = ["burst_s", "burst_mb_per_s", "after_mb_per_s"]
 
@@ -96,6 +102,8 @@ def find_burst(elapsed_s: np.ndarray, cumulative_bytes: np.ndarray) -> Burst | N
     after = (b[-1] - b[j]) / (end - t[j]) / 1e6
     if after > (1 - MIN_DROP) * before:
         return None
+    if np.mean(np.diff(b[j:]) > 0) < MIN_MOVING_SHARE:
+        return None  # stalled, not slower
     return Burst(float(at), float(before), float(after))
 
 
