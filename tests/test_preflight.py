@@ -57,6 +57,21 @@ def test_unwritable_remote_and_small_scratch_both_reported(tmp_path, monkeypatch
     assert problems[1].startswith(f"scratch {tmp_path / 'scratch'}: 10B free (10 bytes)")
 
 
+def test_a_misspelled_remote_is_named_not_configured_by_the_real_rclone(tmp_path, monkeypatch):
+    """A user typed `objstor:` for `objstore:`; rclone said "didn't find section in config
+    file" and s5cmd's check "only S3 remotes can use s5cmd". Both now say what it is."""
+    monkeypatch.setenv("RCLONE_CONFIG", str(tmp_path / "none.conf"))
+    spec = _spec(tmp_path, remote_prefixes={"main": "objstor:bkt/c"}, tools=("rclone", "s5cmd"))
+    problems = run_preflight(spec, tmp_path / "p.json")
+    told = (
+        "remote 'objstor:' is not configured here: define it with `rclone config` or the "
+        "RCLONE_CONFIG_OBJSTOR_* variables (RCLONE_CONFIG_OBJSTOR_TYPE=s3, ...)"
+    )
+    assert f"tools: {told}" in problems
+    assert f"remote main (objstor:bkt/c): cannot write a test object: {told}" in problems
+    assert all("\n" not in p for p in problems)
+
+
 def test_rclone_version_is_asked_once_per_binary(tmp_path, monkeypatch):
     """Every transfer job needs the version; `rclone version` runs once per binary, and
     again when the binary is replaced (new size or mtime), not from a stale cache."""

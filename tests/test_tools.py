@@ -83,8 +83,14 @@ def test_non_s3_remote_is_refused_in_one_line():
         tools.s3_access_from("storj", {"type": "storj"}, "s5cmd")
     msg = str(err.value)
     assert "\n" not in msg and "'storj'" in msg and "only S3 remotes can use s5cmd" in msg
-    with pytest.raises(tools.ToolError, match="'ghost' is not a remote rclone knows"):
+    # a misspelled or undefined remote says so, and how to define it (a user read "only S3
+    # remotes can use s5cmd" for a typo)
+    with pytest.raises(tools.ToolError) as err:
         tools.s3_access("ghost:bkt", environ={"RCLONE_CONFIG": "/nonexistent"})
+    assert str(err.value) == (
+        "remote 'ghost:' is not configured here: define it with `rclone config` or the "
+        "RCLONE_CONFIG_GHOST_* variables (RCLONE_CONFIG_GHOST_TYPE=s3, ...)"
+    )
 
 
 def test_s3_access_reads_rclones_config_file(tmp_path):

@@ -214,6 +214,18 @@ def _truthy(value: str | None, default: bool) -> bool:
     return value.strip().lower() in ("true", "1", "yes", "on")
 
 
+def not_configured(name: str) -> str:
+    """What to do about a remote that neither rclone's config nor the environment defines
+    (a typo, a config file on another host): rclone's own "didn't find section in config
+    file" does not say, and a user read "only S3 remotes can use s5cmd" for a misspelled
+    name."""
+    var = f"RCLONE_CONFIG_{name.upper()}_"
+    return (
+        f"remote '{name}:' is not configured here: define it with `rclone config` or the "
+        f"{var}* variables ({var}TYPE=s3, ...)"
+    )
+
+
 def s3_access_from(name: str, options: Mapping[str, str], tool: str = "s5cmd/aws") -> S3Access:
     """Endpoint, region, addressing style and keys of an S3 remote from its options.
 
@@ -222,10 +234,12 @@ def s3_access_from(name: str, options: Mapping[str, str], tool: str = "s5cmd/aws
     to the tools' own AWS variables and files, as rclone leaves them.
     """
     kind = options.get("type")
+    if not kind:
+        raise ToolError(not_configured(name))
     if kind != "s3":
-        what = f"of type {kind}" if kind else "not a remote rclone knows"
         raise ToolError(
-            f"remote {name!r} is {what}: only S3 remotes can use {tool} (use rclone or command)"
+            f"remote {name!r} is of type {kind}: only S3 remotes can use {tool} (use rclone "
+            "or command)"
         )
     endpoint = options.get("endpoint") or None
     if endpoint and "://" not in endpoint:

@@ -119,6 +119,14 @@ def _access_denied(prefix: str, stderr: str) -> str | None:
     return f"access denied (HTTP 403): check the credentials of remote '{name}' ({where})"
 
 
+def _not_configured(prefix: str, stderr: str) -> str | None:
+    """rclone found no definition of the remote ("didn't find section in config file")."""
+    name = prefix.split(":", 1)[0]
+    if "didn't find section in config file" not in stderr or not name or ":" not in prefix:
+        return None
+    return tools.not_configured(name)
+
+
 def missing_keys(prefix: str, env: Mapping[str, str]) -> str | None:
     """A remote defined only by RCLONE_CONFIG_<NAME>_* variables, of type s3, with neither
     keys nor env_auth: the store's own answer (often a bare "400 Bad Request") does not say
@@ -175,9 +183,9 @@ def check_remote(
             except Exception as err:  # noqa: BLE001 - any failure is the answer
                 return f"remote {name} ({prefix}): cannot {what} a test object: {err}"
             if res.returncode != 0:
-                denied = _access_denied(prefix, res.stderr)
-                if denied:
-                    return f"remote {name} ({prefix}): cannot {what} a test object: {denied}"
+                why = _access_denied(prefix, res.stderr) or _not_configured(prefix, res.stderr)
+                if why:
+                    return f"remote {name} ({prefix}): cannot {what} a test object: {why}"
                 msg = res.stderr.strip().splitlines()[-1:] or ["rclone failed"]
                 keys = missing_keys(prefix, os.environ)
                 said = f"{keys} (rclone: {clip_tail(msg[0])})" if keys else clip_tail(msg[0])
