@@ -288,6 +288,7 @@ def test_summarise_on_a_constructed_campaign():
         ),
     )
     assert list(s.columns) == stats.SUMMARY_COLUMNS
+    assert set(s["tool"]) == {"rclone"}  # from the setting (a user's s5cmd rows: no tool column)
     s = s.set_index("layout")
     p = s.loc["plain"]
     assert (p["n"], p["mean"], p["p50"]) == (4, 25.0, 25.0)
@@ -579,7 +580,7 @@ def test_headline_calls_a_layout_best_only_when_its_interval_says_so():
         *(lambda t: (t, summarise(t, pd.DataFrame())))(
             transfers_frame(
                 [("a", "upload", "plain", 1, 10.0), ("a", "upload", "chunked-4MiB", 1, 10.04)]
-            ).assign(setting="s")
+            ).assign(setting="rclone-1xauto")
         ),
         {"campaign": "c"},
         None,

@@ -78,8 +78,8 @@ PHASES = {
     "check": ("reassemble", "verify"),
 }
 SUMMARY_COLUMNS = [
-    "site", "remote", "direction", "strategy", "layout", "setting", "n", "mean", "p10", "p50",
-    "p90",
+    "site", "remote", "direction", "tool", "strategy", "layout", "setting", "n", "mean",
+    "p10", "p50", "p90",
     "sustained_median", "sustained_ci_low", "sustained_ci_high", "sustained_ci_level",
     "sustained_from_whole", "speedup_vs_plain", "speedup_ci_low", "speedup_ci_high",
     "speedup_ci_level", "failed", "corrupt",
@@ -400,6 +400,7 @@ def summarise(
             sp = speedup(rates, plain)
         rows.append({
             "site": site, "remote": remote, "direction": direction,
+            "tool": Setting.from_label(str(setting)).tool,
             "strategy": g["strategy"].iloc[0], "layout": layout, "setting": setting,
             "n": int(rates.size),
             "mean": float(rates.mean()) if rates.size else math.nan,
