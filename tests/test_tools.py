@@ -78,6 +78,16 @@ def test_s3_access_defaults_and_scheme():
     assert SECRET not in repr(acc) and SECRET not in str(acc.public())
 
 
+@pytest.mark.unit
+def test_a_tools_version_is_its_number_as_rclones_is():
+    assert tools.version_number("v2.3.0-991c9fb") == "2.3.0-991c9fb"
+    assert tools.version_number("aws-cli/1.46.3 Python/3.11.7 Linux/6.18 botocore/1.43") == (
+        "1.46.3"
+    )
+    assert tools.version_number("  2.0 \n") == "2.0"
+    assert tools.version_number("development build") == "development build"
+
+
 def test_non_s3_remote_is_refused_in_one_line():
     with pytest.raises(tools.ToolError) as err:
         tools.s3_access_from("storj", {"type": "storj"}, "s5cmd")

@@ -146,7 +146,10 @@ class TransferRow:
     )
     files_per_s: float = _col("files/s", "files / seconds: what many small files cost")
     s_per_object: float = _col("s", "seconds / objects")
-    tool_version: str = _col("", "the version of the tool that moved the data")
+    tool_version: str = _col(
+        "",
+        "the version of the tool that moved the data, its number only (`1.75.2`, `2.3.0-991c9fb`)",
+    )
     bytes_moved_from: str = _col(
         "",
         "whose count `bytes_moved` is: `rclone stats` (its own log), `destination listing "

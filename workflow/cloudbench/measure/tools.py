@@ -166,7 +166,19 @@ def tool_version(tool: str, binary: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     lines = (res.stdout or res.stderr).strip().splitlines()
-    return lines[0][:200] if res.returncode == 0 and lines else None
+    return version_number(lines[0][:200]) if res.returncode == 0 and lines else None
+
+
+_VERSION_WORD_RE = re.compile(r"^(?:[\w.-]+/)?v?(\d[^\s/]*)")
+
+
+def version_number(line: str) -> str:
+    """The version in a tool's first line, as rclone's is kept (``1.75.2``): s5cmd's
+    ``v2.3.0-991c9fb`` is ``2.3.0-991c9fb``, the CLI's ``aws-cli/1.46.3 Python/3.11.7 ...``
+    is ``1.46.3`` (a user compared ``1.75.2`` with ``v2.3.0-991c9fb`` in one column); a
+    line in no such shape is kept whole."""
+    m = _VERSION_WORD_RE.match(line.strip())
+    return m.group(1) if m else line.strip()
 
 
 # --- the S3 side of an rclone remote -------------------------------------------------
