@@ -164,6 +164,8 @@ def test_stopped_summary_says_what_is_recorded_and_what_to_do(tmp_path):
     write_json(paths[2], {"status": "failed"})
     write_json(paths[3], {"status": "ok"})
     assert stopped_summary(paths).endswith("measure the 2 failed (the ok ones are kept)")
+    # with none ok there is nothing to keep (a user's failed preflight said it all the same)
+    assert stopped_summary(paths[1:3]).endswith("; rerun the same command to measure the 2 failed")
 
 
 def test_a_corrupt_download_is_counted_corrupt_and_the_line_says_how_to_measure_it(tmp_path):

@@ -173,7 +173,8 @@ def stopped_summary(
         if n
     )  # fmt: skip
     what = (
-        f"rerun the same command to measure {left} (the ok ones are kept)"
+        f"rerun the same command to measure {left}"
+        + (" (the ok ones are kept)" if counts["ok"] else "")
         if todo
         else "every measurement is recorded"
         # with a corrupt one kept, the same command stops again: the line says what does not
