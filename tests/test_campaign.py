@@ -69,6 +69,9 @@ def test_misspelt_keys_are_refused_naming_the_nearest_key(demo_config, mutate, m
         load_campaign(demo_config)
     assert str(err.value).startswith(message)
     assert "\n" not in str(err.value)
+    # keys only site profiles set are not offered (a user read transfers_on among them)
+    assert "repeats" in str(err.value) or "files" in str(err.value) or "scratch" in str(err.value)
+    assert "transfers_on" not in str(err.value) and "required_env" not in str(err.value)
 
 
 def test_defaults_come_from_the_schema_not_the_demo():

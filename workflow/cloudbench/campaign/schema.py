@@ -53,7 +53,8 @@ def _unknown(value: Any, schema: Mapping[str, Any], where: str) -> Iterator[str]
         elif extra is False:
             near = difflib.get_close_matches(str(key), list(props), n=1, cutoff=0.6)
             hint = f" (did you mean '{where}{near[0]}'?)" if near else ""
-            known = ", ".join(props)
+            # keys only site profiles set are no answer to a campaign file's typo
+            known = ", ".join(k for k, v in props.items() if v.get("x-set-by") != "profile")
             yield f"{name}: unknown key{hint}; known keys here: {known}"
 
 
