@@ -61,22 +61,22 @@ class DataPath(Harness):
         self.name = "bench-001.bin"
         self.data = self.work / "data" / self.name
         self.width = max(4, len(str(max(1, -(-self.size // self.chunk)) - 1)))
-        self._import_s: dict[Path, float] = {}
 
     def in_child(self, repo: Path, *steps: tuple[str, dict[str, Any]]) -> dict[str, float]:
         """Run ``steps`` (name, arguments) with ``repo``'s code, each in a fresh process as
-        the workflow's jobs run them, less that checkout's Python start and imports (the
-        median of three ``--child import`` runs): the ``extra`` of a timed run.
+        the workflow's jobs run them, less that checkout's Python start and imports: a
+        ``--child import`` run right before each step, in the same state of the machine.
 
         Ours and the compared version both run this way. Ours once ran in the bench's own
         process: the same code compared with itself then read 0.66x, a "REGRESSION" that
-        was only the bench process's state after the steps before (2026-11-25)."""
-        if repo not in self._import_s:
-            self._import_s[repo] = statistics.median(
-                run_child(repo, "import", {})[0] for _ in range(3)
-            )
-        start = self._import_s[repo]
-        total = sum(run_child(repo, step, kw)[0] - start for step, kw in steps)
+        was only the bench process's state after the steps before (2026-11-25). Then the
+        imports were timed once per checkout, at its first step: the compared checkout's
+        came after ours had written 6 GiB, and its every step read 0.02-0.05 s faster than
+        the same code of ours (checksum 0.73x "REGRESSION", 2026-11-26)."""
+        total = 0.0
+        for step, kw in steps:
+            start = run_child(repo, "import", {})[0]
+            total += run_child(repo, step, kw)[0] - start
         return {"step_seconds": max(total, 1e-6)}
 
     def previous_side(self, prepare, *steps: tuple[str, dict[str, Any]]):
