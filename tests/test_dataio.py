@@ -216,8 +216,28 @@ def test_release_if_clean_drops_written_back_pages_and_leaves_dirty_ones(tmp_pat
         os.close(fd)
 
 
+def test_a_file_all_in_the_page_cache_is_fully_cached_and_one_let_go_of_is_not(tmp_path):
+    """prefetch_head skips its readahead hints for a part that is all cached already."""
+    from cloudbench.data.pagecache import fully_cached
+
+    _needs_cachestat(tmp_path)
+    path = tmp_path / "f.bin"
+    path.write_bytes(os.urandom(2**20 + 7))
+    os.sync()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert fully_cached(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        assert not fully_cached(fd)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("hashed", [False, True])
 @pytest.mark.parametrize("synced", [True, False])
-def test_reassembly_releases_only_parts_already_on_disk(tmp_path, synced):
+def test_reassembly_releases_only_parts_already_on_disk(tmp_path, synced, hashed):
+    """Without a digest the copying thread lets go of each part; with one (reassembly's
+    case) the thread that reads the new file back does, once it has hashed past it."""
     _needs_cachestat(tmp_path)
     data = os.urandom(3 * 2**20 + 5)
     src = tmp_path / "f.bin"
@@ -228,7 +248,9 @@ def test_reassembly_releases_only_parts_already_on_disk(tmp_path, synced):
         os.sync()
     before = [_cached_pages(p).cached for p in parts]
     assert all(before)
-    concatenate(parts, tmp_path / "out.bin")
+    seen = bytearray()
+    concatenate(parts, tmp_path / "out.bin", on_data=seen.extend if hashed else None)
     assert (tmp_path / "out.bin").read_bytes() == data
+    assert seen == (data if hashed else b"")
     after = [_cached_pages(p).cached for p in parts]
     assert after == ([0] * len(parts) if synced else before)

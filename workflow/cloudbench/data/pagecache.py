@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 
 CACHESTAT = 451  # cachestat(2)'s number, the same on every architecture (Linux 6.5)
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,13 @@ def cachestat(fd: int) -> CacheStat | None:
             return None
         raise OSError(err, f"cachestat: {os.strerror(err)}")
     return CacheStat(out.cache, out.dirty, out.writeback)
+
+
+def fully_cached(fd: int) -> bool:
+    """Whether every page of ``fd`` is in the page cache already: a readahead hint for it
+    would only walk pages that are there (a warm chunk's eight hints cost 2 ms)."""
+    stat = cachestat(fd)
+    return stat is not None and stat.cached * PAGE_SIZE >= os.fstat(fd).st_size
 
 
 def release_if_clean(fd: int) -> bool:
