@@ -163,8 +163,10 @@ def windows(
     """Consecutive windows covering bytes [start, stop) of ``fd``; the caller closes each.
     ``populate``: map each window's pages up front (one thread reading it); two threads
     reading the same window fault its pages in between them faster. ``prefetch``: readahead
-    hints ahead of the reader (pointless for bytes just written, which are cached)."""
-    hints = _Prefetcher(fd, stop if prefetch else start, start)
+    hints ahead of the reader, unless the file is all cached (bytes just written, a warm
+    file: 256 hints for 2 GiB that walk pages already there)."""
+    hinted = prefetch and not fully_cached(fd)
+    hints = _Prefetcher(fd, stop if hinted else start, start)
     pos = start
     while pos < stop:
         hints.advance(pos)
