@@ -767,3 +767,25 @@ def test_tick_labels_name_the_tool_when_tools_are_mixed():
         "plain\ns5cmd-1xauto",
     ]
     assert _ticks(["multithread"]) == ["multithread"]
+
+
+def test_tick_labels_slant_when_side_by_side_they_would_overlap():
+    """Five layouts of two tools (multithread is rclone's alone) ran into each other level:
+    a user read "rclone-1xaus5cmd-1xauto"; the demo's three stay level."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from cloudbench.report.figures import _set_ticks
+
+    def slant(order):
+        fig, ax = plt.subplots()
+        _set_ticks(ax, order)
+        angle = ax.get_xticklabels()[0].get_rotation()
+        plt.close(fig)
+        return angle
+
+    tools = [f"{lay} {t}-1xauto" for lay in ("plain", "chunked-4MiB") for t in ("rclone", "s5cmd")]
+    assert slant([*tools, "multithread rclone-1xauto"]) == 60
+    assert slant(["plain", "chunked-4MiB", "multithread"]) == 0

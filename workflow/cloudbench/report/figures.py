@@ -113,6 +113,21 @@ def _ticks(labels: list[str]) -> list[str]:
     ]
 
 
+# characters of tick labels, side by side, that a panel's width takes level (at 10 pt)
+LEVEL_TICK_CHARS = 48
+
+
+def _set_ticks(ax, order: list[str]) -> None:
+    """One tick per layout (``_ticks``), slanted when side by side they would not fit: a
+    sweep's many settings, or five labels such as ``rclone-1xauto`` beside ``s5cmd-1xauto``
+    (a user read ``rclone-1xaus5cmd-1xauto``)."""
+    ticks = _ticks(order)
+    ax.set_xticks(range(len(order)), ticks)
+    widest = max((len(line) for t in ticks for line in t.split("\n")), default=0)
+    if len(order) > 5 or len(order) * widest > LEVEL_TICK_CHARS:
+        ax.tick_params(axis="x", labelrotation=60, labelsize=8)
+
+
 def grid(n: int, width: float = 6.0, height: float = 3.6, ncols: int = 2):
     ncols = max(1, min(ncols, n))
     nrows = math.ceil(n / ncols)
@@ -357,9 +372,7 @@ def sustained(
                     va="bottom",
                     ha="left",
                 )
-        ax.set_xticks(range(len(order)), _ticks(order))
-        if len(order) > 5:  # a sweep's many settings: slanted so that they do not overlap
-            ax.tick_params(axis="x", labelrotation=60, labelsize=8)
+        _set_ticks(ax, order)
         ax.set_xlim(-0.6, len(order) - 0.4)
         ax.set_title(cell.title)
         ax.set_xlabel("strategy (layout)")
@@ -444,9 +457,7 @@ def speedups(
                 else:
                     txt = f"×{num(r.speedup_vs_plain)}\n(no interval)"
                 ax.annotate(txt, (i + 0.32, r.speedup_vs_plain), fontsize=8, va="center")
-        ax.set_xticks(range(len(order)), _ticks(order))
-        if len(order) > 5:  # a sweep's many settings: slanted so that they do not overlap
-            ax.tick_params(axis="x", labelrotation=60, labelsize=8)
+        _set_ticks(ax, order)
         ax.set_xlim(-0.5, len(order) - 0.1)
         points = [*cell_pts["ratio"].dropna(), *d["speedup_vs_plain"].dropna()]  # every repeat
         lo_all = min([0.9, *d["speedup_ci_low"].dropna(), *points])
