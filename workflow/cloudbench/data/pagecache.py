@@ -72,8 +72,12 @@ def cachestat(fd: int) -> CacheStat | None:
 
 def fully_cached(fd: int) -> bool:
     """Whether every page of ``fd`` is in the page cache already: a readahead hint for it
-    would only walk pages that are there (a warm chunk's eight hints cost 2 ms)."""
-    stat = cachestat(fd)
+    would only walk pages that are there (a warm chunk's eight hints cost 2 ms). False
+    where the kernel cannot say: the hints are then given, as before cachestat(2)."""
+    try:
+        stat = cachestat(fd)
+    except OSError:
+        return False
     return stat is not None and stat.cached * PAGE_SIZE >= os.fstat(fd).st_size
 
 
