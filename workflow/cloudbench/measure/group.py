@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.measure import series
+from cloudbench.measure.record import COUNTED_COLUMNS
 from cloudbench.records import copy_status, rate_mb_s, read_json, write_json
 from cloudbench.site.jobenv import LAUNCHER_VARIABLE, die_with_parent
 
@@ -241,16 +242,7 @@ def aggregate(
         "objects_in_flight": sum(c.get("objects_in_flight") or 0 for c in got),
         "connections": sum(c.get("connections") or 0 for c in got),
         # empty, not 0, where no client counts them (s5cmd), as in a one-client record
-        **{
-            k: _sum_counted(got, k)
-            for k in (
-                "retries",
-                "throttled",
-                "server_errors",
-                "request_retries",
-                "low_level_retries",
-            )
-        },
+        **{k: _sum_counted(got, k) for k in COUNTED_COLUMNS},
         "client_mb_per_s_min": min(rates) if len(rates) == n else None,
         "client_mb_per_s_median": round(_median(rates), 3) if len(rates) == n else None,
         "client_mb_per_s_max": max(rates) if len(rates) == n else None,

@@ -190,9 +190,14 @@ class TransferRow:
 
 TRANSFER_COLUMNS: list[str] = [f.name for f in fields(TransferRow)]
 # Counts that a column of blanks would otherwise turn into floats ("1.0")
+# What a client counts of the store's answers and its own retries: summed over a group's
+# clients, empty (not 0) where no client counted them
+COUNTED_COLUMNS: tuple[str, ...] = (
+    "retries", "throttled", "server_errors", "request_retries", "low_level_retries",
+)  # fmt: skip
 WHOLE_TRANSFER_COLUMNS: tuple[str, ...] = (
     "chunk_bytes", "bytes_moved", "backend_concurrency", "attempts", "bytes_moved_all_attempts",
-    "retries", "throttled", "server_errors", "request_retries", "low_level_retries",
+    *COUNTED_COLUMNS,
 )  # fmt: skip
 
 

@@ -207,7 +207,7 @@ def remote_options(
     (rclone's precedence; command-line flags such as ``--s3-endpoint`` in a campaign's
     rclone flags are not seen here, so such a campaign gets its endpoint from the config.)
     """
-    prefix = f"RCLONE_CONFIG_{name.upper()}_"
+    prefix = remote_env_prefix(name)
     from_env = {k[len(prefix) :].lower(): v for k, v in environ.items() if k.startswith(prefix)}
     from_file = {k.lower(): str(v) for k, v in (config_dump.get(name) or {}).items()}
     kind = from_env.get("type") or from_file.get("type")
@@ -226,12 +226,18 @@ def _truthy(value: str | None, default: bool) -> bool:
     return value.strip().lower() in ("true", "1", "yes", "on")
 
 
+def remote_env_prefix(name: str) -> str:
+    """``RCLONE_CONFIG_<NAME>_``: where rclone reads remote ``name``'s options from the
+    environment (upper case, ``-`` as ``_``, as rclone's ConfigToEnv spells it)."""
+    return f"RCLONE_CONFIG_{name.upper().replace('-', '_')}_"
+
+
 def not_configured(name: str) -> str:
     """What to do about a remote that neither rclone's config nor the environment defines
     (a typo, a config file on another host): rclone's own "didn't find section in config
     file" does not say, and a user read "only S3 remotes can use s5cmd" for a misspelled
     name."""
-    var = f"RCLONE_CONFIG_{name.upper()}_"
+    var = remote_env_prefix(name)
     return (
         f"remote '{name}:' is not configured here: define it with `rclone config` or the "
         f"{var}* variables ({var}TYPE=s3, ...)"
@@ -296,7 +302,7 @@ def s3_access(
 
     env = os.environ if environ is None else environ
     name = remote_name(remote)
-    prefix = f"RCLONE_CONFIG_{name.upper()}_"
+    prefix = remote_env_prefix(name)
     dump: Mapping[str, Mapping[str, str]] = {}
     if not env.get(prefix + "TYPE"):  # defined in the config file, if anywhere
         dump = rclone_config_dump(binary or rc.find_rclone())

@@ -112,7 +112,7 @@ def _access_denied(prefix: str, stderr: str) -> str | None:
         return None
     name = prefix.split(":", 1)[0].lstrip(":").split(",", 1)[0]
     where = (
-        f"rclone's config for '{name}:' or the RCLONE_CONFIG_{name.upper()}_* variables"
+        f"rclone's config for '{name}:' or the {tools.remote_env_prefix(name)}* variables"
         if name and ":" in prefix
         else "rclone's config"
     )
@@ -134,7 +134,7 @@ def missing_keys(prefix: str, env: Mapping[str, str]) -> str | None:
     name = prefix.split(":", 1)[0]
     if not name or name.startswith(":") or ":" not in prefix:
         return None
-    var = f"RCLONE_CONFIG_{name.upper().replace('-', '_')}_"
+    var = tools.remote_env_prefix(name)
     if env.get(var + "TYPE", "").lower() != "s3":
         return None
     if env.get(var + "ACCESS_KEY_ID") or env.get(var + "SECRET_ACCESS_KEY"):
