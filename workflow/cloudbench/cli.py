@@ -109,6 +109,23 @@ def cmd_upload(a):
         Path(a.client_log),
         Path(a.series),
         _timeout(a),
+        _policy(a),
+    )
+
+
+STORE_DOWN_ARGS = (
+    ("--store-down-after", {"type": int, "default": 3, "help": "store_down.after_failures"}),
+    ("--stall-s", {"type": float, "default": 60.0, "help": "store_down.stall in seconds"}),
+    ("--store-wait-s", {"type": float, "default": 0.0, "help": "store_down.wait in seconds"}),
+)
+
+
+def _policy(a):
+    """The campaign's store_down (cloudbench.site.breaker.Policy), from the job's resources."""
+    from cloudbench.site.breaker import Policy
+
+    return Policy(
+        after_failures=a.store_down_after, stall_s=a.stall_s or 0.0, wait_s=a.store_wait_s
     )
 
 
@@ -143,6 +160,7 @@ def cmd_download(a):
         Path(a.series),
         Path(a.upload_record) if a.upload_record else None,
         _timeout(a),
+        _policy(a),
     )
 
 
@@ -415,6 +433,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 "walltime less a margin, or the copy's bytes at 1 MB/s plus 10 minutes)",
             },
         ),
+        *STORE_DOWN_ARGS,
     ]
     add(
         "upload",

@@ -51,6 +51,7 @@ from cloudbench.records import (
     utc_now,
     write_json,
 )
+from cloudbench.site import breaker
 
 COPY_MANIFEST, OBJECTS, CHECKSUMS = paths.MANIFEST, paths.OBJECTS, paths.CHECKSUMS
 
@@ -141,6 +142,7 @@ def client_copy(
     client: int | None = None,
     ready: Callable[[], object] | None = None,
     timeout: float | None = None,
+    stall_s: float | None = None,
 ) -> dict[str, Any]:
     """One client's timed copy of ``files`` (manifest entries), by the setting's tool:
     every client gets the exact object list, so nothing else that sits in the source is
@@ -173,6 +175,7 @@ def client_copy(
             label=_label(spec, client),
             ready=ready,
             timeout=timeout,
+            stall_s=stall_s,
         )
     rec["files"] = len(files)
     if client is not None:
@@ -190,6 +193,7 @@ def timed_copy(
     log: Path,
     series: Path,
     timeout: float | None = None,
+    stall_s: float | None = None,
 ) -> dict[str, Any]:
     """One measurement of a copy: one client in this process, or the setting's N clients
     each moving its own files, started together (see cloudbench.measure.group).
@@ -200,7 +204,9 @@ def timed_copy(
     per_client = spec.setting.concurrency or threads
     set_aside_unrecorded(record, [log] + [paths.client_log(log, k) for k in range(n)])
     if n == 1:
-        return client_copy(spec, per_client, src, dst, man["files"], log, series, timeout=timeout)
+        return client_copy(
+            spec, per_client, src, dst, man["files"], log, series, timeout=timeout, stall_s=stall_s
+        )
     folder = paths.clients_dir(record)
     plan = {
         "spec": spec.to_json(),
@@ -210,6 +216,7 @@ def timed_copy(
         "shares": clients.shares(man["files"], n),
         "logs": [str(paths.client_log(log, k)) for k in range(n)],
         "timeout": timeout,
+        "stall_s": stall_s,
     }
     plan_path = clients.write_plan(folder, plan)
     for k in range(n):
@@ -337,6 +344,7 @@ def run_client(plan_path: Path, index: int | None) -> None:
             client=k,
             ready=lambda: clients.wait_for_start(folder / "barrier", k, n),
             timeout=plan.get("timeout"),
+            stall_s=plan.get("stall_s"),
         )
     except clients.ClientError as err:
         rec = {"client": k, "status": "failed", "error": str(err), **host_info()}
@@ -395,6 +403,7 @@ def upload(
     log: Path,
     series: Path,
     timeout: float | None = None,
+    policy: breaker.Policy | None = None,
 ) -> None:
     """Timed upload of one copy; its manifest is written after, untimed, only if it is whole.
 
@@ -422,15 +431,26 @@ def upload(
     # on every measurement otherwise. A copy some other checkout left there is caught all the
     # same: rclone skipping an object fails the measurement, which the next attempt clears.
     logs = [log, *(paths.client_log(log, k) for k in range(spec.setting.clients))]
-    if down := still_down(binary, spec):
-        _finish(record, not_measured(spec, down, series), log)
+    policy = policy or breaker.Policy()
+    down, outage = store_gate(binary, spec, policy)
+    if down:
+        _finish(record, not_measured(spec, down, series) | outage, log)
         return
     abort_error = clear_copy(binary, spec, dst) if attempted_before(record, logs) else None
     src = chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
     man = copy_manifest(spec, hashes)
     with small_files("publish") as tmp:
         rec = timed_copy(
-            spec, threads, str(src), f"{dst}/{OBJECTS}", man, record, log, series, timeout
+            spec,
+            threads,
+            str(src),
+            f"{dst}/{OBJECTS}",
+            man,
+            record,
+            log,
+            series,
+            timeout,
+            policy.stall_s,
         )
         rec["regenerated"] = regenerated
         rec["multipart_abort_error"] = abort_error
@@ -457,42 +477,31 @@ def upload(
                     error=f"publishing {COPY_MANIFEST}: {clip_tail(res.stderr)}",
                     mb_per_s=None,
                 )
-    note_store_down(spec, rec)
-    _finish(record, rec, log)
+    _finish(record, rec | outage | note_store(spec, rec), log)
 
 
-def note_store_down(spec: TransferSpec, rec: dict[str, Any]) -> None:
-    """After a copy: a failure that names a network error marks the store down for the
-    site's next uploads; a copy that worked clears the mark."""
-    marker = paths.store_down(spec.scratch, spec.remote)
+def note_store(spec: TransferSpec, rec: dict[str, Any]) -> dict[str, Any]:
+    """After a step's requests: a failure that names a network error counts against the
+    store at this site (cloudbench.site.breaker); anything else is an answer and clears the
+    count. Returns the row's outage columns."""
     cause = network_cause(rec.get("error") or "") if rec["status"] != "ok" else None
-    if cause:
-        write_json(
-            marker, {"cause": cause, "since": utc_now(), "by": f"{spec.site} {_label(spec)}"}
-        )
-    else:
-        marker.unlink(missing_ok=True)
+    return breaker.note(spec.scratch, spec.site, spec.remote, cause, f"{_label(spec)}")
 
 
-def still_down(binary: str, spec: TransferSpec) -> str | None:
-    """Why not to start this upload: a store marked down that still does not answer one
-    listing. An upload's first request is its timed copy, which against a dead store
-    spends rclone's whole patience (about 8 minutes at its defaults) before failing; with
-    the mark, each later upload costs one listing (~10 s) until the store answers again."""
-    marker = paths.store_down(spec.scratch, spec.remote)
-    if not marker.exists():
-        return None
-    cause = rc.store_unreachable(binary, spec.remote_url, spec.flags)
-    if cause is None:
-        marker.unlink(missing_ok=True)
-        return None
-    try:
-        seen = read_json(marker)
-    except (OSError, ValueError):
-        seen = {}
-    return (
-        f"not measured: the store did not answer ({cause}), as it had not since "
-        f"{seen.get('since', '?')} ({seen.get('by', '?')}); rerun once it is back"
+def store_gate(
+    binary: str, spec: TransferSpec, policy: breaker.Policy
+) -> tuple[str | None, dict[str, Any]]:
+    """Why not to start this measurement (None: go), and its outage columns. Only a store
+    that has failed lately costs anything here: one listing (~1 s when it answers), or none
+    at all while the site's breaker is open. Without it a copy's first request against a
+    dead store spends rclone's whole patience (about 8 minutes at its defaults)."""
+    return breaker.gate(
+        spec.scratch,
+        spec.site,
+        spec.remote,
+        policy,
+        lambda: rc.store_unreachable(binary, spec.remote_url, spec.flags),
+        by=_label(spec),
     )
 
 
@@ -599,13 +608,21 @@ def download(
     series: Path,
     upload_record: Path | None = None,
     timeout: float | None = None,
+    policy: breaker.Policy | None = None,
 ) -> None:
     """Timed download of one copy into a fresh directory.
 
     A copy whose upload failed, or a store that cannot be read, is recorded as failed (the
     next run measures it again); a copy that is not there at all stops the run with the
-    upload site to run first.
+    upload site to run first. A failed copy's partial data is removed when the attempt
+    ends (a full disk must not cascade into the next measurement).
     """
+    policy = policy or breaker.Policy()
+    down, outage = store_gate(rc.find_rclone(), spec, policy)
+    if down:
+        write_json(manifest_out, {"files": [], "missing": down})
+        _finish(record, not_measured(spec, down, series) | outage, log)
+        return
     try:
         man = fetch_copy_manifest(spec)
         reason = _failed_upload(upload_record) if man is None else None
@@ -619,6 +636,7 @@ def download(
             )
         write_json(manifest_out, {"files": [], "missing": reason})
         rec = not_measured(spec, reason, series)
+        rec |= outage | note_store(spec, rec)
         _finish(record, rec, log)  # the record last: a job with its record has every output
         return
     seen = copy_seen(man)  # before anything else: the moment this site could read it
@@ -634,8 +652,11 @@ def download(
         log,
         series,
         timeout,
+        policy.stall_s,
     )
-    _finish(record, rec | seen, log)
+    if rec["status"] == "failed":
+        shutil.rmtree(local, ignore_errors=True)  # partial data: nothing will read it
+    _finish(record, rec | seen | outage | note_store(spec, rec), log)
 
 
 def copy_seen(man: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
 
-from cloudbench.site import jobenv
+from cloudbench.site import breaker, jobenv
 from cloudbench.campaign import order, paths, precision
 from cloudbench.campaign.model import (
     SETTING_PATTERN,
@@ -61,6 +61,11 @@ onstart:
     # it evaluates a job's resources (an InputFunctionException): the run still says how
     # it stopped, and keeps what finished.
     atexit.register(say_how_it_stopped, RUN_ENDED)
+    # a store that stops answering ends the run: no job is submitted for it (site.breaker)
+    if not CAMPAIGN.store_down.wait_s:
+        breaker.watch(
+            breaker_places(), store_down_policy(), breaker.stop_submitting
+        )
 
 
 # onerror or onsuccess ran: nothing is left for the exit to say (say_how_it_stopped)
@@ -217,6 +222,21 @@ def copy_timeout_s(wildcards):
     """The campaign's copy_timeout in whole seconds (0: auto, the walltime decides): a
     resource, not a param, so a new timeout never measures a finished transfer again."""
     return int(CAMPAIGN.copy_timeout_s or 0)
+
+
+def store_down_policy():
+    """The campaign's store_down, as the jobs read it (cloudbench.site.breaker)."""
+    sd = CAMPAIGN.store_down
+    return breaker.Policy(sd.after_failures, sd.stall_s, sd.wait_s)
+
+
+def breaker_places():
+    """Every (scratch, site, remote) whose breaker this run's jobs keep."""
+    return [
+        (str(s.scratch), s.name, r.name)
+        for s in CAMPAIGN.active_sites
+        for r in CAMPAIGN.remotes
+    ]
 
 
 def retry_token(direction):
@@ -878,6 +898,11 @@ def say_how_it_stopped(ended):
         )
     # "all measurements ok" was the word of a run that finished; this one did not
     Path(paths.status_file(RESULTS)).unlink(missing_ok=True)
+    for line in breaker.summary(breaker_places(), store_down_policy()):
+        print(
+            f"cloudbench: {line}: its measurements at this site stopped",
+            file=sys.stderr,
+        )
     print(stopped_line(), file=sys.stderr)
 
 

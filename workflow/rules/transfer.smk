@@ -52,6 +52,9 @@ rule upload:
         mpi=launcher_of,
         runtime=transfer_runtime,
         copy_timeout_s=copy_timeout_s,
+        store_down_after=CAMPAIGN.store_down.after_failures,
+        stall_s=int(CAMPAIGN.store_down.stall_s),
+        store_wait_s=int(CAMPAIGN.store_down.wait_s),
     params:
         spec=spec_json("upload"),
         retry=retry_token("upload"),
@@ -63,6 +66,8 @@ rule upload:
         " --checksums {input.staged} --record {output.record} --series {output.series}"
         " --client-log {log.client} --walltime-min {resources.runtime}"
         " --copy-timeout-s {resources.copy_timeout_s}"
+        " --store-down-after {resources.store_down_after} --stall-s {resources.stall_s}"
+        " --store-wait-s {resources.store_wait_s}"
         " 2> {log.job}"
 
 
@@ -90,6 +95,9 @@ rule download:
         mpi=launcher_of,
         runtime=transfer_runtime,
         copy_timeout_s=copy_timeout_s,
+        store_down_after=CAMPAIGN.store_down.after_failures,
+        stall_s=int(CAMPAIGN.store_down.stall_s),
+        store_wait_s=int(CAMPAIGN.store_down.wait_s),
     params:
         spec=spec_json("download"),
         retry=retry_token("download"),
@@ -100,6 +108,8 @@ rule download:
         " --record {output.record} --series {output.series}"
         " --client-log {log.client} --walltime-min {resources.runtime}"
         " --copy-timeout-s {resources.copy_timeout_s}"
+        " --store-down-after {resources.store_down_after} --stall-s {resources.stall_s}"
+        " --store-wait-s {resources.store_wait_s}"
         " 2> {log.job}"
 
 

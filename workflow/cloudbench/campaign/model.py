@@ -12,7 +12,7 @@ import math
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +176,7 @@ class Campaign:
     concurrency: tuple[tuple[str, tuple[int | None, ...]], ...] = ()  # per strategy
     start_tolerance_s: float = 1.0
     copy_timeout_s: float | None = None  # None: auto (the job's walltime, or an estimate)
+    store_down: StoreDown = field(default_factory=lambda: StoreDown())
     tools: tuple[str, ...] = ("rclone",)
     command_template: str | None = None
     dataset_layout: str = "flat"
@@ -591,6 +592,31 @@ def _repeats(value: Any, target: Mapping[str, Any]) -> tuple[int, Precision | No
     return first, Precision(width, most)
 
 
+@dataclass(frozen=True)
+class StoreDown:
+    """The campaign's ``store_down``: when a site stops trying a store (site.breaker)."""
+
+    after_failures: int = 3
+    stall_s: float = 60.0  # 0: off
+    wait_s: float = 0.0  # 0: stop the run; > 0: wait for the store this long
+
+
+def _store_down(cfg: Mapping[str, Any]) -> StoreDown:
+    def seconds(key: str, value: str | int | float) -> float:
+        if value == "off" or value in (0, "0", "0s", "0m", "0h"):
+            return 0.0
+        try:
+            return parse_duration(value)
+        except SizeError as err:
+            raise ConfigError(f"store_down.{key}: {err}") from None
+
+    return StoreDown(
+        after_failures=_positive_int("store_down.after_failures", cfg.get("after_failures", 3)),
+        stall_s=seconds("stall", cfg.get("stall", "60s")),
+        wait_s=seconds("wait", cfg.get("wait", "0s")),
+    )
+
+
 def _copy_timeout(value: str | int | float) -> float | None:
     if value == "auto":
         return None
@@ -765,6 +791,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         concurrency=_concurrency(cfg, strategies),
         start_tolerance_s=float(cfg["start_tolerance_s"]),
         copy_timeout_s=_copy_timeout(cfg.get("copy_timeout", "auto")),
+        store_down=_store_down(cfg.get("store_down") or {}),
         tools=chosen_tools,
         command_template=cfg.get("command_template"),
         dataset_layout=dataset_layout,

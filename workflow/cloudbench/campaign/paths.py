@@ -164,10 +164,10 @@ def pulled(results, site) -> str:
     return f"{sites_dir(results)}/{site}/pulled.json"
 
 
-def store_down(scratch: str | Path, remote: str) -> Path:
-    """A site's note that ``remote`` stopped answering, in its scratch (shared by every job
-    of the site), cleared by the first copy or listing that gets an answer."""
-    return Path(scratch) / f".store-down.{remote}.json"
+def store_down(scratch: str | Path, site: str, remote: str) -> Path:
+    """A site's count of ``remote``'s failures in a row (cloudbench.site.breaker), in its
+    scratch (shared by every job of the site), cleared by the first answer."""
+    return Path(scratch) / f".store-down.{site}.{remote}.json"
 
 
 def dataset_dir(upload_data: str | Path) -> str:

@@ -45,6 +45,7 @@ from cloudbench.records import copy_status, host_info, rate_mb_s, utc_now
 from cloudbench.site.jobenv import die_with_parent, kill_tree
 
 SAMPLE_INTERVAL_S = 1.0  # a destination's bytes, every second: the series of a download
+STALL_CHECK_S = 2.0  # how often a running copy is checked for a stall on a dead store
 
 
 # A copy gets the batch job's walltime less this share of it (at most WALLTIME_MARGIN_S), so
@@ -68,6 +69,42 @@ def copy_timeout(walltime_min: float | None, campaign_timeout_s: float | None) -
 
 def timed_out_error(timeout: float) -> str:
     return f"timed out after {timeout:g} s (copy_timeout, or the job's walltime less a margin)"
+
+
+def stalled_error(stall_s: float, cause: str) -> str:
+    """A copy ended because the store stopped answering: the network cause comes last, so
+    the breaker (cloudbench.site.breaker) counts it as the store's failure."""
+    return (
+        f"the store stopped answering: nothing moved for {stall_s:g} s while the client "
+        f"met network errors (store_down.stall); last: {cause}"
+    )
+
+
+class _Stall:
+    """Whether a running copy has stalled on a dead store: nothing moved for ``stall_s``
+    seconds while its log names a network failure. Only a client whose progress we can see
+    (rclone's stats, a download's destination) can be judged; the others run to their
+    timeout. Why not rclone's own patience: it retries a dead store for about 8 minutes
+    (retries x low-level retries, each with a pacer), a whole batch job's worth of nothing."""
+
+    def __init__(self, stall_s: float | None, t0: float) -> None:
+        self.stall_s = stall_s
+        self.bytes = -1
+        self.moved_at = t0
+
+    def cause(self, tail, sampler, now: float) -> str | None:
+        if not self.stall_s or (tail is None and sampler is None):
+            return None
+        if tail is not None:
+            done = tail.samples[-1].bytes if tail.samples else 0
+        else:
+            done = sampler.points[-1][1] if sampler.points else 0
+        if done > self.bytes:
+            self.bytes, self.moved_at = done, now
+            return None
+        if now - self.moved_at < self.stall_s:
+            return None
+        return tail.network_error if tail is not None else None
 
 
 def command_line(argv: Sequence[str], secrets: Sequence[str]) -> str:
@@ -163,6 +200,7 @@ class Finished:
     output: str
     points: tuple[series.Point, ...]  # the destination's bytes, when it was sampled
     timed_out: bool
+    stalled: str | None = None  # the network cause a stalled copy was ended on
 
 
 def _progress_line(watch: Watch, tail, sampler, t0: float) -> str:
@@ -183,15 +221,18 @@ def run(
     watch: Watch,
     timeout: float | None = None,
     on_start: Callable[[int], object] | None = None,
+    stall_s: float | None = None,
 ) -> Finished:
     """Run a client timed by the wall clock from spawn to exit; every
     ``progress_interval()`` seconds print a progress line to the job log. Waiting wakes up
     the moment the client exits, so the clock is not stretched by the polling. Past
-    ``timeout`` seconds the client and everything it started are ended. ``on_start(pid)``
-    runs once it is spawned (tests read the process list there)."""
+    ``timeout`` seconds the client and everything it started are ended, and so is one that
+    stalled on a dead store (``_Stall``). ``on_start(pid)`` runs once it is spawned (tests
+    read the process list there)."""
     interval = progress_interval()
     tail = LogTail(watch.log_path) if watch.log_path is not None else None
     timed_out = False
+    stalled: str | None = None
     with tempfile.TemporaryFile("w+") as captured:
         epoch = time.time()
         t0 = time.perf_counter()
@@ -209,6 +250,10 @@ def run(
         )
         deadline = None if timeout is None else t0 + timeout
         exits = _ExitWatch(proc)
+        stall = _Stall(stall_s, t0)
+        # the stall is judged every few seconds, progress printed every `interval`
+        step = min(interval, STALL_CHECK_S) if stall_s else interval
+        next_line = t0 + interval
         try:
             if on_start is not None:
                 on_start(proc.pid)
@@ -218,12 +263,20 @@ def run(
                     timed_out = True
                     kill_tree(proc)
                     break
-                wait = interval if deadline is None else min(interval, deadline - now)
+                wait = step if deadline is None else min(step, deadline - now)
                 if exits.wait(wait):
                     break
-                if deadline is not None and time.perf_counter() >= deadline:
+                now = time.perf_counter()
+                if deadline is not None and now >= deadline:
                     continue
-                print(_progress_line(watch, tail, sampler, t0), file=sys.stderr, flush=True)
+                if tail is not None and stall_s:
+                    tail.poll()
+                if stalled := stall.cause(tail, sampler, now):
+                    kill_tree(proc)
+                    break
+                if now >= next_line:
+                    next_line = now + interval
+                    print(_progress_line(watch, tail, sampler, t0), file=sys.stderr, flush=True)
         except BaseException:
             kill_tree(proc, grace_s=2.0)  # Ctrl-C: the client goes with the job
             raise
@@ -235,7 +288,7 @@ def run(
         captured.seek(0)
         output = captured.read()
     points = tuple(sampler.points) if sampler else ()
-    return Finished(proc.returncode, seconds, epoch, output, points, timed_out)
+    return Finished(proc.returncode, seconds, epoch, output, points, timed_out, stalled)
 
 
 def measure(
@@ -247,6 +300,7 @@ def measure(
     label: str,
     ready: Callable[[], object] | None = None,
     timeout: float | None = None,
+    stall_s: float | None = None,
 ) -> dict[str, Any]:
     """Run one timed copy by ``client_name`` and return its record (status ok or failed,
     never an exception). ``keys`` are the measurement's identity columns. ``ready`` is
@@ -275,7 +329,7 @@ def measure(
             job.log_path if plan.progress == PROGRESS_FROM_LOG else None,
             job.local if plan.progress == PROGRESS_FROM_DESTINATION else None,
         )
-        done = run(plan.argv, plan.environ, watch, timeout)
+        done = run(plan.argv, plan.environ, watch, timeout, stall_s=stall_s)
         seconds, epoch = done.seconds, done.start_epoch
         started = utc_now(epoch)  # the copy's own start, the clock its seconds run on
         output = redact(done.output, secret_values(plan.environ) if plan.environ else secrets)
@@ -283,9 +337,23 @@ def measure(
             job.log_path.parent.mkdir(parents=True, exist_ok=True)
             job.log_path.write_text(output)
         outcome = client.outcome(
-            job, plan, Run(done.returncode, seconds, epoch, output, done.points, done.timed_out)
+            job,
+            plan,
+            Run(
+                done.returncode,
+                seconds,
+                epoch,
+                output,
+                done.points,
+                done.timed_out or bool(done.stalled),
+            ),
         )
-        error = timed_out_error(timeout) if done.timed_out else outcome.error
+        if done.timed_out:
+            error = timed_out_error(timeout)
+        elif done.stalled and stall_s:
+            error = stalled_error(stall_s, done.stalled)
+        else:
+            error = outcome.error
         proc_code, version = done.returncode, plan.version
     if outcome is not None:
         series.write(series_path, outcome.points)
@@ -307,7 +375,9 @@ def measure(
         "started_epoch": epoch,
         "seconds": round(seconds, 6),
         "mb_per_s": round(rate_mb_s(job.expected_bytes, seconds), 3) if not error else None,
-        "status": copy_status(error, bool(outcome and outcome.corrupt and not done.timed_out)),
+        "status": copy_status(
+            error, bool(outcome and outcome.corrupt and not done.timed_out and not done.stalled)
+        ),
         "error": redact(error, secrets) if error else None,
         "retries": outcome.retries if outcome else None,
         **columns,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cloudbench.campaign import paths
-from cloudbench.measure.rclonelog import StatsSample, stats_sample
+from cloudbench.measure.rclonelog import StatsSample, network_cause, stats_sample
 from cloudbench.records import clip_tail
 
 PROGRESS_SECONDS = 10.0  # a 1-minute transfer shows 5-6 lines, a 12-hour one ~4,300
@@ -63,6 +63,7 @@ class LogTail:
         self.offset = 0
         self.partial = ""
         self.samples: list[StatsSample] = []
+        self.network_error: str | None = None  # the newest network failure the log names
 
     def poll(self) -> list[StatsSample]:
         """New complete stats lines since the last call (a half-written line waits)."""
@@ -79,6 +80,8 @@ class LogTail:
         new = []
         for line in lines:
             if '"stats"' not in line:
+                if cause := network_cause(line):
+                    self.network_error = cause
                 continue
             try:
                 record = json.loads(line)

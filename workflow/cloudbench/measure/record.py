@@ -128,6 +128,14 @@ class TransferRow:
         "counted (another tool, a log at -v)",
     )
     error: str = _col("", "the client's last error, or the verify problem (redacted)")
+    outage: str = _col(
+        "",
+        "next to an outage of the store at this site: `during` (failed, or not started, "
+        "while the store did not answer: see `store_down`), `after` (the first measurement "
+        "that reached the store again: its rate may carry the store's recovery); empty "
+        "otherwise",
+    )
+    outage_since: str = _col("UTC", "when the store stopped answering, for `outage` rows")
     rclone_version: str = _col(
         "", "the rclone that moved the data; empty when another tool did (see `tool_version`)"
     )

@@ -19,6 +19,7 @@ from typing import Any
 
 from cloudbench.campaign import paths
 from cloudbench.measure import rclone as rc
+from cloudbench.measure.rclonelog import network_cause
 from cloudbench.records import clip_tail, host_info, small_files, utc_now, write_json
 
 RUN_FILE = "run.json"
@@ -32,6 +33,13 @@ class ExchangeError(RuntimeError):
 
 def _run(binary: str, verb: str, *args: str, flags: tuple[str, ...]) -> Any:
     return rc.run_helper(rc.helper_command(binary, verb, *args, extra_flags=flags))
+
+
+def _why(stderr: str) -> str:
+    """rclone's reason, the network failure first where its log names one: against a dead
+    store its last line is often a misleading verdict ("is a file not a directory")."""
+    cause = network_cause(stderr)
+    return f"the store did not answer ({cause})" if cause else clip_tail(stderr)
 
 
 def _current_run(binary: str, where: str, flags: tuple[str, ...]) -> dict[str, Any] | None:
@@ -62,17 +70,17 @@ def publish(
             dest = f"{prefix}/history/{site}/{previous['run_id']}"
             res = _run(binary, "move", current, dest, flags=flags)
             if res.returncode != 0:
-                raise ExchangeError(f"cannot move {current} to {dest}: {clip_tail(res.stderr)}")
+                raise ExchangeError(f"cannot move {current} to {dest}: {_why(res.stderr)}")
         res = _run(binary, "copy", str(local_dir), current, *excludes, flags=flags)
         if res.returncode != 0:
-            why = clip_tail(res.stderr)
+            why = _why(res.stderr)
             raise ExchangeError(f"cannot publish {site} results to {current}: {why}")
         with small_files("exchange") as tmp:
             run_file = tmp / RUN_FILE
             write_json(run_file, run)
             res = _run(binary, "copyto", str(run_file), f"{current}/{RUN_FILE}", flags=flags)
             if res.returncode != 0:
-                raise ExchangeError(f"cannot write {current}/{RUN_FILE}: {clip_tail(res.stderr)}")
+                raise ExchangeError(f"cannot write {current}/{RUN_FILE}: {_why(res.stderr)}")
     write_json(out, {**run, "remotes": campaign_prefixes})
     return run
 
@@ -100,7 +108,7 @@ def pull(
         dest.mkdir(parents=True, exist_ok=True)
         res = _run(binary, "sync", current, str(dest), flags=flags)
         if res.returncode != 0:
-            why = clip_tail(res.stderr)
+            why = _why(res.stderr)
             raise ExchangeError(f"cannot pull {site} results from {current}: {why}")
         result = {"site": site, "found": True, "from": current, **run}
         write_json(out, result)

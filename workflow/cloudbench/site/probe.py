@@ -45,6 +45,35 @@ class ProbeError(RuntimeError):
 # --- pure parts ----------------------------------------------------------------------
 
 
+GIVE_UP_AFTER = 3  # requests in a row that met a network error: the store is not answering
+
+
+class _GaveUp(Exception):
+    """The probe stops: GIVE_UP_AFTER requests in a row got no answer."""
+
+
+class _Patience:
+    """Counts requests in a row that got no answer; past GIVE_UP_AFTER the probe gives up
+    (an endpoint that drops packets cost 64 requests at 30 s each, half an hour of a node
+    holding the site's network slot, to record that it does not answer)."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors, self.in_a_row = errors, 0
+
+    def failed(self, what: str) -> None:
+        self.errors.append(what)
+        self.in_a_row += 1
+        if self.in_a_row >= GIVE_UP_AFTER:
+            self.errors.append(
+                f"gave up after {self.in_a_row} requests in a row without an answer: the "
+                "store is not answering"
+            )
+            raise _GaveUp
+
+    def answered(self) -> None:
+        self.in_a_row = 0
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile with linear interpolation between order statistics (numpy's
     default), so P50 <= P90 <= P99 always holds and every value lies within min..max."""
@@ -293,21 +322,47 @@ def probe(
     bucket, prefix = split_bucket_path(bucket_path)
     started = utc_now()
     errors: list[str] = []
+    patience = _Patience(errors)
     connects: list[float] = []
     handshakes: list[float] = []
-    for _ in range(count):
-        try:
-            connects.append(tcp_connect_s(ep, timeout))
-            if ep.scheme == "https":
-                handshakes.append(tls_handshake_s(ep, timeout))
-        except OSError as err:
-            errors.append(f"connect: {type(err).__name__}: {err}")
-    stem = f"{prefix}/probe/{host_info()['host']}-{os.getpid()}-{time.time_ns()}".lstrip("/")
-    keys = [f"{stem}-{i}" for i in range(count)]
     puts: list[float] = []
     gets: list[float] = []
     lists: list[float] = []
     reads: list[float] = []
+    try:
+        for _ in range(count):
+            try:
+                connects.append(tcp_connect_s(ep, timeout))
+                if ep.scheme == "https":
+                    handshakes.append(tls_handshake_s(ep, timeout))
+                patience.answered()
+            except OSError as err:
+                patience.failed(f"connect: {type(err).__name__}: {err}")
+        _requests(access, ep, bucket, prefix, count, object_bytes, timeout, patience,
+                  (puts, gets, lists, reads))  # fmt: skip
+    except _GaveUp:
+        pass
+    return _probe_record(access, ep, started, count, object_bytes, errors,
+                         (connects, handshakes, puts, gets, lists, reads))  # fmt: skip
+
+
+def _requests(
+    access: S3Access,
+    ep: Endpoint,
+    bucket: str,
+    prefix: str,
+    count: int,
+    object_bytes: int,
+    timeout: float,
+    patience: _Patience,
+    times_of: tuple[list[float], list[float], list[float], list[float]],
+) -> None:
+    """The timed requests of one probe (PUT, GET, list and read after write), then the
+    untimed clean-up; each sample goes to its list in ``times_of``."""
+    errors = patience.errors
+    puts, gets, lists, reads = times_of
+    stem = f"{prefix}/probe/{host_info()['host']}-{os.getpid()}-{time.time_ns()}".lstrip("/")
+    keys = [f"{stem}-{i}" for i in range(count)]
     body = os.urandom(object_bytes)
     conn = _connection(ep, timeout)
     try:
@@ -318,10 +373,11 @@ def probe(
                         conn, access, ep, method, bucket, key, body if method == "PUT" else b""
                     )
                 except (OSError, http.client.HTTPException) as err:
-                    errors.append(f"{method}: {type(err).__name__}: {err}")
                     conn.close()
                     conn = _connection(ep, timeout)
+                    patience.failed(f"{method}: {type(err).__name__}: {err}")
                     continue
+                patience.answered()
                 if status // 100 != 2:
                     errors.append(f"{method}: HTTP {status}: {data[:200]!r}")
                 elif method == "GET" and data != body:
@@ -336,10 +392,11 @@ def probe(
             try:
                 seen = visibility_sample(conn, access, ep, bucket, key, body, i % 2 == 0)
             except (OSError, http.client.HTTPException) as err:
-                errors.append(f"visibility: {type(err).__name__}: {err}")
                 conn.close()
                 conn = _connection(ep, timeout)
+                patience.failed(f"visibility: {type(err).__name__}: {err}")
                 continue
+            patience.answered()
             for name, seconds, times in (("list", seen[0], lists), ("read", seen[1], reads)):
                 if seconds is None:
                     errors.append(f"{name} after write: not seen in {VISIBILITY_TIMEOUT_S:.0f} s")
@@ -353,6 +410,19 @@ def probe(
                 break
     finally:
         conn.close()
+
+
+def _probe_record(
+    access: S3Access,
+    ep: Endpoint,
+    started: str,
+    count: int,
+    object_bytes: int,
+    errors: list[str],
+    samples: tuple[list[float], ...],
+) -> dict[str, Any]:
+    """The probe's record: a summary per measure (None without a sample), and its errors."""
+    connects, handshakes, puts, gets, lists, reads = samples
     secrets = [s for s in (access.secret_key, access.access_key, access.session_token) if s]
     errors = [redact(e, secrets + secret_values()) for e in dict.fromkeys(errors)]
     return {

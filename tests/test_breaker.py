@@ -1,0 +1,128 @@
+"""The circuit breaker per site and remote (cloudbench.site.breaker): counted from the
+steps' own outcomes, kept in the site's scratch, read by every job and by the run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cloudbench.campaign import paths
+from cloudbench.site import breaker
+
+pytestmark = pytest.mark.unit
+
+REFUSED = "dial tcp 127.0.0.1:9: connect: connection refused"
+
+
+class Store:
+    """A store's answers to the gate's one listing, in order (None: it answered)."""
+
+    def __init__(self, *answers: str | None) -> None:
+        self.answers, self.asked = list(answers), 0
+
+    def check(self) -> str | None:
+        self.asked += 1
+        return self.answers.pop(0) if self.answers else None
+
+
+def test_failures_in_a_row_open_it_and_any_answer_clears_it(tmp_path):
+    policy = breaker.Policy(after_failures=3)
+    for n in (1, 2):
+        cols = breaker.note(tmp_path, "s1", "r", REFUSED, f"upload r{n}")
+        assert cols == {"outage": "during", "outage_since": cols["outage_since"]}
+        assert not breaker.read(tmp_path, "s1", "r").is_open(policy)
+    breaker.note(tmp_path, "s1", "r", REFUSED, "upload r3")
+    state = breaker.read(tmp_path, "s1", "r")
+    assert state.is_open(policy) and state.failures == 3 and state.cause == REFUSED
+    assert breaker.read(tmp_path, "s2", "r") is None  # per site
+    assert breaker.read(tmp_path, "s1", "other") is None  # and per remote
+    assert breaker.note(tmp_path, "s1", "r", None, "download r1") == {}
+    assert breaker.read(tmp_path, "s1", "r") is None
+    assert not paths.store_down(tmp_path, "s1", "r").exists()
+
+
+def test_no_count_no_request():
+    store = Store(REFUSED)
+    assert breaker.gate("/nonexistent", "s", "r", breaker.Policy(), store.check, "x") == (
+        None,
+        {},
+    )
+    assert store.asked == 0
+
+
+def test_below_the_limit_one_listing_decides(tmp_path):
+    breaker.note(tmp_path, "s", "r", REFUSED, "upload r1")
+    store = Store(REFUSED)
+    why, cols = breaker.gate(tmp_path, "s", "r", breaker.Policy(), store.check, "upload r2")
+    assert store.asked == 1 and why.startswith("not measured: store 'r' has not answered")
+    assert cols["outage"] == "during"
+    assert breaker.read(tmp_path, "s", "r").failures == 2
+    # the store is back: the next measurement goes, marked as the first after the outage
+    since = breaker.read(tmp_path, "s", "r").since
+    why, cols = breaker.gate(tmp_path, "s", "r", breaker.Policy(), Store(None).check, "r3")
+    assert why is None and cols == {"outage": "after", "outage_since": since}
+    assert breaker.read(tmp_path, "s", "r") is None
+
+
+def test_an_open_breaker_checked_lately_asks_nothing(tmp_path):
+    policy = breaker.Policy(after_failures=2, probe_every_s=60)
+    for _ in range(2):
+        breaker.note(tmp_path, "s", "r", REFUSED, "upload")
+    store = Store(None)  # it would answer: the gate must not even ask
+    why, cols = breaker.gate(tmp_path, "s", "r", policy, store.check, "upload r3")
+    assert store.asked == 0
+    assert "not tried again this run (store_down)" in why and cols["outage"] == "during"
+    # a check older than probe_every_s (a new run, an hour later): one listing decides
+    later = lambda: breaker.read(tmp_path, "s", "r").checked_epoch + 61  # noqa: E731
+    why, cols = breaker.gate(tmp_path, "s", "r", policy, store.check, "upload r3", now=later)
+    assert store.asked == 1 and why is None and cols["outage"] == "after"
+
+
+def test_wait_mode_checks_with_growing_pauses_within_its_budget(tmp_path):
+    policy = breaker.Policy(after_failures=1, wait_s=100)
+    breaker.note(tmp_path, "s", "r", REFUSED, "upload")
+    since = breaker.read(tmp_path, "s", "r").since_epoch
+    clock = {"t": since}
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        clock["t"] += s
+
+    store = Store(REFUSED, REFUSED, REFUSED, None)
+    why, cols = breaker.gate(
+        tmp_path, "s", "r", policy, store.check, "u", sleep=sleep, now=lambda: clock["t"]
+    )
+    assert why is None and cols["outage"] == "after"
+    assert slept == [10.0, 20.0, 40.0] and store.asked == 4
+    # never back: it gives up once the next pause would pass the budget since the outage
+    breaker.note(tmp_path, "s", "r", REFUSED, "upload")
+    since = breaker.read(tmp_path, "s", "r").since_epoch
+    clock["t"], slept[:] = since, []
+    why, cols = breaker.gate(
+        tmp_path, "s", "r", policy, Store(*[REFUSED] * 9).check, "u", sleep=sleep,
+        now=lambda: clock["t"],
+    )  # fmt: skip
+    assert sum(slept) <= 100 and slept == [10.0, 20.0, 40.0]
+    assert "waited 100 s for it (store_down.wait)" in why and cols["outage"] == "during"
+
+
+def test_the_run_stops_only_for_a_breaker_that_opened_during_it(tmp_path):
+    policy = breaker.Policy(after_failures=1)
+    places = [(str(tmp_path), "s", "r"), (str(tmp_path), "s", "r2")]
+    breaker.note(tmp_path, "s", "r", REFUSED, "upload")
+    opened = breaker.read(tmp_path, "s", "r").checked_epoch
+    assert breaker.opened_since(places, policy, opened + 1) is None  # an earlier run's
+    assert breaker.opened_since(places, policy, opened - 1).remote == "r"
+    assert breaker.summary(places, policy) == [breaker.read(tmp_path, "s", "r").describe()]
+
+
+def test_a_half_written_or_foreign_file_reads_as_no_count(tmp_path):
+    paths.store_down(tmp_path, "s", "r").write_text("{not json")
+    assert breaker.read(tmp_path, "s", "r") is None
+    # the file of the version before the breaker (one failure, no count) reads as one
+    paths.store_down(tmp_path, "s", "r").write_text(
+        json.dumps({"cause": REFUSED, "since": "2026-01-01T00:00:00Z", "by": "x"})
+    )
+    assert breaker.read(tmp_path, "s", "r").failures == 1

@@ -1,0 +1,280 @@
+"""A circuit breaker per site and remote: a store that has stopped answering is not tried
+again and again.
+
+Every step that talks to the store at a site (upload, download, latency probe, publish)
+says how its call went: a failure that names a network cause (rclonelog.network_cause:
+refused, reset, timed out, no route...) adds one to the site's count for that remote, and
+any answer clears it. The count lives in one small JSON file in the site's scratch
+(``paths.store_down``), so every job of the site, batch jobs on other nodes included, and
+the Snakemake process that submits them, read the same state.
+
+Once ``after_failures`` failures in a row are counted the breaker is *open*:
+
+* a measurement of that remote at that site records "not measured: store ... down" at
+  once, without a request, unless its last check is older than ``probe_every_s`` (a new
+  run, or a store back after a pause), when it spends one cheap listing on finding out;
+* the Snakemake process (:func:`watch`) ends the run gracefully, so no further batch job
+  is submitted for it (``on_open: stop``, the default); with ``on_open: wait`` a job instead
+  checks the store with growing pauses for at most ``wait_s`` since the outage began, then
+  measures, or records that it did not.
+
+Why a count and not the first failure: a single refused connection is what a store's
+restart or a load balancer's hiccup looks like, and the next measurement should find out.
+Why a file and not memory: the jobs of a site are separate processes, often separate
+batch jobs, and an outage outlives any one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cloudbench.campaign import paths
+from cloudbench.records import utc_now, write_json
+
+# A measurement's `outage` column: it failed because the store was down, or it is the first
+# that reached the store again after an outage (its rate may carry the store's recovery).
+DURING, AFTER = "during", "after"
+PROBE_BACKOFF_S = (10.0, 20.0, 40.0, 80.0, 160.0, 300.0)  # wait mode: pauses between checks
+WATCH_INTERVAL_S = 2.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a site does about a store that stopped answering (the campaign's ``store_down``)."""
+
+    after_failures: int = 3
+    stall_s: float = 60.0  # a copy that moves nothing this long while failing is ended
+    wait_s: float = 0.0  # 0: stop (end the run); > 0: wait this long for the store, then go on
+    probe_every_s: float = 60.0
+
+    @property
+    def waits(self) -> bool:
+        return self.wait_s > 0
+
+
+@dataclass(frozen=True)
+class State:
+    """The count kept for one site and remote (the JSON file, read)."""
+
+    remote: str
+    failures: int
+    since: str  # the first failure of this run of failures (UTC)
+    last: str  # the newest failure (UTC)
+    cause: str
+    by: str  # which step met it
+    checked_epoch: float  # the last time a job asked the store (wall clock)
+    since_epoch: float = 0.0
+
+    def is_open(self, policy: Policy) -> bool:
+        return self.failures >= policy.after_failures
+
+    def describe(self) -> str:
+        return (
+            f"store {self.remote!r} has not answered since {self.since} "
+            f"({self.failures} failure(s) in a row, last: {self.cause}, by {self.by})"
+        )
+
+
+def read(scratch: str | Path, site: str, remote: str) -> State | None:
+    """The site's count for ``remote``; None while the store is answering."""
+    try:
+        d = json.loads(paths.store_down(scratch, site, remote).read_text())
+        return State(
+            remote=remote,
+            failures=int(d.get("failures", 1)),
+            since=str(d.get("since", "?")),
+            last=str(d.get("last", d.get("since", "?"))),
+            cause=str(d.get("cause", "?")),
+            by=str(d.get("by", "?")),
+            checked_epoch=float(d.get("checked_epoch", 0.0)),
+            since_epoch=float(d.get("since_epoch", 0.0)),
+        )
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def failed(scratch: str | Path, site: str, remote: str, cause: str, by: str) -> State:
+    """Count one failure for a network cause; returns the new state."""
+    old = read(scratch, site, remote)
+    now, epoch = utc_now(), time.time()
+    state = State(
+        remote=remote,
+        failures=(old.failures if old else 0) + 1,
+        since=old.since if old else now,
+        last=now,
+        cause=cause,
+        by=by,
+        checked_epoch=epoch,
+        since_epoch=old.since_epoch if old else epoch,
+    )
+    write_json(
+        paths.store_down(scratch, site, remote),
+        {
+            "remote": remote,
+            "failures": state.failures,
+            "since": state.since,
+            "last": state.last,
+            "cause": cause,
+            "by": by,
+            "checked_epoch": state.checked_epoch,
+            "since_epoch": state.since_epoch,
+        },
+    )
+    return state
+
+
+def answered(scratch: str | Path, site: str, remote: str) -> State | None:
+    """The store answered: the count goes. Returns the outage that ended, if there was one,
+    so the measurement that follows can be marked as next to it."""
+    old = read(scratch, site, remote)
+    paths.store_down(scratch, site, remote).unlink(missing_ok=True)
+    return old
+
+
+def after_outage(ended: State | None) -> dict[str, Any]:
+    """The columns of the first measurement after an outage (none if there was none)."""
+    if ended is None:
+        return {}
+    return {"outage": AFTER, "outage_since": ended.since}
+
+
+def during_outage(state: State) -> dict[str, Any]:
+    return {"outage": DURING, "outage_since": state.since}
+
+
+def not_measured_reason(state: State, policy: Policy) -> str:
+    """The error of a measurement the breaker kept from starting: what, since when, and what
+    to do."""
+    how = (
+        f"waited {policy.wait_s:g} s for it (store_down.wait)"
+        if policy.waits
+        else "not tried again this run (store_down)"
+    )
+    return (
+        f"not measured: {state.describe()}; {how}; rerun once it is back "
+        "(finished measurements are kept)"
+    )
+
+
+def gate(
+    scratch: str | Path,
+    site: str,
+    remote: str,
+    policy: Policy,
+    check: Callable[[], str | None],
+    by: str,
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], float] = time.time,
+) -> tuple[str | None, dict[str, Any]]:
+    """Before a step talks to the store: whether it may, and the outage columns for its row.
+
+    ``check()`` asks the store once (a listing) and returns the network cause of a failure,
+    or None when it answered. No count: go, nothing asked. A count below the limit, or an
+    open breaker whose last check is older than ``probe_every_s``: ask once. An open breaker
+    checked lately: do not ask (stop), or ask again with growing pauses until ``wait_s``
+    since the outage began is spent (wait). Returns (why not, columns)."""
+    state = read(scratch, site, remote)
+    if state is None:
+        return None, {}
+    pauses = iter(PROBE_BACKOFF_S)
+    while True:
+        fresh = now() - state.checked_epoch < policy.probe_every_s
+        if not (state.is_open(policy) and fresh and not policy.waits):
+            cause = check()
+            if cause is None:
+                return None, after_outage(answered(scratch, site, remote))
+            state = failed(scratch, site, remote, cause, by)
+        if not (policy.waits and state.is_open(policy)):
+            break
+        pause = next(pauses, PROBE_BACKOFF_S[-1])
+        if now() - state.since_epoch + pause > policy.wait_s:
+            break
+        sleep(pause)
+    if state.is_open(policy) or policy.waits:
+        return not_measured_reason(state, policy), during_outage(state)
+    return (
+        f"not measured: {state.describe()}; it still did not answer one listing; "
+        "rerun once it is back",
+        during_outage(state),
+    )
+
+
+def note(scratch: str | Path, site: str, remote: str, cause: str | None, by: str) -> dict[str, Any]:
+    """After a step's call: count a network failure, or clear the count on any answer (a
+    failure for another cause, say a missing object, is an answer too). Returns the outage
+    columns for a row: ``during`` for a network failure."""
+    if cause:
+        return during_outage(failed(scratch, site, remote, cause, by))
+    answered(scratch, site, remote)
+    return {}
+
+
+# --- the submitting side -----------------------------------------------------------------
+
+
+def opened_since(
+    places: Iterable[tuple[str | Path, str, str]], policy: Policy, run_started_epoch: float
+) -> State | None:
+    """The first breaker of these (scratch, remote) places that opened during this run (a
+    breaker left open by an earlier run is not this run's news: its first job checks the
+    store again)."""
+    for scratch, site, remote in places:
+        state = read(scratch, site, remote)
+        if state is not None and state.is_open(policy):
+            if state.checked_epoch >= run_started_epoch:
+                return state
+    return None
+
+
+def watch(
+    places: list[tuple[str, str, str]],
+    policy: Policy,
+    on_open: Callable[[State], None],
+    interval_s: float = WATCH_INTERVAL_S,
+) -> threading.Event:
+    """In the process that submits the jobs: call ``on_open(state)`` once, as soon as a
+    breaker of ``places`` opens during this run. Returns the event that stops watching."""
+    stop = threading.Event()
+    started = time.time()
+
+    def loop() -> None:
+        while not stop.wait(interval_s):
+            state = opened_since(places, policy, started)
+            if state is not None:
+                on_open(state)
+                return
+
+    threading.Thread(target=loop, name="cloudbench-breaker", daemon=True).start()
+    return stop
+
+
+def stop_submitting(state: State) -> None:
+    """End the run as Snakemake ends one on SIGTERM: no job is submitted any more, running
+    ones finish, then onerror says how it stopped (with the breaker's line)."""
+    import sys
+
+    print(
+        f"cloudbench: {state.describe()}: no more measurements of it are started; "
+        "the run ends once the running jobs finish",
+        file=sys.stderr,
+        flush=True,
+    )
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def summary(places: Iterable[tuple[str | Path, str]], policy: Policy) -> list[str]:
+    """One line per open breaker, for the run's last lines."""
+    lines = []
+    for scratch, site, remote in places:
+        state = read(scratch, site, remote)
+        if state is not None and state.is_open(policy):
+            lines.append(state.describe())
+    return lines
