@@ -77,6 +77,13 @@ def test_an_open_breaker_checked_lately_asks_nothing(tmp_path):
     later = lambda: breaker.read(tmp_path, "s", "r").checked_epoch + 61  # noqa: E731
     why, cols = breaker.gate(tmp_path, "s", "r", policy, store.check, "upload r3", now=later)
     assert store.asked == 1 and why is None and cols["outage"] == "after"
+    # a breaker left open by an earlier run: this run's first job asks once, however recent
+    for _ in range(2):
+        breaker.note(tmp_path, "s", "r", REFUSED, "upload")
+    checked = breaker.read(tmp_path, "s", "r").checked_epoch
+    rerun = breaker.Policy(after_failures=2, probe_every_s=60, run_started_epoch=checked + 1)
+    why, cols = breaker.gate(tmp_path, "s", "r", rerun, Store(None).check, "upload r1")
+    assert why is None and cols["outage"] == "after"
 
 
 def test_wait_mode_checks_with_growing_pauses_within_its_budget(tmp_path):

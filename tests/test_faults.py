@@ -85,6 +85,8 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
     failures, and a rerun measures exactly the failed transfers again."""
     cfg_d = _small(demo_config, size="12MiB")  # 3 s a copy at 4 MiB/s: killed after 1 s
     cfg_d.update(remote="s3t:", strategies=["plain"], repeats=2)
+    # the store comes back while the run goes on: the breaker (test_store_down) stays shut
+    cfg_d["store_down"] = {"after_failures": 5}
     del cfg_d["sites"]["tesseract"]  # one site's downloads say all there is to say
     cfg_d["rclone"]["flags"] = ["--bwlimit", "4M"]
     cfg = write_config(tmp_path, cfg_d)

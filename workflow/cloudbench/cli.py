@@ -117,6 +117,7 @@ STORE_DOWN_ARGS = (
     ("--store-down-after", {"type": int, "default": 3, "help": "store_down.after_failures"}),
     ("--stall-s", {"type": float, "default": 60.0, "help": "store_down.stall in seconds"}),
     ("--store-wait-s", {"type": float, "default": 0.0, "help": "store_down.wait in seconds"}),
+    ("--run-started", {"type": float, "default": 0.0, "help": "when the run began (epoch)"}),
 )
 
 
@@ -125,7 +126,10 @@ def _policy(a):
     from cloudbench.site.breaker import Policy
 
     return Policy(
-        after_failures=a.store_down_after, stall_s=a.stall_s or 0.0, wait_s=a.store_wait_s
+        after_failures=a.store_down_after,
+        stall_s=a.stall_s or 0.0,
+        wait_s=a.store_wait_s,
+        run_started_epoch=a.run_started,
     )
 
 

@@ -88,6 +88,8 @@ jobenv.prepare(
 )
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 RUN_STARTED = datetime.now(timezone.utc).isoformat()
+# a store's breaker not checked since then is checked again by the run's first job
+RUN_STARTED_EPOCH = int(datetime.fromisoformat(RUN_STARTED).timestamp())
 
 
 wildcard_constraints:

@@ -55,6 +55,7 @@ rule upload:
         store_down_after=CAMPAIGN.store_down.after_failures,
         stall_s=int(CAMPAIGN.store_down.stall_s),
         store_wait_s=int(CAMPAIGN.store_down.wait_s),
+        run_started=RUN_STARTED_EPOCH,
     params:
         spec=spec_json("upload"),
         retry=retry_token("upload"),
@@ -67,7 +68,7 @@ rule upload:
         " --client-log {log.client} --walltime-min {resources.runtime}"
         " --copy-timeout-s {resources.copy_timeout_s}"
         " --store-down-after {resources.store_down_after} --stall-s {resources.stall_s}"
-        " --store-wait-s {resources.store_wait_s}"
+        " --store-wait-s {resources.store_wait_s} --run-started {resources.run_started}"
         " 2> {log.job}"
 
 
@@ -98,6 +99,7 @@ rule download:
         store_down_after=CAMPAIGN.store_down.after_failures,
         stall_s=int(CAMPAIGN.store_down.stall_s),
         store_wait_s=int(CAMPAIGN.store_down.wait_s),
+        run_started=RUN_STARTED_EPOCH,
     params:
         spec=spec_json("download"),
         retry=retry_token("download"),
@@ -109,7 +111,7 @@ rule download:
         " --client-log {log.client} --walltime-min {resources.runtime}"
         " --copy-timeout-s {resources.copy_timeout_s}"
         " --store-down-after {resources.store_down_after} --stall-s {resources.stall_s}"
-        " --store-wait-s {resources.store_wait_s}"
+        " --store-wait-s {resources.store_wait_s} --run-started {resources.run_started}"
         " 2> {log.job}"
 
 

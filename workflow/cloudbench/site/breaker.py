@@ -54,6 +54,7 @@ class Policy:
     stall_s: float = 60.0  # a copy that moves nothing this long while failing is ended
     wait_s: float = 0.0  # 0: stop (end the run); > 0: wait this long for the store, then go on
     probe_every_s: float = 60.0
+    run_started_epoch: float = 0.0  # a breaker not checked since this run began is asked again
 
     @property
     def waits(self) -> bool:
@@ -178,7 +179,7 @@ def gate(
 
     ``check()`` asks the store once (a listing) and returns the network cause of a failure,
     or None when it answered. No count: go, nothing asked. A count below the limit, or an
-    open breaker whose last check is older than ``probe_every_s``: ask once. An open breaker
+    open breaker not checked in this run or for ``probe_every_s``: ask once. An open breaker
     checked lately: do not ask (stop), or ask again with growing pauses until ``wait_s``
     since the outage began is spent (wait). Returns (why not, columns)."""
     state = read(scratch, site, remote)
@@ -186,7 +187,10 @@ def gate(
         return None, {}
     pauses = iter(PROBE_BACKOFF_S)
     while True:
-        fresh = now() - state.checked_epoch < policy.probe_every_s
+        fresh = (
+            state.checked_epoch >= policy.run_started_epoch
+            and now() - state.checked_epoch < policy.probe_every_s
+        )
         if not (state.is_open(policy) and fresh and not policy.waits):
             cause = check()
             if cause is None:

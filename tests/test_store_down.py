@@ -1,0 +1,110 @@
+"""A store that dies for good during a campaign (issue: weeks across real centres): the
+site's breaker opens after a few failures, no further copy starts, the run ends within
+minutes naming the store, and the reruns measure exactly what is missing, then nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cloudbench.campaign.paths import transfer_logs_glob
+from cloudbench.measure.rclonelog import stamp_epoch
+from tests.infra.s3 import serve_s3
+from tests.infra.workflow import BIN, snakemake, write_config
+from tests.test_faults import _popen_snakemake, _wait_for
+
+pytestmark = pytest.mark.slow
+
+CAMPAIGN = "breaker-probe"
+
+
+def _campaign(demo_config: dict) -> dict:
+    """36 measurements: 12 uploads at one site, 12 downloads at each of two sites."""
+    cfg = demo_config
+    cfg.update(campaign=CAMPAIGN, remote="s3t:", strategies=["plain", "chunked"], repeats=6)
+    cfg["dataset"].update({"files": 1, "size": "4MiB", "chunk_sizes": ["1MiB"]})
+    cfg["rclone"]["flags"] = ["--bwlimit", "1M"]  # 4 s a copy: the kill lands inside one
+    return cfg
+
+
+def _records(workdir: Path) -> dict[Path, dict]:
+    root = workdir / "results" / CAMPAIGN / "sites"
+    return {
+        p: json.loads(p.read_text())
+        for p in root.glob("*/transfers/*/*/*/*/r*.json")
+        if p.parent.name != "clients"
+    }
+
+
+def _recorded(log: Path) -> bool:
+    """Whether a transfer log's measurement has its record already."""
+    sites = log.parents[6]
+    site, _, *rest = log.relative_to(sites).parts  # <site>/client-logs/<dir>/.../rN.log
+    record = sites / site / "transfers" / Path(*rest).with_suffix(".json")
+    return record.exists()
+
+
+def test_a_store_killed_for_good_ends_the_run_within_minutes_naming_it(tmp_path, demo_config):
+    cfg = write_config(tmp_path, _campaign(demo_config))
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        env = s3.client_env("S3T")
+        proc = _popen_snakemake(tmp_path, cfg, env)  # rclone's own patience, not shortened
+        sites = tmp_path / f"results/{CAMPAIGN}/sites"
+
+        def copying() -> bool:  # the second copy's log has its first stats line
+            if not _records(tmp_path):
+                return False
+            logs = [p for p in sites.glob(transfer_logs_glob()) if not _recorded(p)]
+            return any('"stats"' in p.read_text() for p in logs)
+
+        try:
+            _wait_for(copying, 300, "a copy in flight after the first measurement")
+            s3.kill()
+            killed = time.time()
+            out, _ = proc.communicate(timeout=600)
+            ended = time.time()
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=60)
+        assert proc.returncode != 0
+        assert ended - killed < 240, f"the run ended {ended - killed:.0f} s after the kill"
+        recs = _records(tmp_path)
+        started_after = [
+            p
+            for p, r in recs.items()
+            if r.get("seconds") is not None and stamp_epoch(r["started_utc"]) > killed
+        ]
+        assert len(started_after) <= 2, started_after
+        assert len(recs) < 36  # it stopped: the rest were never started
+        lines = out.strip().splitlines()
+        tail = "\n".join(lines[-8:])  # Snakemake's own "At least one job..." comes last
+        assert "store 'main' has not answered since" in tail, tail
+        assert "rerun the same command to measure" in tail, tail
+        down = [r for r in recs.values() if r["status"] != "ok"]
+        assert down and all(r.get("outage") == "during" for r in down)
+        ok_before = {p: r["started_utc"] for p, r in recs.items() if r["status"] == "ok"}
+
+        s3.start()  # the store is back: the rerun measures exactly what is missing
+        rerun = snakemake(tmp_path, cfg, env=env)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+        table = pd.read_csv(tmp_path / f"results/{CAMPAIGN}/transfers.tsv", sep="\t")
+        assert len(table) == 36 and (table["status"] == "ok").all()
+        after = _records(tmp_path)
+        assert {p: after[p]["started_utc"] for p in ok_before} == ok_before
+        # at each site that had counted failures, the first measurement that reached the
+        # store again says so
+        firsts = [r["site"] for r in after.values() if r.get("outage") == "after"]
+        assert firsts and sorted(firsts) == sorted(set(firsts))
+        assert not list((tmp_path / "scratch").rglob(".store-down.*"))
+        mtimes = {p: p.stat().st_mtime_ns for p in after}
+
+        again = snakemake(tmp_path, cfg, env=env)  # and one more run measures nothing
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert {p: p.stat().st_mtime_ns for p in _records(tmp_path)} == mtimes
