@@ -133,3 +133,36 @@ def test_a_half_written_or_foreign_file_reads_as_no_count(tmp_path):
         json.dumps({"cause": REFUSED, "since": "2026-01-01T00:00:00Z", "by": "x"})
     )
     assert breaker.read(tmp_path, "s", "r").failures == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1-02:03:04", 93784.0), ("02:03:04", 7384.0), ("03:04", 184.0), ("UNLIMITED", None),
+     ("INVALID", None), ("", None)],
+)  # fmt: skip
+def test_slurm_time_left_is_read_in_every_form_squeue_prints(text, seconds):
+    from cloudbench.site.walltime import parse_slurm_left
+
+    assert parse_slurm_left(text) == seconds
+
+
+def test_pbs_time_left_is_the_limit_less_what_was_used():
+    from cloudbench.site.walltime import parse_pbs_left
+
+    qstat = "Job Id: 12.pbs\n    Resource_List.walltime = 01:00:00\n"
+    assert parse_pbs_left(qstat) == 3600.0  # nothing used yet
+    used = qstat + "    resources_used.walltime = 00:45:30\n"
+    assert parse_pbs_left(used) == 870.0
+    assert parse_pbs_left("Job Id: 12.pbs\n") is None
+
+
+def test_the_steps_after_the_copy_share_the_margin_it_leaves():
+    from cloudbench.measure.copy import AFTER_COPY_SAFETY_S, after_copy_s, copy_timeout
+
+    copy_s = copy_timeout(60, None)  # an hour's job: the copy gets 55 minutes
+    assert copy_s == 3300.0
+    assert after_copy_s(60, copy_s) == 300.0 - AFTER_COPY_SAFETY_S
+    assert after_copy_s(None, copy_s) is None  # no walltime: each step its own patience
+    # one allocation with 3 minutes left: the copy and what follows fit inside them
+    copy_s = copy_timeout(3, None)
+    assert copy_s + after_copy_s(3, copy_s) + AFTER_COPY_SAFETY_S == 180.0

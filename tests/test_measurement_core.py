@@ -184,6 +184,16 @@ def test_a_hung_client_fails_its_measurement_within_the_timeout(tmp_path):
     assert took < 120
     sleeping = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True)
     assert sleeping.stdout.strip() == ""  # nothing left behind
+    # the second attempt times out at the same limit: it is not tried again, and says how
+    record = tmp_path / "results/hung/sites/ams/transfers/upload/main/plain/command-1x2/r1.json"
+    run, df, _ = _run(tmp_path, cfg)
+    up = df.set_index("direction").loc["upload"]
+    assert up["timeout_s"] == 4 and "timed out twice at 4 s: not tried again" in up["error"]
+    assert f"--forcerun {record.relative_to(tmp_path)}" in up["error"]
+    assert json.loads(record.read_text())["gave_up"] is True
+    before = record.stat().st_mtime_ns
+    run, df, _ = _run(tmp_path, cfg)  # a third run measures nothing
+    assert record.stat().st_mtime_ns == before, run.stderr[-2000:]
 
 
 @pytest.mark.slow

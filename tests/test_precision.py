@@ -133,6 +133,7 @@ def test_auto_repeats_stop_at_the_target_or_the_max_and_a_rerun_measures_nothing
     can meet and a maximum of 7, the next run measures one more round of each, and nothing
     of the first six again (a download's seventh reads the first copy again); a third run
     measures nothing."""
+    from cloudbench.site.scratch import bulk_left
     from tests.infra.workflow import snakemake, write_config
 
     def campaign(width: str) -> dict:
@@ -162,6 +163,10 @@ def test_auto_repeats_stop_at_the_target_or_the_max_and_a_rerun_measures_nothing
     assert run.returncode == 0, run.stderr[-3000:]
     assert decisions() == [("download", 7, MAX), ("upload", 7, MAX)]
     assert {p: p.stat().st_mtime_ns for p in first} == first  # nothing measured again
+    # the seventh round's upload generated the file again: once the last round is decided,
+    # no bulk data is left in scratch, and the run's last lines say so
+    assert bulk_left([tmp_path / "scratch"], "auto") == []
+    assert "no bulk data of this campaign is left" in run.stderr
     seventh = json.loads((records / "download/main/plain/rclone-1xauto/r7.json").read_text())
     assert seventh["status"] == "ok" and seventh["source"].endswith("/r1/objects")
     transfers = pd.read_csv(results / "transfers.tsv", sep="\t")

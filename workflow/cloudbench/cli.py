@@ -108,7 +108,7 @@ def cmd_upload(a):
         Path(a.record),
         Path(a.client_log),
         Path(a.series),
-        _timeout(a),
+        *_limits(a),
         _policy(a),
     )
 
@@ -133,23 +133,31 @@ def _policy(a):
     )
 
 
-def _timeout(a) -> float | None:
-    """The copy's time limit (cloudbench.measure.copy.copy_timeout). A job no scheduler
-    holds (a local run, or the submit host) has no walltime, whatever its runtime resource
-    says (the workflow profile asks 12 h for batch transfers): there the limit is the
-    copy's bytes at 1 MB/s plus 10 minutes, so a store that died mid-copy ends the copy in
-    minutes, not hours."""
+def _limits(a) -> tuple[float | None, float | None]:
+    """The copy's time limit (cloudbench.measure.copy.copy_timeout), and the seconds the
+    steps after it share (``after_copy_s``). A job no scheduler holds (a local run, or the
+    submit host) has no walltime, whatever its runtime resource says (the workflow profile
+    asks 12 h for batch transfers): there the limit is the copy's bytes at 1 MB/s plus 10
+    minutes, so a store that died mid-copy ends the copy in minutes, not hours. In a batch
+    job, the walltime is what the scheduler says is left (site.walltime), when that is less
+    than the rule's runtime: one allocation runs many transfers in one job."""
     import os
 
     from cloudbench.campaign.model import auto_runtime_min
-    from cloudbench.measure.copy import copy_timeout
+    from cloudbench.measure.copy import after_copy_s, copy_timeout
     from cloudbench.records import batch_job
+    from cloudbench.site.walltime import time_left_s
 
     walltime = a.walltime_min
     if not batch_job(os.environ)[0]:
         spec = _spec(a)
         walltime = auto_runtime_min(spec.file_bytes * len(spec.files))
-    return copy_timeout(walltime, a.copy_timeout_s)
+        return copy_timeout(walltime, a.copy_timeout_s), None
+    left = time_left_s(os.environ)
+    if left is not None:
+        walltime = min(walltime, left / 60) if walltime else left / 60
+    copy_s = copy_timeout(walltime, a.copy_timeout_s)
+    return copy_s, after_copy_s(walltime, copy_s)
 
 
 def cmd_download(a):
@@ -163,7 +171,7 @@ def cmd_download(a):
         Path(a.client_log),
         Path(a.series),
         Path(a.upload_record) if a.upload_record else None,
-        _timeout(a),
+        *_limits(a),
         _policy(a),
     )
 
@@ -240,6 +248,18 @@ def cmd_manifest(a):
         [Path(p) for p in a.uploads],
         Path(a.out),
     )
+    if a.release:
+        datasteps.release_upload_data(Path(a.release))
+
+
+def cmd_precision_final(a):
+    """repeats: auto's last decisions are final: keep them, and release the upload site's
+    generated data (the later rounds' uploads made it again; nothing will read it now)."""
+    import shutil
+
+    from cloudbench.data import steps as datasteps
+
+    shutil.copyfile(a.decisions, a.out)
     if a.release:
         datasteps.release_upload_data(Path(a.release))
 
@@ -479,6 +499,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         ("--info", req),
         ("--checksums", {"nargs": "+", **req}),
         ("--uploads", {"nargs": "+", **req}),
+        ("--out", req),
+        ("--release", {"default": ""}),
+    )
+    add(
+        "precision-final",
+        cmd_precision_final,
+        ("--decisions", req),
         ("--out", req),
         ("--release", {"default": ""}),
     )

@@ -38,7 +38,7 @@ from cloudbench.measure.attempts import (
     set_aside_unrecorded,
 )
 from cloudbench.measure.clients.base import CopyJob
-from cloudbench.measure.copy import measure
+from cloudbench.measure.copy import TIMED_OUT, measure
 from cloudbench.measure.progress import label_of, result_line
 from cloudbench.measure.rclonelog import network_cause, stamp_epoch
 from cloudbench.records import (
@@ -403,9 +403,12 @@ def upload(
     log: Path,
     series: Path,
     timeout: float | None = None,
+    after_copy_s: float | None = None,
     policy: breaker.Policy | None = None,
 ) -> None:
     """Timed upload of one copy; its manifest is written after, untimed, only if it is whole.
+    The listing and the manifest after the copy share ``after_copy_s`` (what the copy's
+    timeout leaves of the walltime), so the job never outruns it.
 
     rclone gets the exact object list (--files-from), so nothing else that happens to sit in
     scratch (Snakemake's timestamp files, a stray partial file) is moved or counted.
@@ -454,8 +457,9 @@ def upload(
         )
         rec["regenerated"] = regenerated
         rec["multipart_abort_error"] = abort_error
+        left = _time_left(after_copy_s)
         if rec["status"] == "ok":
-            check_upload_arrived(binary, spec, f"{dst}/{OBJECTS}", man, rec)
+            check_upload_arrived(binary, spec, f"{dst}/{OBJECTS}", man, rec, left())
         if rec["status"] == "ok":
             man["uploaded_by"] = {
                 "site": spec.site,
@@ -470,14 +474,47 @@ def upload(
             write_json(man_path, man)
             # the manifest marks the copy complete (the file hashes are in it, and in
             # checksums.xxh128 beside the campaign's manifest, which is written once a run)
-            res = rc.publish_file(binary, man_path, f"{dst}/{COPY_MANIFEST}", spec.flags)
+            res = rc.publish_file(binary, man_path, f"{dst}/{COPY_MANIFEST}", spec.flags, left())
             if res.returncode != 0:
                 rec.update(
                     status="failed",
                     error=f"publishing {COPY_MANIFEST}: {clip_tail(res.stderr)}",
                     mb_per_s=None,
                 )
+    outran_twice(record, rec, timeout)
     _finish(record, rec | outage | note_store(spec, rec), log)
+
+
+def outran_twice(record: Path, rec: dict[str, Any], timeout: float | None) -> None:
+    """A copy that timed out at the same limit as its attempt before it will time out again:
+    it is not tried again (``gave_up``: site.jobenv's retry token stands still) until the
+    user raises the limit, and its error says how. Without this, a measurement that always
+    outruns its walltime costs a whole batch job on every rerun, forever."""
+    rec["timeout_s"] = timeout
+    if timeout is None or not str(rec.get("error") or "").startswith(TIMED_OUT):
+        return
+    prev = last_attempt(record)
+    if not prev or prev.get("timeout_s") != timeout:
+        return
+    if not str(prev.get("error") or "").startswith(TIMED_OUT):
+        return
+    rec["gave_up"] = True
+    rec["error"] += (
+        f"; timed out twice at {timeout:g} s: not tried again until the limit is raised "
+        "(copy_timeout in the campaign, or the transfer rules' runtime in the site profile), "
+        f"then rerun with --forcerun {record}"
+    )
+
+
+def _time_left(budget_s: float | None) -> Callable[[], float]:
+    """Seconds left of ``budget_s`` from now, for each step after the copy in turn (at least
+    one: a step with none left fails at once, as a timeout, not after the walltime)."""
+    import time
+
+    if budget_s is None:
+        return lambda: rc.HELPER_TIMEOUT_S
+    end = time.monotonic() + budget_s
+    return lambda: max(1.0, min(rc.HELPER_TIMEOUT_S, end - time.monotonic()))
 
 
 def note_store(spec: TransferSpec, rec: dict[str, Any]) -> dict[str, Any]:
@@ -529,7 +566,12 @@ class RemoteUnreachable(RuntimeError):
 
 
 def check_upload_arrived(
-    binary: str, spec: TransferSpec, prefix: str, man: dict[str, Any], rec: dict[str, Any]
+    binary: str,
+    spec: TransferSpec,
+    prefix: str,
+    man: dict[str, Any],
+    rec: dict[str, Any],
+    timeout: float = rc.HELPER_TIMEOUT_S,
 ) -> None:
     """After a timed upload, one untimed listing of the copy's prefix: every object with its
     size, whatever client moved it. A copy that is not whole fails the measurement (and its
@@ -537,7 +579,7 @@ def check_upload_arrived(
     whole is named. Where the client itself counts no bytes, ``bytes_moved`` is the
     listing's."""
     try:
-        found = rc.list_sizes(binary, prefix, spec.flags)
+        found = rc.list_sizes(binary, prefix, spec.flags, timeout)
     except rc.ListingError as err:
         rec.update(status="failed", error=redact(str(err), secret_values()), mb_per_s=None)
         return
@@ -608,9 +650,11 @@ def download(
     series: Path,
     upload_record: Path | None = None,
     timeout: float | None = None,
+    after_copy_s: float | None = None,
     policy: breaker.Policy | None = None,
 ) -> None:
-    """Timed download of one copy into a fresh directory.
+    """Timed download of one copy into a fresh directory (nothing after the copy talks to
+    the store: ``after_copy_s`` is for the signature shared with ``upload``).
 
     A copy whose upload failed, or a store that cannot be read, is recorded as failed (the
     next run measures it again); a copy that is not there at all stops the run with the
@@ -656,6 +700,7 @@ def download(
     )
     if rec["status"] == "failed":
         shutil.rmtree(local, ignore_errors=True)  # partial data: nothing will read it
+    outran_twice(record, rec, timeout)
     _finish(record, rec | seen | outage | note_store(spec, rec), log)
 
 

@@ -523,6 +523,12 @@ def _last_round(site_name):
     return k
 
 
+def release_after_last_round(wildcards):
+    """The upload site's generated data, once its last round is decided: the later rounds'
+    uploads made it again, and no upload is left to read it."""
+    return UPLOAD_DATA if wildcards.site == UPLOAD_SITE else ""
+
+
 def final_precision(wildcards):
     return paths.precision_round(RESULTS, wildcards.site, _last_round(wildcards.site))
 
@@ -905,7 +911,17 @@ def say_how_it_stopped(ended):
             f"cloudbench: {line}: its measurements at this site stopped",
             file=sys.stderr,
         )
+    say_what_scratch_holds(finished=False)
     print(stopped_line(), file=sys.stderr)
+
+
+def say_what_scratch_holds(finished):
+    """The run's sites' bulk data still in scratch, one line each, and why (site.scratch)."""
+    from cloudbench.site.scratch import bulk_left, describe
+
+    places = [s.scratch for s in CAMPAIGN.active_sites]
+    for line in describe(bulk_left(places, CAMPAIGN.name), finished):
+        print(f"cloudbench: {line}", file=sys.stderr)
 
 
 onerror:
@@ -914,3 +930,4 @@ onerror:
 
 onsuccess:
     RUN_ENDED.append(True)
+    say_what_scratch_holds(finished=True)

@@ -30,5 +30,8 @@ rule precision_final:
         paths.job_log(RESULTS, W["site"], "precision", "final"),
     conda:
         "../../envs/cloudbench.yaml"
+    params:
+        release=release_after_last_round,
     shell:
-        "cp {input} {output} 2> {log}"
+        "$CLOUDBENCH_PYTHON -m cloudbench precision-final --decisions {input} --out {output}"
+        " --release {params.release:q} 2> {log}"

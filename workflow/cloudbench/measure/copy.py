@@ -67,8 +67,23 @@ def copy_timeout(walltime_min: float | None, campaign_timeout_s: float | None) -
     return min(limits) if limits else None
 
 
+AFTER_COPY_SAFETY_S = 15.0  # of the margin, kept for writing the record and exiting
+
+
+def after_copy_s(walltime_min: float | None, copy_s: float | None) -> float | None:
+    """Seconds the steps after the copy (the listing of what arrived, the manifest) share:
+    the margin the copy's timeout leaves before the walltime, less a little for the record
+    itself; None without a walltime (each step then has its own patience)."""
+    if not walltime_min or copy_s is None:
+        return None
+    return max(1.0, float(walltime_min) * 60 - copy_s - AFTER_COPY_SAFETY_S)
+
+
+TIMED_OUT = "timed out after"  # how a timed-out copy's error begins (steps.outran_twice)
+
+
 def timed_out_error(timeout: float) -> str:
-    return f"timed out after {timeout:g} s (copy_timeout, or the job's walltime less a margin)"
+    return f"{TIMED_OUT} {timeout:g} s (copy_timeout, or the job's walltime less a margin)"
 
 
 def stalled_error(stall_s: float, cause: str) -> str:

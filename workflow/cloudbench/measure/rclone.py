@@ -371,6 +371,7 @@ def copy_command(
 # Bookkeeping calls give up on an unreachable store in ~20 s instead of rclone's default
 # backoff (10 low-level retries: a `cat` of a dead S3 endpoint waits over 10 minutes,
 # silently). The campaign's own flags come after these, so a campaign can still set them.
+HELPER_TIMEOUT_S = 600.0  # a bookkeeping call's longest, where no walltime says less
 HELPER_PATIENCE = ("--low-level-retries", "3", "--contimeout", "15s", "--timeout", "60s")
 # Every bookkeeping request carries this User-Agent, so a store's own request log tells them
 # from the measured copy's (which keeps rclone's): how `make bench` counts them, and how a
@@ -409,7 +410,11 @@ def _done(cmd: Sequence[str], stdout: str = "") -> subprocess.CompletedProcess[s
 
 
 def publish_file(
-    binary: str, path: str | Path, dst: str, flags: Sequence[str] = ()
+    binary: str,
+    path: str | Path,
+    dst: str,
+    flags: Sequence[str] = (),
+    timeout: float = HELPER_TIMEOUT_S,
 ) -> subprocess.CompletedProcess[str]:
     """Write one small local file to ``dst`` (an object path) in one request; on a local
     directory, a copy renamed into place."""
@@ -418,7 +423,7 @@ def publish_file(
         cmd = helper_command(
             binary, "copyto", str(path), dst, *ONE_REQUEST_WRITE, extra_flags=flags
         )
-        return run_helper(cmd)
+        return run_helper(cmd, timeout)
     try:
         local.parent.mkdir(parents=True, exist_ok=True)
         tmp = local.with_name(f".{local.name}.{os.getpid()}.partial")
@@ -475,7 +480,9 @@ def without_config_notice(stderr: str) -> str:
     return _CONFIG_NOTICE.sub("", stderr)
 
 
-def run_helper(cmd: Sequence[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_helper(
+    cmd: Sequence[str], timeout: float = HELPER_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
     """Run a bookkeeping call; one that outlives ``timeout`` is a failure (exit 124), not a
     traceback, so the step can say what happened. Its stderr holds what went wrong only."""
     try:
@@ -501,7 +508,9 @@ class ListingError(RuntimeError):
     """A remote prefix could not be listed (the store is down, refusing, or timing out)."""
 
 
-def list_sizes(binary: str, prefix: str, flags: Sequence[str] = ()) -> dict[str, int]:
+def list_sizes(
+    binary: str, prefix: str, flags: Sequence[str] = (), timeout: float = HELPER_TIMEOUT_S
+) -> dict[str, int]:
     """Every object under ``prefix`` with its size, by path relative to it: one untimed
     listing (``rclone lsjson -R --files-only``), the store's own word on what arrived. An
     absent prefix lists as empty. A local directory is walked, no process started."""
@@ -518,7 +527,8 @@ def list_sizes(binary: str, prefix: str, flags: Sequence[str] = ()) -> dict[str,
             "--no-modtime",
             as_directory(prefix),
             extra_flags=flags,
-        )
+        ),
+        timeout,
     )
     if res.returncode in (3,):  # directory not found: nothing arrived
         return {}

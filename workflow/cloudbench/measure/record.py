@@ -135,6 +135,11 @@ class TransferRow:
         "that reached the store again: its rate may carry the store's recovery); empty "
         "otherwise",
     )
+    timeout_s: float = _col(
+        "s",
+        "the copy's time limit (copy_timeout, or the job's walltime less a margin); a copy "
+        "that timed out twice at one limit is not tried again until it is raised",
+    )
     outage_since: str = _col("UTC", "when the store stopped answering, for `outage` rows")
     rclone_version: str = _col(
         "", "the rclone that moved the data; empty when another tool did (see `tool_version`)"

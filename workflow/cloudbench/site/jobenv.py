@@ -133,7 +133,17 @@ def retry_token(record_path: str) -> str:
     that succeeds leaves it as it was and no later run measures that transfer again.
     """
     failed = _failed_attempts(record_path)
+    if failed and _gave_up(record_path):  # as it was when the attempt that gave up ran
+        failed -= 1
     return f"failed:{failed}" if failed else ""
+
+
+def _gave_up(record_path: str) -> bool:
+    """The record's copy timed out twice at one limit (steps.outran_twice): not tried again."""
+    try:
+        return bool(json.loads(Path(record_path).read_text()).get("gave_up"))
+    except (OSError, ValueError):
+        return False
 
 
 def failed_attempt(record_path: str) -> list[str]:
@@ -151,7 +161,7 @@ def failed_attempt(record_path: str) -> list[str]:
     """
     try:
         status = json.loads(Path(record_path).read_text()).get("status")
-        failed = status not in ("ok", *KEPT_AS_FOUND)
+        failed = status not in ("ok", *KEPT_AS_FOUND) and not _gave_up(record_path)
     except (OSError, ValueError):  # none yet (or cut short: Snakemake reruns it anyway)
         return []
     kept = list(attempts_dir(record_path).glob("*.json")) if failed else []
