@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from cloudbench.campaign import paths
@@ -166,3 +167,32 @@ def test_the_steps_after_the_copy_share_the_margin_it_leaves():
     # one allocation with 3 minutes left: the copy and what follows fit inside them
     copy_s = copy_timeout(3, None)
     assert copy_s + after_copy_s(3, copy_s) + AFTER_COPY_SAFETY_S == 180.0
+
+
+def _grid(statuses: dict[tuple[str, str], list[str]], outage=None) -> pd.DataFrame:
+    rows = [
+        {"site": s, "remote": r, "status": st, "outage": (outage or {}).get((s, r, i))}
+        for (s, r), sts in statuses.items()
+        for i, st in enumerate(sts)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_a_whole_column_of_failures_is_the_store_a_whole_row_the_site():
+    from cloudbench.report.failures import scope_sentences
+
+    ok, bad = ["ok", "ok"], ["failed", "failed"]
+    store = _grid({("a", "s3"): bad, ("b", "s3"): bad, ("a", "ceph"): ok, ("b", "ceph"): ok},
+                  {("a", "s3", 0): "during"})  # fmt: skip
+    said = scope_sentences(store)
+    assert said[0].startswith("Store s3: every site's measurement of it failed")
+    assert "1 of them while it did not answer" in said[0] and len(said) == 1
+    site = _grid({("a", "s3"): bad, ("a", "ceph"): bad, ("b", "s3"): ok, ("b", "ceph"): ok})
+    assert scope_sentences(site)[0].startswith("Site a: every one of its measurements failed")
+    one = _grid({("a", "s3"): ["ok", "failed"], ("b", "s3"): ok})
+    assert scope_sentences(one) == [
+        "1 other failed measurement(s) stand alone (their errors are in transfers.tsv)."
+    ]
+    assert scope_sentences(_grid({("a", "s3"): ok})) == []
+    back = _grid({("a", "s3"): ok}, {("a", "s3", 1): "after"})
+    assert "1 measurement(s) were the first to reach the store again" in scope_sentences(back)[0]

@@ -23,6 +23,7 @@ import pandas as pd
 from cloudbench.campaign.model import Setting
 from cloudbench.report import stats
 from cloudbench.report.burst import burst_lines
+from cloudbench.report.failures import scope_sentences
 from cloudbench.report.intervals import (
     MIN_REPEATS_FOR_INTERVAL,
     level_text,
@@ -495,6 +496,7 @@ def headline_html(
                 + "<br>".join(html.escape(x) for x in lines)
                 + "</p>"
             )
+    parts += [f'<p class="failures">{html.escape(s)}</p>' for s in scope_sentences(metrics)]
     parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
     # what qualifies the answer follows the table and its figure, so that the first screen
     # shows the answer whatever a campaign adds (drift, settings from the environment)
