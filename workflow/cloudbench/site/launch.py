@@ -316,9 +316,12 @@ def follow(
 
 
 def launch(
-    config_path: Path, repo: Path, wait: bool = False, poll: float = 60.0,
+    config_path: Path,
+    repo: Path,
+    wait: bool = False,
+    poll: float = 60.0,
     say: Callable[[str], None] = print,
-) -> int:  # fmt: skip
+) -> int:
     """Start every site's run; with ``wait``, follow them and aggregate when all are done."""
     _, results = start_all(config_path, say)
     failed = frozenset(r.site for r in results if r.state == "failed")
