@@ -1,6 +1,7 @@
-"""A site's run as a batch job (``launch.start: sbatch``) on the real several-node Slurm:
-the job runs the site's snakemake and publishes its status; while the job is held, a
-second start is refused."""
+"""A site's run as a batch job (``launch.start: sbatch`` or ``qsub``) on the real
+several-node Slurm (qsub/qstat: its torque wrappers, the PBS stand-in): the job runs the
+site's snakemake and publishes its status; while the job is held, a second start is
+refused."""
 
 from __future__ import annotations
 
@@ -22,11 +23,14 @@ slurm_cluster = fixtures.slurm_cluster
 WAIT = 600  # seconds: a one-site tiny campaign inside a batch job, on a loaded machine
 
 
-def _start(workdir: Path, env: dict, partition: str) -> subprocess.CompletedProcess[str]:
+OPTIONS = {"sbatch": ["--time=20"], "qsub": ["-l", "walltime=00:20:00"]}
+
+
+def _start(workdir: Path, env: dict, how: str) -> subprocess.CompletedProcess[str]:
     argv = [
         sys.executable, "-m", driver.MARK, "start", "--config", ".cloudbench/batch.yaml",
-        "--site", "tursa", "--how", "sbatch", "--status-every", "1",
-        f"--batch-option=--partition={partition}", "--batch-option=--time=20",
+        "--site", "tursa", "--how", how, "--status-every", "1",
+        *(f"--batch-option={o}" for o in OPTIONS[how]),
         "--", str(BIN / "snakemake"), "--snakefile", str(ROOT / "workflow/Snakefile"),
         "--profile", str(ROOT / "profiles/local"), "--configfile", ".cloudbench/batch.yaml",
         "--config", "site=tursa",
@@ -35,8 +39,9 @@ def _start(workdir: Path, env: dict, partition: str) -> subprocess.CompletedProc
 
 
 @pytest.mark.scheduler
+@pytest.mark.parametrize("how", ["sbatch", "qsub"])
 def test_a_site_run_as_a_batch_job_reports_and_is_not_started_twice(
-    tmp_path, demo_config, slurm_cluster, monkeypatch
+    tmp_path, demo_config, slurm_cluster, monkeypatch, how
 ):
     cfg = dict(demo_config, campaign="batch", remote="s3t:", strategies=["plain"], repeats=1)
     cfg["dataset"] = dict(cfg["dataset"], files=1, size="2MiB", chunk_sizes=["1MiB"])
@@ -57,16 +62,17 @@ def test_a_site_run_as_a_batch_job_reports_and_is_not_started_twice(
         env = slurm_cluster.client_env(
             {"RCLONE_CONFIG": str(conf), "PATH": f"{BIN}:{slurm_cluster.client_env()['PATH']}"}
         )
-        first = _start(workdir, env, slurm_cluster.partition)
+        first = _start(workdir, env, how)
         assert first.returncode == 0, first.stdout + first.stderr
         assert first.stdout.startswith("submitted as batch job "), first.stdout
         record = json.loads((workdir / ".cloudbench/batch/tursa.pid").read_text())
-        assert record["how"] == "sbatch" and record["job"] in first.stdout
+        assert record["how"] == how and record["job"] in first.stdout
 
-        again = _start(workdir, env, slurm_cluster.partition)
+        again = _start(workdir, env, how)
         assert again.returncode == driver.REFUSED, again.stdout + again.stderr
-        assert again.stdout.startswith(f"already running as batch job {record['job']} ")
-        assert "not started again" in again.stdout
+        assert again.stdout.startswith(
+            f"not started: already running as batch job {record['job']} "
+        )
 
         status = tmp_path / "s3root/cloudbench/batch/launch/tursa.json"
         deadline = time.monotonic() + WAIT
@@ -84,7 +90,7 @@ def test_a_site_run_as_a_batch_job_reports_and_is_not_started_twice(
 
     monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
     deadline = time.monotonic() + 60
-    while driver.job_active("sbatch", record["job"]):  # the job's last seconds (its epilog)
+    while driver.job_active(how, record["job"]):  # the job's last seconds (its epilog)
         assert time.monotonic() < deadline
         time.sleep(0.5)
     assert driver.refusal(record, "anywhere") is None  # ended: the next launch may start one

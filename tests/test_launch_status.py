@@ -4,6 +4,7 @@ rule (cloudbench.site.runstatus, cloudbench.site.driver, cloudbench.site.launch)
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -11,11 +12,11 @@ import time
 import pytest
 
 from cloudbench.campaign import paths
-from cloudbench.campaign.model import load_campaign
+from cloudbench.campaign.model import ConfigError, load_campaign
 from cloudbench.records import utc_now
 from cloudbench.site import runstatus
 from cloudbench.site.driver import MARK, pid_is_driver, refusal
-from cloudbench.site.launch import _status_code, ssh_env
+from cloudbench.site.launch import SiteLaunch, _status_code, ssh_env
 
 NOW = 1_800_000_000.0  # a fixed "now" (2027-01-15T08:00:00Z)
 
@@ -159,3 +160,31 @@ def test_ssh_gets_no_credential_from_this_machine():
 def test_status_times_are_read_back_exactly():
     stamp = time.time()
     assert runstatus._seconds(utc_now(stamp)) == pytest.approx(stamp, abs=1e-5)
+
+
+def test_launch_keys_choose_how_the_site_run_starts(demo_config):
+    demo_config["sites"]["tursa"]["launch"] = {
+        "host": "me@login",
+        "workdir": "~/cb",  # the shell expands it: not quoted
+        "profile": "profiles/tursa",
+        "start": "sbatch",
+        "batch_options": ["--time=7-00:00:00", "--account=dp123"],
+        "python": "/opt/cb/venv/bin/python",
+        "status_every": 5,
+    }
+    launch = SiteLaunch.of(load_campaign(demo_config).upload_site)
+    shell, flag, inner = shlex.split(launch.start_command("demo"))
+    assert inner.startswith("cd ~/cb || exit 1; /opt/cb/venv/bin/python -m cloudbench.site")
+    argv = shlex.split(inner.split("; ", 1)[1])
+    assert argv[argv.index("--how") + 1] == "sbatch"
+    assert argv[argv.index("--status-every") + 1] == "5"
+    assert "--batch-option=--time=7-00:00:00" in argv and "--batch-option=--account=dp123" in argv
+    plain = dict(demo_config["sites"]["tursa"]["launch"])
+    for key in ("start", "batch_options", "python", "status_every"):
+        del plain[key]
+    demo_config["sites"]["tursa"]["launch"] = plain
+    defaults = SiteLaunch.of(load_campaign(demo_config).upload_site)  # the schema's defaults
+    assert (defaults.start, defaults.batch_options, defaults.status_every) == ("detached", (), 60)
+    demo_config["sites"]["tursa"]["launch"]["start"] = "nohup"
+    with pytest.raises(ConfigError, match=r"sites.tursa.launch.start"):
+        load_campaign(demo_config)

@@ -206,7 +206,7 @@ def start(a: argparse.Namespace) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two launches at once: the second sees the first
         why = refusal(_read_record(files.pid), host)
         if why:
-            print(f"{why}; log {files.log.resolve()}: not started again")
+            print(f"not started: {why}; log {files.log.resolve()}")
             return REFUSED
         started = utc_now()
         # the first status goes out before this returns: whoever follows the campaign from

@@ -36,6 +36,16 @@ SSH_TIMEOUT = 300  # copying the file and starting the run: seconds, not the cam
 FOLLOW_TIMEOUT = 8 * 24 * 3600  # a campaign may run for days; following it is bounded
 
 
+def shell_path(path: str) -> str:
+    """``path`` for the site's shell, quoted, with a leading ``~/`` left for the shell to
+    expand (``workdir: ~/cloudbench`` is the usual way to name one's checkout)."""
+    if path == "~":
+        return path
+    if path.startswith("~/"):
+        return "~/" + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
 @dataclass(frozen=True)
 class SiteLaunch:
     """How to reach one site and what to run there (``sites.<name>.launch``)."""
@@ -86,7 +96,7 @@ class SiteLaunch:
         return f"{REMOTE_CONFIG_DIR}/{campaign}.yaml"
 
     def put_config_command(self, campaign: str) -> str:
-        wd = shlex.quote(self.workdir)
+        wd = shell_path(self.workdir)
         return f"mkdir -p {wd}/{REMOTE_CONFIG_DIR} && cat > {wd}/{self.config_path(campaign)}"
 
     def snakemake_argv(self, campaign: str) -> list[str]:
@@ -126,7 +136,7 @@ class SiteLaunch:
         ]
         found = ""
         if self.python:
-            python = shlex.quote(self.python)
+            python = shell_path(self.python)
         else:
             python = '"${py%/*}/python"'
             missing = shlex.quote(f"cloudbench launch: {self.snakemake} not found at the site")
@@ -134,7 +144,7 @@ class SiteLaunch:
                 f"py=$(command -v {shlex.quote(self.snakemake)}) || "
                 f"{{ echo {missing} >&2; exit 127; }}; "
             )
-        inner = f"cd {shlex.quote(self.workdir)} || exit 1; {found}{python} {shlex.join(driver)}"
+        inner = f"cd {shell_path(self.workdir)} || exit 1; {found}{python} {shlex.join(driver)}"
         return f"bash -lc {shlex.quote(inner)}"
 
 
@@ -234,8 +244,8 @@ def start_all(
         site = launches[name]
         say(f"[{name}] starting on {site.host} in {site.workdir} ({site.profile}, {site.start})")
         result = start_site(site, campaign.name, text, log_dir / f"{name}.log")
-        word = {"started": "", "refused": "not started: ", "failed": "FAILED to start: "}
-        say(f"[{name}] {word[result.state]}{result.said}")
+        failed = "FAILED to start: " if result.state == "failed" else ""
+        say(f"[{name}] {failed}{result.said}")
         out.append(result)
     return campaign, out
 
