@@ -4,12 +4,14 @@ rule (cloudbench.site.runstatus, cloudbench.site.driver, cloudbench.site.launch)
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
 import time
 
 import pytest
+import yaml
 
 from cloudbench.campaign import paths
 from cloudbench.campaign.model import ConfigError, load_campaign
@@ -188,3 +190,36 @@ def test_launch_keys_choose_how_the_site_run_starts(demo_config):
     demo_config["sites"]["tursa"]["launch"]["start"] = "nohup"
     with pytest.raises(ConfigError, match=r"sites.tursa.launch.start"):
         load_campaign(demo_config)
+
+
+@pytest.mark.quick
+def test_status_says_when_the_remote_does_not_answer(tmp_path, demo_config):
+    """A store that is down is not a site gone silent: --status says which file it could not
+    read and exits 4 (rclone against a closed port on 127.0.0.1)."""
+    from tests.infra.s3 import free_port
+    from tests.infra.workflow import BIN
+
+    demo_config.update(remote="s3dead:")
+    demo_config["rclone"]["flags"] = ["--low-level-retries", "1"]  # refused at once, not retried
+    cfg = tmp_path / "campaign.yaml"
+    cfg.write_text(yaml.safe_dump(demo_config))
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        "RCLONE_CONFIG_S3DEAD_TYPE": "s3",
+        "RCLONE_CONFIG_S3DEAD_PROVIDER": "Other",
+        "RCLONE_CONFIG_S3DEAD_ENDPOINT": f"http://127.0.0.1:{free_port()}",
+        "RCLONE_CONFIG_S3DEAD_ACCESS_KEY_ID": "nobody",
+        "RCLONE_CONFIG_S3DEAD_SECRET_ACCESS_KEY": "nothing-at-all",
+    }
+    shown = subprocess.run(
+        [sys.executable, "-m", "cloudbench", "launch", "--status", str(cfg)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert shown.returncode == 4, shown.stdout + shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "campaign demo: 2 sites: 2 no status"
+    assert "cannot read s3dead:cloudbench/demo/launch/tesseract.json: " in shown.stdout

@@ -418,7 +418,12 @@ def run(a: argparse.Namespace) -> int:
     if a.how != DETACHED:  # a batch job's driver: where it runs, for people
         record.update(run_pid=os.getpid(), run_host=host_info()["host"])
         _write_record(files.pid, record)
-    return Run(a)()
+    the_run = Run(a)
+    try:
+        return the_run()
+    except Exception as err:  # a bug or a broken install: said here and on the remote
+        the_run.end(1, f"driver error: {type(err).__name__}: {err}")
+        raise
 
 
 def parser() -> argparse.ArgumentParser:

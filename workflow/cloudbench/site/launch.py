@@ -33,6 +33,7 @@ from cloudbench.site.driver import DETACHED, MARK, REFUSED
 
 REMOTE_CONFIG_DIR = ".cloudbench"
 SSH_TIMEOUT = 300  # copying the file and starting the run: seconds, not the campaign
+UNREADABLE = 4  # --status: the remote did not answer (the sites may be fine)
 FOLLOW_TIMEOUT = 8 * 24 * 3600  # a campaign may run for days; following it is bounded
 
 
@@ -250,24 +251,33 @@ def start_all(
     return campaign, out
 
 
-def read_all(campaign: Campaign) -> dict[str, dict[str, Any] | None]:
-    """Every site's newest status on the remote (read here, without ssh)."""
+def read_all(
+    campaign: Campaign, problems: list[str] | None = None
+) -> dict[str, dict[str, Any] | None]:
+    """Every site's newest status on the remote (read here, without ssh); the remotes that
+    did not answer go to ``problems``."""
     from cloudbench.measure import rclone as rc
 
     binary = rc.find_rclone()
     prefixes, flags = campaign.rendezvous_prefixes, campaign.rclone_flags
-    return {s: runstatus.read_status(binary, prefixes, s, flags) for s in campaign.site_names}
+    return {
+        s: runstatus.read_status(binary, prefixes, s, flags, problems) for s in campaign.site_names
+    }
 
 
 def status(config_path: Path, say: Callable[[str], None] = print) -> int:
     """Show every site's progress once: 0 when every site finished, 1 when one failed or
-    went silent, 3 while some are still under way (or have said nothing yet)."""
+    went silent, 3 while some are still under way (or have said nothing yet), 4 when the
+    remote could not be read."""
     _, campaign = _campaign(config_path)
-    docs = read_all(campaign)
+    problems: list[str] = []
+    docs = read_all(campaign, problems)
     now = time.time()
     for line in runstatus.render(campaign.name, campaign.site_names, docs, now):
         say(line)
-    return _status_code(campaign.site_names, docs, now)
+    for p in problems:
+        say(p)
+    return UNREADABLE if problems else _status_code(campaign.site_names, docs, now)
 
 
 def _status_code(sites: list[str], docs: Mapping[str, Mapping[str, Any] | None], now: float) -> int:
@@ -295,9 +305,14 @@ def follow(
     shown: dict[str, tuple[Any, ...]] = {}
     width = max(len(s) for s in campaign.site_names)
     deadline = time.monotonic() + timeout
+    unread = ""
     while True:
-        docs = read_all(campaign)
+        problems: list[str] = []
+        docs = read_all(campaign, problems)
         now = time.time()
+        if problems and problems[0] != unread:  # said once, not every poll
+            say(f"[remote] {problems[0]} (the sites carry on; trying again)")
+        unread = problems[0] if problems else ""
         for s in sites:
             doc = docs.get(s)
             c = (doc or {}).get("measurements") or {}
@@ -356,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         "--status",
         action="store_true",
         help="start nothing: show each site's progress from the remote (exit 0: all finished, "
-        "1: one failed or went silent, 3: still under way)",
+        "1: one failed or went silent, 3: still under way, 4: the remote did not answer)",
     )
     what.add_argument(
         "--follow",

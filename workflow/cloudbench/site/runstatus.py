@@ -148,17 +148,24 @@ def all_ended(sites: Sequence[str], docs: Mapping[str, Mapping[str, Any] | None]
 
 
 def read_status(
-    binary: str, prefixes: Sequence[str], site: str, flags: Sequence[str]
+    binary: str,
+    prefixes: Sequence[str],
+    site: str,
+    flags: Sequence[str],
+    problems: list[str] | None = None,
 ) -> dict[str, Any] | None:
-    """A site's newest status on any of the campaign's remotes (None if none has one)."""
+    """A site's newest status on any of the campaign's remotes (None if none has one).
+    A remote that could not be read (not one without the file) is added to ``problems``:
+    a site is not "silent" when it is the remote that does not answer."""
     from cloudbench.measure import rclone as rc
+    from cloudbench.records import clip_tail
 
     found: list[dict[str, Any]] = []
     for prefix in prefixes:
-        res = rc.run_helper(
-            rc.helper_command(binary, "cat", status_path(prefix, site), extra_flags=flags),
-            timeout=120,
-        )
+        path = status_path(prefix, site)
+        res = rc.run_helper(rc.helper_command(binary, "cat", path, extra_flags=flags), 120)
+        if res.returncode not in rc.NOT_FOUND_EXITS and problems is not None:
+            problems.append(f"cannot read {path}: {clip_tail(res.stderr)}")
         if res.returncode == 0 and res.stdout.strip():
             try:
                 found.append(json.loads(res.stdout))
