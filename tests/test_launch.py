@@ -86,7 +86,7 @@ def _campaign(tmp_path: Path, demo_config: dict, name: str, ssh, s3) -> Path:
                 "snakemake": str(BIN / "snakemake"),
                 "snakefile": str(ROOT / "workflow/Snakefile"),
                 "options": [*options, "-o", f"SetEnv=RCLONE_CONFIG={conf}"],
-                "status_every": 1,
+                "status_every": 2,
             },
         }
     laptop = tmp_path / name / "laptop"
@@ -158,7 +158,7 @@ def test_sites_finish_with_launcher_killed_and_sshd_restarted(tmp_path, demo_con
         started = _launch(calm, env)
         assert started.returncode == 0, started.stdout + started.stderr
         calm_follow = subprocess.Popen(
-            [sys.executable, "-m", "cloudbench", "launch", str(calm), "--follow", "--poll", "1"],
+            [sys.executable, "-m", "cloudbench", "launch", str(calm), "--follow", "--poll", "2"],
             cwd=calm.parent,
             env=env,
             stdout=subprocess.PIPE,
@@ -182,7 +182,7 @@ def test_sites_finish_with_launcher_killed_and_sshd_restarted(tmp_path, demo_con
         assert [x.split("]")[0][1:] for x in refused] == list(SITES), again.stdout
 
         follower = subprocess.Popen(
-            [sys.executable, "-m", "cloudbench", "launch", str(storm), "--follow", "--poll", "1"],
+            [sys.executable, "-m", "cloudbench", "launch", str(storm), "--follow", "--poll", "2"],
             cwd=storm.parent,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -205,7 +205,7 @@ def test_sites_finish_with_launcher_killed_and_sshd_restarted(tmp_path, demo_con
         follower.wait(timeout=30)
         ssh.restart()
 
-        done = _launch(storm, env, "--follow", "--poll", "1")
+        done = _launch(storm, env, "--follow", "--poll", "2")
         out = done.stdout + done.stderr
         assert done.returncode == 0, out[-4000:]
         assert "[aggregate] ok" in done.stdout

@@ -45,6 +45,7 @@ def test_a_site_silent_too_long_is_stale_and_an_ended_one_never():
     assert runstatus.is_stale(_doc("running", limit + 1), NOW)
     assert runstatus.is_stale(_doc("waiting", limit + 1), NOW)
     assert not runstatus.is_stale(_doc("finished", 10 * limit), NOW)
+    assert not runstatus.is_stale(_doc("queued", 10 * limit), NOW)  # a batch queue: days
     assert not runstatus.is_stale(_doc("running", 3 * 5 + 60, every=5), NOW)
     assert runstatus.is_stale(_doc("running", 3 * 5 + runstatus.STALE_GRACE_S + 1, every=5), NOW)
 

@@ -87,6 +87,13 @@ def pid_is_driver(pid: int) -> bool:
 
 def job_active(how: str, job: str) -> bool:
     """True while the scheduler still holds the batch job (queued or running)."""
+    try:
+        return _job_held(how, job)
+    except FileNotFoundError as err:
+        raise RuntimeError(f"cannot check batch job {job}: {err.filename} not found") from None
+
+
+def _job_held(how: str, job: str) -> bool:
     if how == SBATCH:
         res = subprocess.run(
             ["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=60
@@ -185,7 +192,10 @@ def _submit(a: argparse.Namespace, files: RunFiles, argv: list[str]) -> str:
     else:
         cmd = ["qsub", "-N", name[:15], "-o", out, "-j", "oe"]
     cmd += [*a.batch_option, str(script.resolve())]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise RuntimeError(f"{cmd[0]} not found at the site (launch.start: {a.how})") from None
     job = res.stdout.strip().splitlines()[0].split(";")[0] if res.stdout.strip() else ""
     if res.returncode != 0 or not job:
         raise RuntimeError(
@@ -212,6 +222,8 @@ def start(a: argparse.Namespace) -> int:
         # the first status goes out before this returns: whoever follows the campaign from
         # now on reads this run's status, never the previous run's
         first = _first_doc(campaign, a.site, a.how, started, a.status_every)
+        if a.how != DETACHED:  # until the job starts and says more (a queue may take days)
+            first.update(state=runstatus.QUEUED, detail=f"submitted with {a.how}")
         problems = _publish(campaign, a.site, first)
         argv = _run_argv(a, started)
         record: dict[str, Any] = {"how": a.how, "host": host, "started_utc": started}

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 STATUS_DIR = "launch"
-WAITING, RUNNING, FINISHED, FAILED = "waiting", "running", "finished", "failed"
+QUEUED, WAITING, RUNNING = "queued", "waiting", "running"
+FINISHED, FAILED = "finished", "failed"
 ENDED = (FINISHED, FAILED)
 # a site silent for longer than this many of its own update intervals (plus the grace, for
 # a slow remote) is shown as stale: its driver, host or link to the remote may be gone
@@ -85,8 +86,9 @@ def last_line(log: Path, secrets: Iterable[str] = ()) -> str:
 
 
 def is_stale(doc: Mapping[str, Any], now: float) -> bool:
-    """True for a run that says it is under way but has been silent too long."""
-    if doc.get("state") in ENDED:
+    """True for a run that says it is under way but has been silent too long (a batch job
+    still queued says nothing until it starts: never stale)."""
+    if doc.get("state") in (*ENDED, QUEUED):
         return False
     every = float(doc.get("status_every_s") or 60)
     return now - _seconds(doc["updated_utc"]) > STALE_INTERVALS * every + STALE_GRACE_S
