@@ -154,17 +154,21 @@ def test_sites_finish_with_launcher_killed_and_sshd_restarted(tmp_path, demo_con
         calm = _campaign(tmp_path, demo_config, "calm", ssh, s3)
         storm = _campaign(tmp_path, demo_config, "storm", ssh, s3)
 
-        # the undisturbed run: started, followed and aggregated by one launcher
-        started = _launch(calm, env)
-        assert started.returncode == 0, started.stdout + started.stderr
-        calm_follow = subprocess.Popen(
-            [sys.executable, "-m", "cloudbench", "launch", str(calm), "--follow", "--poll", "2"],
+        # the undisturbed run: started, followed and aggregated by one launcher (--wait),
+        # every site started (its pid file written) before anything is disturbed
+        calm_wait = subprocess.Popen(
+            [sys.executable, "-m", "cloudbench", "launch", str(calm), "--wait", "--poll", "2"],
             cwd=calm.parent,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
+        pid_files = [tmp_path / f"calm/{site}/.cloudbench/calm/{site}.pid" for site in SITES]
+        deadline = time.monotonic() + WAIT
+        while not all(p.exists() for p in pid_files):
+            assert calm_wait.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
 
         first = _launch(storm, env)
         assert first.returncode == 0, first.stdout + first.stderr
@@ -218,8 +222,9 @@ def test_sites_finish_with_launcher_killed_and_sshd_restarted(tmp_path, demo_con
             n = 2 if site == "tursa" else 1
             assert f"finished: {n} ok, 0 failed, 0 left of {n};" in line, shown.stdout
 
-        calm_out, _ = calm_follow.communicate(timeout=WAIT)
-        assert calm_follow.returncode == 0, calm_out[-4000:]
+        calm_out, _ = calm_wait.communicate(timeout=WAIT)
+        assert calm_wait.returncode == 0, calm_out[-4000:]
+        assert calm_out.count("] started (pid ") == 3 and "[aggregate] ok" in calm_out
 
     calm_table, storm_table = _table(calm, "calm"), _table(storm, "storm")
     assert len(storm_table) == 4 and (storm_table["status"] == "ok").all()

@@ -344,13 +344,11 @@ class Run:
         if up is None:
             return None
         prefix = self.campaign.remote_prefix(self.campaign.remotes[0])
-        binary_flags = self.campaign.rclone_flags
+        flags = self.campaign.rclone_flags
         deadline = time.monotonic() + UPLOAD_WAIT_S
         _say(f"waiting for upload site {up}'s manifest at {prefix}")
-        while not exchange.campaign_manifest_exists(prefix, binary_flags):
-            other = runstatus.read_status(
-                _rclone(), self.campaign.rendezvous_prefixes, up, binary_flags
-            )
+        while not exchange.campaign_manifest_exists(prefix, flags):
+            other = runstatus.read_status(_rclone(), self.campaign.rendezvous_prefixes, up, flags)
             if (
                 other
                 and other.get("state") == runstatus.FAILED
@@ -424,12 +422,6 @@ def run(a: argparse.Namespace) -> int:
     log = os.open(files.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(log, 1)  # everything, snakemake's output too, goes to the site's log (a batch
     os.dup2(log, 2)  # job's own output file may be ignored by the scheduler)
-    record = _read_record(files.pid) or {}
-    from cloudbench.records import host_info
-
-    if a.how != DETACHED:  # a batch job's driver: where it runs, for people
-        record.update(run_pid=os.getpid(), run_host=host_info()["host"])
-        _write_record(files.pid, record)
     the_run = Run(a)
     try:
         return the_run()
