@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import yaml
@@ -224,3 +227,85 @@ def test_status_says_when_the_remote_does_not_answer(tmp_path, demo_config):
     lines = shown.stdout.splitlines()
     assert lines[0] == "campaign demo: 2 sites: 2 no status"
     assert "cannot read s3dead:cloudbench/demo/launch/tesseract.json: " in shown.stdout
+
+
+@pytest.mark.quick
+def test_a_waiting_download_site_stops_when_the_upload_fails_or_it_is_stopped(
+    tmp_path, demo_config, monkeypatch
+):
+    """Download sites wait, at the site, for the upload's manifest (none here: nothing was
+    uploaded). bnl gives up once the upload site's run says it failed, anl ends on SIGTERM;
+    both say so on the remote, and neither ever started its snakemake (`false` here)."""
+    from cloudbench.measure import rclone as rc
+    from tests.infra.s3 import serve_s3
+    from tests.infra.workflow import BIN
+
+    demo_config.update(campaign="waits", remote="s3t:")
+    demo_config["sites"] = {
+        "tursa": {"upload": True, "download": False, "scratch": "scratch"},
+        "bnl": {"download": True, "scratch": "scratch"},
+        "anl": {"download": True, "scratch": "scratch"},
+    }
+    pids: dict[str, int] = {}
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3, _ending(pids):
+        env = {**os.environ, **s3.client_env("S3T"), "PATH": f"{BIN}:{os.environ['PATH']}"}
+        status = tmp_path / "s3root/cloudbench/waits/launch"
+        for site in ("bnl", "anl"):
+            workdir = tmp_path / site
+            (workdir / ".cloudbench").mkdir(parents=True)
+            (workdir / ".cloudbench/waits.yaml").write_text(yaml.safe_dump(demo_config))
+            argv = [sys.executable, "-m", MARK, "start", "--config", ".cloudbench/waits.yaml",
+                    "--site", site, "--status-every", "0.5", "--", "false"]  # fmt: skip
+            started = subprocess.run(
+                argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=120
+            )
+            assert started.returncode == 0, started.stdout + started.stderr
+            assert json.loads((status / f"{site}.json").read_text())["state"] == "waiting"
+            pids[site] = json.loads((workdir / f".cloudbench/waits/{site}.pid").read_text())["pid"]
+        anl_log = tmp_path / "anl/.cloudbench/waits/anl.log"
+        deadline = time.monotonic() + 60
+        while "waiting for upload site" not in (  # its handler is set: SIGTERM is caught
+            anl_log.read_text() if anl_log.exists() else ""
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        os.kill(pids["anl"], signal.SIGTERM)
+        failed = dict(_doc("failed", 0), campaign="waits", site="tursa", updated_utc=utc_now())
+        for name, value in s3.client_env("S3T").items():  # the upload site, here
+            monkeypatch.setenv(name, value)
+        problems = runstatus.publish_status(rc.find_rclone(), failed, ["s3t:cloudbench/waits"], ())
+        assert not problems
+        deadline = time.monotonic() + 120
+        docs = {}
+        while True:
+            docs = {s: json.loads((status / f"{s}.json").read_text()) for s in ("bnl", "anl")}
+            if all(d["state"] == "failed" for d in docs.values()):
+                break
+            assert time.monotonic() < deadline, docs
+            time.sleep(0.2)
+    assert docs["bnl"]["detail"] == "upload site tursa failed: not started"
+    assert docs["anl"]["detail"] == "stopped by SIGTERM before snakemake started"
+    for site in ("bnl", "anl"):
+        log = (tmp_path / site / f".cloudbench/waits/{site}.log").read_text()
+        assert "running: false" not in log and "waiting for upload site tursa" in log
+        assert _gone_within(pids[site], 30)
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while pid_is_driver(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@contextmanager
+def _ending(pids: dict[str, int]) -> Iterator[None]:
+    """Drivers the test started end with it, whatever happened (they are detached)."""
+    try:
+        yield
+    finally:
+        for pid in pids.values():
+            if pid_is_driver(pid):
+                os.killpg(pid, signal.SIGKILL)
