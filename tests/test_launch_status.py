@@ -96,6 +96,13 @@ def test_a_second_run_is_refused_while_one_is_under_way():
     elsewhere = refusal(detached, "login2", alive=lambda pid: True)
     assert elsewhere is not None and "started on login1 (pid 4242" in elsewhere
     assert "cannot be checked from login2" in elsewhere and "remove the pid file" in elsewhere
+    # from login2, the run's own last word on the remote says it ended (or that it did not)
+    said = {"pid": 4242, "host": "login1", "state": "finished"}
+    assert refusal(detached, "login2", published=lambda: said) is None
+    running = refusal(detached, "login2", published=lambda: {**said, "state": "running"})
+    assert running is not None and "cannot be checked from login2" in running
+    other_run = refusal(detached, "login2", published=lambda: {**said, "pid": 99})
+    assert other_run is not None and "cannot be checked from login2" in other_run
     batch = {"how": "sbatch", "job": "77", "host": "login1", **started}
     held = refusal(batch, "login2", active=lambda how, job: (how, job) == ("sbatch", "77"))
     assert held == "already running as batch job 77 (since 2026-11-26T09:00:00.000000Z)"

@@ -114,12 +114,14 @@ def refusal(
     host: str,
     alive: Callable[[int], bool] = pid_is_driver,
     active: Callable[[str, str], bool] = job_active,
+    published: Callable[[], Mapping[str, Any] | None] = lambda: None,
 ) -> str | None:
     """Why no second run may start here (one line), or None when none is under way.
 
     ``record`` is the pid file: a detached run is under way while its pid is a live driver
-    (checked only on the host that started it: a pid means nothing elsewhere), a batch run
-    while the scheduler holds its job.
+    (checked on the host that started it: a pid means nothing elsewhere), a batch run while
+    the scheduler holds its job. From another login node (one name, several hosts), the
+    run's own last word on the remote (``published``) says whether it has ended.
     """
     if not record:
         return None
@@ -132,6 +134,10 @@ def refusal(
     if not pid:
         return None
     if record.get("host") != host:
+        last = published() or {}
+        same = (last.get("pid"), last.get("host")) == (pid, record.get("host"))
+        if same and last.get("state") in runstatus.ENDED:
+            return None
         return (
             f"a run was started on {record.get('host')} (pid {pid}, {since}) and cannot be "
             f"checked from {host}: if none is running there, remove the pid file"
@@ -214,7 +220,13 @@ def start(a: argparse.Namespace) -> int:
     host = host_info()["host"]
     with open(files.folder / f"{a.site}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two launches at once: the second sees the first
-        why = refusal(_read_record(files.pid), host)
+        why = refusal(
+            _read_record(files.pid),
+            host,
+            published=lambda: runstatus.read_status(
+                _rclone(), campaign.rendezvous_prefixes, a.site, campaign.rclone_flags
+            ),
+        )
         if why:
             print(f"not started: {why}; log {files.log.resolve()}")
             return REFUSED
