@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 SNAKEMAKE := PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake
 CAMPAIGN ?= demo
 
-.PHONY: demo test test-quick test-unit lint format bench sysdeps versitygw clean launch profiles
+.PHONY: demo test test-quick test-unit lint format bench sysdeps versitygw clean launch \
+	launch-status launch-follow profiles
 
 $(STAMP): pyproject.toml envs/awscli.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -103,6 +104,15 @@ bench: $(STAMP) versitygw
 clean:
 	rm -rf results/demo scratch .snakemake
 
-## launch: run a multi-site campaign over ssh (CONFIG=config/<campaign>.yaml), then its report
+## launch: start every site's run of a multi-site campaign over ssh (CONFIG=config/<campaign>.yaml)
+## and return (each run goes on without a connection: docs/several-centres.md); WAIT=1 then
+## follows them and builds the report here when all have ended
+## launch-status: each site's progress, read from the remote (no ssh)
+## launch-follow: follow the sites' progress; when all have ended, aggregate and report here
+LAUNCH := PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m cloudbench launch
 launch: $(STAMP)
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m cloudbench launch $(CONFIG)
+	$(LAUNCH) $(CONFIG) $(if $(WAIT),--wait)
+launch-status: $(STAMP)
+	$(LAUNCH) --status $(CONFIG)
+launch-follow: $(STAMP)
+	$(LAUNCH) --follow $(CONFIG)

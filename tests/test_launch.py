@@ -1,23 +1,34 @@
-"""The launcher fans a campaign out over real ssh (OpenSSH on 127.0.0.1) in one command."""
+"""The launcher over real ssh (OpenSSH on 127.0.0.1) and a real S3 server: each site's run
+goes on detached from the ssh session, and the launcher needs no live connection."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
 from cloudbench.campaign.model import load_campaign
+from cloudbench.site.driver import pid_is_driver
 from cloudbench.site.launch import SiteLaunch
 from tests.infra import sshd
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, ROOT
 
 pytestmark = pytest.mark.slow
+SITES = {"tursa": [55.92, -3.17], "anl": [41.71, -87.98], "bnl": [40.87, -72.88]}  # start order
+WAIT = 600  # seconds: a whole tiny campaign, three sites, on a loaded machine
+IDENTITY = ["site", "direction", "remote", "layout", "setting", "repeat", "status"]
 
 
 def test_launch_config_errors_before_anything_runs(demo_config):
@@ -26,72 +37,202 @@ def test_launch_config_errors_before_anything_runs(demo_config):
         SiteLaunch.of(campaign.upload_site)
 
 
-def test_site_command_is_what_a_user_types():
+def test_site_command_starts_what_a_user_types():
     launch = SiteLaunch("bnl", "me@login", "/home/me/cloudbench dir", "profiles/bnl")
-    shell, flag, inner = shlex.split(launch.run_command("demo"))
+    shell, flag, inner = shlex.split(launch.start_command("demo"))
     assert (shell, flag) == ("bash", "-lc")  # a login shell: the site's modules and PATH
-    assert inner == (
-        "cd '/home/me/cloudbench dir' && snakemake --profile profiles/bnl"
-        " --configfile .cloudbench/demo.yaml --config site=bnl"
+    assert inner.startswith("cd '/home/me/cloudbench dir' || exit 1; py=$(command -v snakemake)")
+    driver = shlex.split(inner.split("}; ", 1)[1])
+    assert driver[:4] == ["${py%/*}/python", "-m", "cloudbench.site.driver", "start"]
+    assert driver[driver.index("--") + 1 :] == shlex.split(
+        "snakemake --profile profiles/bnl --configfile .cloudbench/demo.yaml --config site=bnl"
     )
+
+
+def _site_conf(s3, path: Path) -> Path:
+    """The site's own rclone config (its credentials stay at the site, as at a centre)."""
+    prefix = "RCLONE_CONFIG_S3T_"
+    lines = ["[s3t]"] + [
+        f"{k.removeprefix(prefix).lower()} = {v}" for k, v in s3.client_env("S3T").items()
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _campaign(tmp_path: Path, demo_config: dict, name: str, ssh, s3) -> Path:
+    """A tiny three-site campaign whose sites are working directories behind the sshd, each
+    with its own rclone config (its path set over ssh). The ssh options still say
+    SendEnv=RCLONE_CONFIG_*, as a user's ~/.ssh/config might: the launcher gives ssh no
+    credential to send."""
+    options = ssh.client_options()
+    cfg = dict(demo_config, campaign=name, remote="s3t:", strategies=["plain"], repeats=1)
+    cfg["dataset"] = dict(cfg["dataset"], files=1, size="2MiB", chunk_sizes=["1MiB"])
+    cfg["rclone"] = dict(cfg["rclone"], flags=[])
+    cfg["sites"] = {}
+    for site, location in SITES.items():
+        workdir = tmp_path / name / site
+        conf = _site_conf(s3, workdir / "rclone.conf")
+        cfg["sites"][site] = {
+            "upload": site == "tursa",
+            "download": True,
+            "scratch": "scratch",
+            "location": location,
+            "launch": {
+                "host": ssh.host,
+                "port": ssh.port,
+                "workdir": str(workdir),
+                "profile": str(ROOT / "profiles/local"),
+                "snakemake": str(BIN / "snakemake"),
+                "snakefile": str(ROOT / "workflow/Snakefile"),
+                "options": [*options, "-o", f"SetEnv=RCLONE_CONFIG={conf}"],
+                "status_every": 2,
+            },
+        }
+    laptop = tmp_path / name / "laptop"
+    laptop.mkdir(parents=True)
+    path = laptop / "campaign.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _laptop_env(s3) -> dict[str, str]:
+    return {**os.environ, **s3.client_env("S3T"), "PATH": f"{BIN}:{os.environ['PATH']}"}
+
+
+def _launch(cfg: Path, env: dict, *args: str, timeout: float = WAIT):
+    return subprocess.run(
+        [sys.executable, "-m", "cloudbench", "launch", str(cfg), *args],
+        cwd=cfg.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _status_files(s3root: Path, campaign: str) -> dict[str, dict]:
+    out = {}
+    for site in SITES:
+        path = s3root / "cloudbench" / campaign / "launch" / f"{site}.json"
+        try:
+            out[site] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+@contextmanager
+def _ending_drivers(root: Path) -> Iterator[None]:
+    """The detached runs under ``root`` end with the test (their process groups: the driver,
+    its snakemake and jobs), finished or not: they outlive ssh by design."""
+    try:
+        yield
+    finally:
+        for pid_file in root.glob("*/*/.cloudbench/*/*.pid"):
+            pid = json.loads(pid_file.read_text()).get("pid")
+            if pid and pid_is_driver(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def _table(cfg: Path, campaign: str) -> pd.DataFrame:
+    df = pd.read_csv(cfg.parent / "results" / campaign / "transfers.tsv", sep="\t")
+    return df[IDENTITY].sort_values(IDENTITY).reset_index(drop=True)
 
 
 @pytest.mark.skipif(not sshd.available(), reason="openssh-server not installed: `make sysdeps`")
-def test_launcher_runs_three_sites_over_ssh(tmp_path, demo_config):
+def test_sites_finish_with_launcher_killed_and_sshd_restarted(tmp_path, demo_config):
+    """The issue's acceptance test: `launch` killed (SIGKILL) and the ssh server restarted
+    mid-campaign; every site's run finishes, the status command reports every site, and
+    the final table equals that of an undisturbed run (identities and statuses)."""
     with (
         sshd.serve_ssh(tmp_path / "ssh") as ssh,
         serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3,
+        _ending_drivers(tmp_path),
     ):
-        launch = {
-            "host": ssh.host,
-            "port": ssh.port,
-            "profile": str(ROOT / "profiles/local"),
-            "snakemake": str(BIN / "snakemake"),
-            "snakefile": str(ROOT / "workflow/Snakefile"),
-            "options": ssh.client_options(),
-        }
-        demo_config.update(remote="s3t:", strategies=["plain"], repeats=1)
-        demo_config["dataset"].update(files=1, size="4MiB", chunk_sizes=["1MiB"])
-        demo_config["rclone"]["flags"] = []
-        demo_config["sites"] = {
-            name: {
-                "upload": name == "tursa",
-                "download": True,
-                "scratch": "scratch",
-                "location": loc,
-                "launch": {**launch, "workdir": str(tmp_path / name)},
-            }
-            for name, loc in (
-                ("tursa", [55.92, -3.17]),
-                ("bnl", [40.87, -72.88]),
-                ("anl", [41.71, -87.98]),
-            )
-        }
-        laptop = tmp_path / "laptop"
-        laptop.mkdir()
-        cfg = laptop / "campaign.yaml"
-        cfg.write_text(yaml.safe_dump(demo_config))
-        env = {**os.environ, **s3.client_env("S3T"), "PATH": f"{BIN}:{os.environ['PATH']}"}
-        run = subprocess.run(
-            [sys.executable, "-m", "cloudbench", "launch", str(cfg)],
-            cwd=laptop,
+        env = _laptop_env(s3)
+        calm = _campaign(tmp_path, demo_config, "calm", ssh, s3)
+        storm = _campaign(tmp_path, demo_config, "storm", ssh, s3)
+
+        # the undisturbed run: started, followed and aggregated by one launcher (--wait),
+        # every site started (its pid file written) before anything is disturbed
+        calm_wait = subprocess.Popen(
+            [sys.executable, "-m", "cloudbench", "launch", str(calm), "--wait", "--poll", "2"],
+            cwd=calm.parent,
             env=env,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=900,
         )
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-4000:]
-    lines = run.stdout.splitlines()
-    assert lines[0].startswith("[tursa] starting on root@127.0.0.1")
-    ok = [line for line in lines if " ok after " in line]
-    assert {line.split("]")[0][1:] for line in ok} == {"tursa", "bnl", "anl"}
-    assert lines.index(next(x for x in ok if x.startswith("[tursa]"))) < min(
-        lines.index(x) for x in lines if x.startswith(("[bnl] starting", "[anl] starting"))
-    )
-    df = pd.read_csv(laptop / "results/demo/transfers.tsv", sep="\t")
-    assert len(df) == 4 and (df["status"] == "ok").all()
-    assert set(df["site"]) == {"tursa", "bnl", "anl"}
-    assert (laptop / "results/demo/report.html").stat().st_size > 50_000
-    for site in ("tursa", "bnl", "anl"):  # each site ran in its own working directory
-        assert (tmp_path / site / "results/demo/sites" / site / "published.json").exists()
+        pid_files = [tmp_path / f"calm/{site}/.cloudbench/calm/{site}.pid" for site in SITES]
+        deadline = time.monotonic() + WAIT
+        while not all(p.exists() for p in pid_files):
+            assert calm_wait.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+
+        first = _launch(storm, env)
+        assert first.returncode == 0, first.stdout + first.stderr
+        lines = first.stdout.splitlines()
+        assert lines[0].startswith("[tursa] starting on root@127.0.0.1")
+        assert [x.split("]")[0][1:] for x in lines if "] started (pid " in x] == list(SITES)
+        for site in SITES:  # the site keeps its log and pid file in its working directory
+            run_dir = tmp_path / "storm" / site / ".cloudbench" / "storm"
+            assert json.loads((run_dir / f"{site}.pid").read_text())["how"] == "detached"
+
+        # launching again starts no second run anywhere: one line per site says why
+        again = _launch(storm, env)
+        assert again.returncode == 1, again.stdout + again.stderr
+        refused = [x for x in again.stdout.splitlines() if "not started: already running" in x]
+        assert [x.split("]")[0][1:] for x in refused] == list(SITES), again.stdout
+
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "cloudbench", "launch", str(storm), "--follow", "--poll", "2"],
+            cwd=storm.parent,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + WAIT
+        while True:  # mid-campaign: a site running, none ended yet
+            docs = _status_files(tmp_path / "s3root", "storm")
+            if any(d["state"] == "running" for d in docs.values()):
+                break
+            assert time.monotonic() < deadline, docs
+            time.sleep(0.2)
+        assert not any(d["state"] in ("finished", "failed") for d in docs.values()), docs
+        for site in SITES:  # the site's run holds no credential of the laptop's
+            pid = json.loads((tmp_path / f"storm/{site}/.cloudbench/storm/{site}.pid").read_text())
+            environ = Path(f"/proc/{pid['pid']}/environ").read_bytes().split(b"\0")
+            assert not [v for v in environ if v.startswith(b"RCLONE_CONFIG_")], site
+            assert f"RCLONE_CONFIG={tmp_path}/storm/{site}/rclone.conf".encode() in environ
+        follower.send_signal(signal.SIGKILL)
+        follower.wait(timeout=30)
+        ssh.restart()
+
+        done = _launch(storm, env, "--follow", "--poll", "2")
+        out = done.stdout + done.stderr
+        assert done.returncode == 0, out[-4000:]
+        assert "[aggregate] ok" in done.stdout
+
+        shown = _launch(storm, env, "--status")
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        assert shown.stdout.splitlines()[0] == "campaign storm: 3 sites: 3 finished"
+        for site in SITES:
+            line = next(x for x in shown.stdout.splitlines() if x.startswith(f"[{site}]"))
+            n = 2 if site == "tursa" else 1
+            assert f"finished: {n} ok, 0 failed, 0 left of {n};" in line, shown.stdout
+
+        calm_out, _ = calm_wait.communicate(timeout=WAIT)
+        assert calm_wait.returncode == 0, calm_out[-4000:]
+        assert calm_out.count("] started (pid ") == 3 and "[aggregate] ok" in calm_out
+
+    calm_table, storm_table = _table(calm, "calm"), _table(storm, "storm")
+    assert len(storm_table) == 4 and (storm_table["status"] == "ok").all()
+    pd.testing.assert_frame_equal(storm_table, calm_table)
+    assert (storm.parent / "results/storm/report.html").stat().st_size > 50_000
+    for site in SITES:  # no credential went to a site's log or status
+        for path in (tmp_path / "storm" / site / ".cloudbench").rglob("*"):
+            if path.is_file():
+                assert s3.secret not in path.read_text(errors="replace"), path
+        status = tmp_path / "s3root/cloudbench/storm/launch" / f"{site}.json"
+        assert s3.secret not in status.read_text()

@@ -27,6 +27,15 @@ class SshServer:
     port: int
     key: Path
     user: str
+    workdir: Path | None = None
+    proc: subprocess.Popen[bytes] | None = None
+
+    def restart(self) -> None:
+        """Stop the server and start it again on the same port, as a host's sshd restart
+        (or a reboot of the login node's daemon) does: every connection it held drops."""
+        assert self.workdir is not None and self.proc is not None
+        _stop(self.proc)
+        self.proc = _start(self.workdir, self.port)
 
     @property
     def host(self) -> str:
@@ -68,27 +77,40 @@ def serve_ssh(workdir: Path) -> Iterator[SshServer]:
         f"AuthorizedKeysFile {auth}\nPidFile {workdir / 'sshd.pid'}\n"
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-        "AcceptEnv RCLONE_CONFIG_*\nSubsystem sftp internal-sftp\n"
+        "AcceptEnv RCLONE_CONFIG RCLONE_CONFIG_*\nSubsystem sftp internal-sftp\n"
     )
-    proc = subprocess.Popen(
-        [SSHD, "-D", "-e", "-f", str(conf)], stderr=open(workdir / "sshd.log", "ab")
-    )  # noqa: SIM115
+    server = SshServer(port, user_key, os.environ.get("USER", "root") or "root", workdir)
+    server.proc = _start(workdir, port)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"sshd exited: {(workdir / 'sshd.log').read_text()[-500:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("sshd did not start listening") from None
-                time.sleep(0.1)
-        yield SshServer(port, user_key, os.environ.get("USER", "root") or "root")
+        yield server
     finally:
-        proc.terminate()
+        _stop(server.proc)
+
+
+def _start(workdir: Path, port: int) -> subprocess.Popen[bytes]:
+    """sshd in the foreground with the config in ``workdir``, once it listens on ``port``."""
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(workdir / "sshd_config")],
+        stderr=open(workdir / "sshd.log", "ab"),  # noqa: SIM115
+    )
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"sshd exited: {(workdir / 'sshd.log').read_text()[-500:]}")
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc
+        except OSError:
+            if time.monotonic() > deadline:
+                _stop(proc)
+                raise RuntimeError("sshd did not start listening") from None
+            time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -401,9 +401,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         epilog=(
             "Commands for people, beside the steps above: watch (live progress of a "
             "campaign's transfers: cloudbench watch --help), compare (one campaign against "
-            "another: cloudbench compare --help), launch (a campaign across sites "
-            "over ssh: cloudbench launch --help), config-doc (every campaign key, from the "
-            "schema), columns-doc (every column of transfers.tsv)."
+            "another: cloudbench compare --help), launch (start every site's run over ssh, "
+            "detached; --status, --follow: cloudbench launch --help), config-doc (every "
+            "campaign key, from the schema), columns-doc (every column of transfers.tsv)."
         ),
     )
     sub = p.add_subparsers(dest="command", required=True)
