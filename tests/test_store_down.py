@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -15,8 +16,9 @@ import pytest
 
 from cloudbench.campaign.paths import transfer_logs_glob
 from cloudbench.measure.rclonelog import stamp_epoch
+from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.s3 import serve_s3
-from tests.infra.workflow import BIN, snakemake, write_config
+from tests.infra.workflow import BIN, snakemake, snakemake_command, snakemake_env, write_config
 from tests.test_faults import _popen_snakemake, _wait_for
 
 pytestmark = pytest.mark.slow
@@ -108,3 +110,56 @@ def test_a_store_killed_for_good_ends_the_run_within_minutes_naming_it(tmp_path,
         again = snakemake(tmp_path, cfg, env=env)  # and one more run measures nothing
         assert again.returncode == 0, again.stderr[-3000:]
         assert {p: p.stat().st_mtime_ns for p in _records(tmp_path)} == mtimes
+
+
+@pytest.mark.scheduler
+def test_at_a_batch_site_no_transfer_job_is_submitted_once_the_breaker_trips(
+    slurm_cluster,  # noqa: F811
+    tmp_path,
+    demo_config,
+):
+    """The same through Slurm (profile tursa): every transfer is a batch job, each with its
+    own queue wait; once the breaker opens, Snakemake submits no further transfer job."""
+    from tests.test_profiles import _env
+
+    cfg_d = _campaign(demo_config)
+    cfg_d.update(strategies=["plain"], repeats=4)
+    cfg_d["sites"]["tesseract"]["download"] = False  # 4 uploads, 4 downloads at tursa
+    cfg_d["store_down"] = {"stall": "15s"}
+    cfg = write_config(tmp_path, cfg_d)
+    env = _env(slurm_cluster)
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        env.update(s3.client_env("S3T"))
+        proc = subprocess.Popen(
+            snakemake_command(tmp_path, cfg, "--cores", "2", profile="tursa"),
+            cwd=tmp_path,
+            env=snakemake_env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        sites = tmp_path / f"results/{CAMPAIGN}/sites"
+        try:
+            _wait_for(
+                lambda: any('"stats"' in p.read_text() for p in sites.glob(transfer_logs_glob())),
+                300,
+                "the first upload to copy",
+            )
+            s3.kill()
+            out, _ = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                slurm_cluster.run(["scancel", "-u", "root"], check=False)
+    lines = out.splitlines()
+    tripped = next(i for i, line in enumerate(lines) if "no more measurements of it" in line)
+    submitted = [
+        line
+        for line in lines[tripped:]
+        if "has been submitted with SLURM jobid" in line
+        and ("rule_upload" in line or "rule_download" in line)
+    ]
+    assert submitted == [], "\n".join(lines[tripped:])
+    assert proc.returncode != 0
+    assert any("store 'main' has not answered since" in line for line in lines[tripped:])
+    assert len(_records(tmp_path)) < 8  # it stopped before the end
