@@ -31,7 +31,7 @@ def _campaign(demo_config: dict) -> dict:
     cfg = demo_config
     cfg.update(campaign=CAMPAIGN, remote="s3t:", strategies=["plain", "chunked"], repeats=6)
     cfg["dataset"].update({"files": 1, "size": "4MiB", "chunk_sizes": ["1MiB"]})
-    cfg["rclone"]["flags"] = ["--bwlimit", "1M"]  # 4 s a copy: the kill lands inside one
+    cfg["rclone"]["flags"] = ["--bwlimit", "2M"]  # 2 s a copy: the kill lands inside one
     return cfg
 
 
