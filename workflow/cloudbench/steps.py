@@ -25,7 +25,7 @@ from cloudbench.data.steps import (
     ensure_chunks,
     ensure_file,
 )
-from cloudbench.measure import arrival
+from cloudbench.measure import arrival, slot
 from cloudbench.measure import group as clients
 from cloudbench.measure import rclone as rc
 from cloudbench.measure import series as series_file
@@ -191,8 +191,31 @@ def timed_copy(
     series: Path,
     timeout: float | None = None,
 ) -> dict[str, Any]:
-    """One measurement of a copy: one client in this process, or the setting's N clients
-    each moving its own files, started together (see cloudbench.measure.group).
+    """One measurement of a copy, holding the site's copy slot (cloudbench.measure.slot):
+    no other copy at the site overlaps it; the wait is in ``waited_for_slot_s``, never in
+    ``seconds``, and a slot that stays taken past ``timeout`` fails it unmeasured."""
+    try:
+        with slot.held(spec.scratch, timeout, _label(spec)) as took:
+            left = slot.remaining(timeout, took.waited_s)
+            rec = _copy(spec, threads, src, dst, man, record, log, series, left)
+    except slot.SlotError as err:
+        return not_measured(spec, str(err), series) | {"waited_for_slot_s": err.waited_s}
+    return rec | {"waited_for_slot_s": took.waited_s}
+
+
+def _copy(
+    spec: TransferSpec,
+    threads: int,
+    src: str,
+    dst: str,
+    man: dict[str, Any],
+    record: Path,
+    log: Path,
+    series: Path,
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """One client in this process, or the setting's N clients each moving its own files,
+    started together (see cloudbench.measure.group).
 
     Each client's parallelism is the setting's concurrency, or the job's threads (auto).
     """
