@@ -374,13 +374,16 @@ def test_interpret_qstat_json_failures() -> None:
 @pytest.mark.parametrize(
     ("rc", "output", "flavour"),
     [
-        (0, "pbs_version = 2022.1.3\n", "pbspro"),  # PBS Pro / OpenPBS
-        (0, "Version: 6.1.3\n", "text"),  # Torque
-        (1, "perl: fatal: Could not establish a configuration source\n", "text"),  # wrapper
-        (2, "pbs_version = 2022.1.3\n", "text"),  # a failed call proves nothing
+        (0, "pbs_version = 2022.1.3\n", ("pbspro", True)),  # PBS Pro / OpenPBS
+        (0, "Version: 6.1.3\n", ("text", True)),  # Torque
+        # captured: Slurm's torque wrapper (slurm-wlm-torque 22.05) has no --version
+        (2, "Unknown option: version\nUsage:\n    qstat [-f] [-a|-i|-r] ...\n", ("text", True)),
+        # a call that failed otherwise proves nothing: asked again next time
+        (1, "perl: fatal: Could not establish a configuration source\n", ("text", False)),
+        (2, "pbs_version = 2022.1.3\n", ("text", False)),
     ],
 )
-def test_flavour_of(rc: int, output: str, flavour: str) -> None:
+def test_flavour_of(rc: int, output: str, flavour: tuple[str, bool]) -> None:
     assert status.flavour_of(rc, output) == flavour
 
 
@@ -712,3 +715,33 @@ def test_a_pbs_site_refuses_several_clients_without_a_launcher():
     assert launcher_problem(True, {"tesseract": 4}, {"CLOUDBENCH_LAUNCHER": "mpiexec"}) is None
     assert launcher_problem("true", {"tesseract": 1}, {}) is None  # one client: nothing to place
     assert launcher_problem(None, {"tursa": 8}, {}) is None  # Slurm sites have srun
+
+
+@pytest.mark.quick
+def test_run_qstat_asks_pbs_pro_for_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wiring from ``qstat --version`` to ``qstat -x -f -F json``. No PBS Pro runs here:
+    the ``qstat`` on PATH is a stand-in script answering as PBS Pro's documented output
+    (PBSPRO_JSON above), and logging its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "answer.json").write_text(PBSPRO_JSON)
+    fake = bin_dir / "qstat"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {tmp_path}/args.log\n'
+        'if [ "$1" = --version ]; then echo "pbs_version = 2022.1.3"; exit 0; fi\n'
+        f'[ "$1 $2 $3 $4" = "-x -f -F json" ] && exec cat {tmp_path}/answer.json\n'
+        "exit 2\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    assert status.run_qstat("4713.tesseract-pbs") == status.QstatVerdict(
+        "finished", 271, reason="job_state=F"
+    )
+    assert status.run_qstat("4714").kind == "running"
+    # asked once, then kept
+    args = (tmp_path / "args.log").read_text().splitlines()
+    assert args == ["--version", "-x -f -F json 4713.tesseract-pbs", "-x -f -F json 4714"]
+    kept = json.loads((tmp_path / "logs/pbs" / status.FLAVOUR_FILE).read_text())
+    assert kept == {"qstat": str(fake), "flavour": "pbspro"}

@@ -190,14 +190,18 @@ def interpret_qstat_json(jobid: str, returncode: int, stdout: str, stderr: str) 
     return verdict_of(find_record(records, jobid))
 
 
-def flavour_of(returncode: int, output: str) -> str:
-    """``pbspro`` where ``qstat --version`` names a PBS Pro / OpenPBS version, else ``text``."""
-    return "pbspro" if returncode == 0 and "pbs_version" in output.lower() else "text"
+def flavour_of(returncode: int, output: str) -> tuple[str, bool]:
+    """What ``qstat --version`` says: ``pbspro`` where it names a PBS Pro / OpenPBS version,
+    else ``text``; and whether that is this qstat's lasting answer (a version, or a qstat
+    that has no such option, as Slurm's torque wrapper says), worth keeping."""
+    if returncode == 0:
+        return ("pbspro" if "pbs_version" in output.lower() else "text"), True
+    return "text", bool(re.search(r"unknown option|usage:", output, re.I))
 
 
 def qstat_flavour(log_dir: Path) -> str:
     """This site's qstat, asked once (``qstat --version`` needs no server) and kept in
-    ``logs/pbs/qstat-flavour.json``; a version call that fails is asked again next time."""
+    ``logs/pbs/qstat-flavour.json``; a call that failed otherwise is asked again next time."""
     cache = log_dir / FLAVOUR_FILE
     qstat = shutil.which("qstat") or "qstat"
     try:
@@ -212,8 +216,8 @@ def qstat_flavour(log_dir: Path) -> str:
         )
     except (OSError, subprocess.TimeoutExpired):
         return "text"
-    flavour = flavour_of(proc.returncode, proc.stdout + proc.stderr)
-    if proc.returncode == 0:
+    flavour, lasting = flavour_of(proc.returncode, proc.stdout + proc.stderr)
+    if lasting:
         try:
             log_dir.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps({"qstat": qstat, "flavour": flavour}))
