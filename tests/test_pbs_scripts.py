@@ -128,6 +128,44 @@ Job Id: 99.torque-server
     exit_status = 271
 
 """
+# `qstat -x -f -F json` of PBS Pro / OpenPBS, hand-written from the format its Reference
+# Guide documents (qstat, "-F json": {"timestamp", "pbs_version", "pbs_server", "Jobs":
+# {id: {attribute: value, "Resource_List": {...}, "Variable_List": {...}}}}, numbers as
+# JSON numbers). NOT captured: no PBS Pro runs here, and the torque wrappers over Slurm
+# have neither -x nor -F json.
+PBSPRO_JSON = """\
+{
+    "timestamp":1795683600,
+    "pbs_version":"2022.1.3",
+    "pbs_server":"tesseract-pbs",
+    "Jobs":{
+        "4711.tesseract-pbs":{
+            "Job_Name":"smk.upload.3",
+            "Job_Owner":"user@login1",
+            "resources_used":{"cpupercent":90, "walltime":"00:00:07"},
+            "job_state":"F",
+            "queue":"standard",
+            "server":"tesseract-pbs",
+            "Resource_List":{"ncpus":24, "nodect":1, "select":"1:ncpus=24",
+                "walltime":"12:00:00"},
+            "Variable_List":{"PBS_O_HOME":"/home/user", "PBS_O_WORKDIR":"/home/user/run"},
+            "comment":"Job run at Thu Nov 26 at 10:00 on (node1:ncpus=24) and finished",
+            "Exit_status":0,
+            "history_timestamp":1795683590
+        },
+        "4713.tesseract-pbs":{
+            "Job_Name":"smk.download.4",
+            "job_state":"F",
+            "Exit_status":271,
+            "comment":"Job run at Thu Nov 26 at 10:01 and terminated"
+        },
+        "4714.tesseract-pbs":{"Job_Name":"smk.download.5", "job_state":"R"},
+        "4712[].tesseract-pbs":{"Job_Name":"smk.arr", "job_state":"B",
+            "array_state_count":"Queued:1 Running:1 Exiting:0 Expired:1"},
+        "4712[1].tesseract-pbs":{"job_state":"X", "Exit_status":2}
+    }
+}
+"""
 
 
 # ============================ pbs-status.py: parsing ==========================
@@ -197,7 +235,8 @@ def test_array_ids_match_exact_records() -> None:
         ("99999", 153, "", "", "gone", None),
         ("5", 35, "", "qstat: 5.srv Job has finished, use -x or -H", "gone", None),
         ("5", 1, "", "qstat: Unknown Job Id 5.srv", "gone", None),
-        ("5", 0, "", "", "gone", None),
+        # an answer without the job is not its end: a server that forgot it says so
+        ("5", 0, "", "", "error", None),
         ("5", 255, "", "Problem loading jobs.", "error", None),
         ("5", 2, "", "Connection refused", "error", None),
     ],
@@ -214,6 +253,7 @@ def write_record(jobs_dir: Path, jobid: str, exit_code: int | None) -> None:
     if exit_code is not None:
         exit_file.write_text(f"{exit_code}\n")
     rec = {"jobid": jobid, "exit_file": str(exit_file), "stderr": "x.err"}
+    rec |= {"submitted": time.time(), "walltime_s": 3600}  # a 1 h job, submitted just now
     status.record_path(jobs_dir, jobid).write_text(json.dumps(rec))
 
 
@@ -227,38 +267,124 @@ ERR = V("error", reason="qstat rc=255 Problem loading jobs.")
 
 
 @pytest.mark.parametrize(
-    ("verdicts", "exit_code", "expected", "sleeps"),
+    ("verdict", "exit_code", "expected"),
     [
-        ([V("running")], None, "running", []),
-        ([V("finished", 0)], None, "success", []),
-        ([V("finished", 1)], 0, "failed", []),  # scheduler's word first
-        ([V("finished", None)], 0, "success", []),  # torque wrapper case
-        ([V("finished", None)], 3, "failed", []),
-        ([V("finished", None)], None, "failed", []),  # killed: no exit file
-        ([V("gone")], 0, "success", []),
-        ([V("gone")], 1, "failed", []),
-        ([V("gone")], None, "failed", []),
-        ([ERR, ERR, V("running")], None, "running", [1.0, 1.5]),
-        ([ERR, ERR, ERR, ERR], None, "failed", [1.0, 1.5, 2.0]),
-        ([ERR, ERR, ERR, ERR], 0, "success", [1.0, 1.5, 2.0]),
+        (V("running"), None, "running"),
+        (V("finished", 0), None, "success"),
+        (V("finished", 1), 0, "failed"),  # scheduler's word first
+        (V("finished", None), 0, "success"),  # torque wrapper case
+        (V("finished", None), 3, "failed"),
+        (V("finished", None), None, "failed"),  # killed: no exit file
+        (V("gone"), 0, "success"),
+        (V("gone"), 1, "failed"),
+        (V("gone"), None, "failed"),
+        # qstat failing says nothing about the job: its exit record, else running
+        (ERR, None, "running"),
+        (ERR, 0, "success"),
+        (ERR, 2, "failed"),
     ],
 )
-def test_decide(tmp_path: Path, verdicts, exit_code, expected, sleeps) -> None:
+def test_decide(tmp_path: Path, verdict, exit_code, expected) -> None:
     write_record(tmp_path, "77", exit_code)
-    slept: list[float] = []
-    result, reason, _ = status.decide(
-        "77", tmp_path, query=scripted(*verdicts), sleep=slept.append, grace_s=0
-    )
+    result, reason, _ = status.decide("77", tmp_path, query=scripted(verdict), grace_s=0)
     assert result == expected, reason
-    assert slept == sleeps
+
+
+def write_submitted(
+    jobs_dir: Path, jobid: str, submitted: float, walltime_s: int | None, started: float | None
+) -> None:
+    """A record as pbs-submit.py writes it, with the wrapper's start file if it started."""
+    jobs_dir.mkdir(parents=True, exist_ok=True)
+    exit_file = jobs_dir / f"tok-{jobid}.exit"
+    start_file = exit_file.with_suffix(".start")
+    if started is not None:
+        start_file.write_text(f"{started:.0f}\n")
+    rec = {"jobid": jobid, "exit_file": str(exit_file), "start_file": str(start_file),
+           "submitted": submitted, "walltime_s": walltime_s, "stderr": "x.err"}  # fmt: skip
+    status.record_path(jobs_dir, jobid).write_text(json.dumps(rec))
+
+
+MARGIN = status.DEADLINE_MARGIN_S
+
+
+@pytest.mark.parametrize(
+    ("walltime_s", "started", "now", "expected"),
+    [
+        # a 1 h job submitted at t=1000, started at t=5000 (it queued for over an hour)
+        (3600, 5000.0, 1000 + 3600 + MARGIN + 1, "running"),  # its walltime counts from start
+        (3600, 5000.0, 5000 + 3600 + MARGIN - 1, "running"),
+        (3600, 5000.0, 5000 + 3600 + MARGIN + 1, "failed"),  # PBS would have killed it
+        # not started (or its start not seen yet): from its submission, the earlier bound
+        (3600, None, 1000 + 3600 + MARGIN - 1, "running"),
+        (3600, None, 1000 + 3600 + MARGIN + 1, "failed"),
+        # no walltime asked: the queue's default, unknown, taken as UNKNOWN_WALLTIME_S
+        (None, None, 1000 + status.UNKNOWN_WALLTIME_S + MARGIN - 1, "running"),
+        (None, None, 1000 + status.UNKNOWN_WALLTIME_S + MARGIN + 1, "failed"),
+    ],
+)
+def test_decide_a_failing_qstat_is_running_until_the_deadline(
+    tmp_path: Path, walltime_s, started, now, expected
+) -> None:
+    write_submitted(tmp_path, "80", 1000.0, walltime_s, started)
+    result, reason, _ = status.decide("80", tmp_path, query=scripted(ERR), grace_s=0, now=now)
+    assert result == expected, reason
+    assert "Problem loading jobs" in reason  # the log says why
+
+
+def test_decide_exit_record_beats_the_deadline(tmp_path: Path) -> None:
+    write_submitted(tmp_path, "81", 1000.0, 60, 1000.0)
+    Path(status.submit_record(tmp_path, "81")["exit_file"]).write_text("0\n")
+    far = 10**9
+    assert status.decide("81", tmp_path, query=scripted(ERR), grace_s=0, now=far)[0] == "success"
 
 
 def test_decide_without_submit_record(tmp_path: Path) -> None:
-    result, reason, _ = status.decide(
-        "78", tmp_path, query=scripted(V("gone")), sleep=lambda s: None, grace_s=0
-    )
+    result, reason, _ = status.decide("78", tmp_path, query=scripted(V("gone")), grace_s=0)
     assert result == "failed"
     assert "no pbs-submit.py record" in reason
+
+
+@pytest.mark.parametrize(
+    ("jobid", "kind", "exit_status"),
+    [
+        ("4711.tesseract-pbs", "finished", 0),
+        ("4711", "finished", 0),  # the server suffix is not needed
+        ("4713.tesseract-pbs", "finished", 271),
+        ("4714.tesseract-pbs", "running", None),
+        ("4712[].tesseract-pbs", "running", None),  # B: an array with tasks left
+        ("4712[1].tesseract-pbs", "finished", 2),
+        ("4715.tesseract-pbs", "error", None),  # not in the answer: says nothing
+    ],
+)
+def test_interpret_qstat_json(jobid: str, kind: str, exit_status) -> None:
+    verdict = status.interpret_qstat_json(jobid, 0, PBSPRO_JSON, "")
+    assert (verdict.kind, verdict.exit_status) == (kind, exit_status)
+
+
+def test_interpret_qstat_json_failures() -> None:
+    gone = status.interpret_qstat_json("9.srv", 153, "", "qstat: Unknown Job Id 9.srv")
+    assert gone.kind == "gone"
+    # some PBS versions print values unescaped: invalid JSON is an error, not a verdict
+    broken = PBSPRO_JSON.replace('"/home/user"', '"/home/"user"')
+    assert status.interpret_qstat_json("4711", 0, broken, "").kind == "error"
+    assert status.interpret_qstat_json("4711", 0, '{"Jobs": []}', "").kind == "error"
+    assert status.interpret_qstat_json("4711", 255, "", "Connection refused").kind == "error"
+
+
+@pytest.mark.parametrize(
+    ("rc", "output", "flavour"),
+    [
+        (0, "pbs_version = 2022.1.3\n", ("pbspro", True)),  # PBS Pro / OpenPBS
+        (0, "Version: 6.1.3\n", ("text", True)),  # Torque
+        # captured: Slurm's torque wrapper (slurm-wlm-torque 22.05) has no --version
+        (2, "Unknown option: version\nUsage:\n    qstat [-f] [-a|-i|-r] ...\n", ("text", True)),
+        # a call that failed otherwise proves nothing: asked again next time
+        (1, "perl: fatal: Could not establish a configuration source\n", ("text", False)),
+        (2, "pbs_version = 2022.1.3\n", ("text", False)),
+    ],
+)
+def test_flavour_of(rc: int, output: str, flavour: tuple[str, bool]) -> None:
+    assert status.flavour_of(rc, output) == flavour
 
 
 def test_status_main_logs_reason_and_always_exits_0(
@@ -266,12 +392,17 @@ def test_status_main_logs_reason_and_always_exits_0(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(status, "run_qstat", lambda jobid: ERR)
-    monkeypatch.setattr(status.time, "sleep", lambda s: None)
-    monkeypatch.setattr(status, "EXIT_FILE_GRACE_S", 0)
+    write_submitted(tmp_path / "logs/pbs/jobs", "123[4].srv", time.time(), 3600, None)
     assert status.main(["123[4].srv"]) == 0
-    assert capsys.readouterr().out == "failed\n"
+    assert capsys.readouterr().out == "running\n"
     log = (tmp_path / "logs/pbs/status.log").read_text()
-    assert "123[4].srv failed: qstat failed 4 times" in log
+    assert "123[4].srv running: qstat rc=255 Problem loading jobs." in log
+    write_submitted(
+        tmp_path / "logs/pbs/jobs", "5.srv", time.time() - 2 * 3600 - MARGIN, 3600, None
+    )
+    assert status.main(["5.srv"]) == 0
+    assert capsys.readouterr().out == "failed\n"
+    assert "5.srv failed: qstat rc=255" in (tmp_path / "logs/pbs/status.log").read_text()
 
 
 def test_status_main_internal_error_prints_failed(
@@ -393,6 +524,8 @@ def test_submit_dry_run_and_wrapper_records_exit_code(tmp_path: Path) -> None:
     ran = subprocess.run([rec["wrapper"]], cwd=tmp_path, timeout=30)
     assert ran.returncode == 3
     assert Path(rec["exit_file"]).read_text().strip() == "3"
+    assert rec["walltime_s"] == 90 * 60 and rec["submitted"] <= time.time()
+    assert abs(float(Path(rec["start_file"]).read_text()) - time.time()) < 600  # an epoch
 
 
 @needs_torque
@@ -582,3 +715,33 @@ def test_a_pbs_site_refuses_several_clients_without_a_launcher():
     assert launcher_problem(True, {"tesseract": 4}, {"CLOUDBENCH_LAUNCHER": "mpiexec"}) is None
     assert launcher_problem("true", {"tesseract": 1}, {}) is None  # one client: nothing to place
     assert launcher_problem(None, {"tursa": 8}, {}) is None  # Slurm sites have srun
+
+
+@pytest.mark.quick
+def test_run_qstat_asks_pbs_pro_for_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wiring from ``qstat --version`` to ``qstat -x -f -F json``. No PBS Pro runs here:
+    the ``qstat`` on PATH is a stand-in script answering as PBS Pro's documented output
+    (PBSPRO_JSON above), and logging its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "answer.json").write_text(PBSPRO_JSON)
+    fake = bin_dir / "qstat"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {tmp_path}/args.log\n'
+        'if [ "$1" = --version ]; then echo "pbs_version = 2022.1.3"; exit 0; fi\n'
+        f'[ "$1 $2 $3 $4" = "-x -f -F json" ] && exec cat {tmp_path}/answer.json\n'
+        "exit 2\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    assert status.run_qstat("4713.tesseract-pbs") == status.QstatVerdict(
+        "finished", 271, reason="job_state=F"
+    )
+    assert status.run_qstat("4714").kind == "running"
+    # asked once, then kept
+    args = (tmp_path / "args.log").read_text().splitlines()
+    assert args == ["--version", "-x -f -F json 4713.tesseract-pbs", "-x -f -F json 4714"]
+    kept = json.loads((tmp_path / "logs/pbs" / status.FLAVOUR_FILE).read_text())
+    assert kept == {"qstat": str(fake), "flavour": "pbspro"}

@@ -6,6 +6,8 @@ Every function writes its outputs atomically and returns nothing; the CLI maps r
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import os
 import shutil
@@ -25,7 +27,7 @@ from cloudbench.data.steps import (
     ensure_chunks,
     ensure_file,
 )
-from cloudbench.measure import arrival
+from cloudbench.measure import arrival, slot
 from cloudbench.measure import group as clients
 from cloudbench.measure import rclone as rc
 from cloudbench.measure import series as series_file
@@ -183,6 +185,31 @@ def client_copy(
     return rec
 
 
+def _in_copy_slot(copy: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """``copy`` (a timed copy) holding the site's copy slot (cloudbench.measure.slot): no
+    other copy at the site overlaps it, whatever the scheduler's status command says; the
+    wait is in ``waited_for_slot_s``, never in ``seconds``; the copy gets what the wait left
+    of its ``timeout``, and a slot still taken past it fails the measurement unmeasured."""
+    signature = inspect.signature(copy)
+
+    @functools.wraps(copy)
+    def held(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        call = signature.bind(*args, **kwargs)
+        call.apply_defaults()
+        spec, timeout = call.arguments["spec"], call.arguments["timeout"]
+        try:
+            with slot.held(spec.scratch, timeout, _label(spec)) as took:
+                call.arguments["timeout"] = slot.remaining(timeout, took.waited_s)
+                rec = copy(*call.args, **call.kwargs)
+        except slot.SlotError as err:
+            unmeasured = not_measured(spec, str(err), call.arguments["series"])
+            return unmeasured | {"waited_for_slot_s": err.waited_s}
+        return rec | {"waited_for_slot_s": took.waited_s}
+
+    return held
+
+
+@_in_copy_slot
 def timed_copy(
     spec: TransferSpec,
     threads: int,

@@ -199,6 +199,12 @@ class TransferRow:
         f"{STALL_NOTED_S:g} s or more, or {STALL_NOTED_MIN_S:g} s or more that are at least "
         f"{STALL_NOTED_SHARE:.0%} of its seconds, is named on the front page",
     )
+    waited_for_slot_s: float = _col(
+        "s",
+        "how long the transfer waited for the site's copy slot before its copy started (another "
+        "copy at the site held it: docs/hpc-sites.md, 'One copy at a time'); never part of "
+        "`seconds`",
+    )
 
 
 TRANSFER_COLUMNS: list[str] = [f.name for f in fields(TransferRow)]
