@@ -46,7 +46,7 @@ versitygw:
 			|| echo "versitygw: WARNING: build failed (tests against it are skipped)"; \
 	else echo "versitygw: WARNING: no Go toolchain (tests against it are skipped)"; fi
 
-## sysdeps: Debian packages the tests use (xxhash, slurm, munge, torque wrappers, sshd, chromium)
+## sysdeps: Debian packages the tests use (xxhash, slurm, munge, torque, sshd, faketime, chromium)
 sysdeps:
 	bash scripts/install-sysdeps.sh
 

@@ -5,6 +5,7 @@
 #   slurm-wlm munge   optional  (scheduler tests: tests/infra/slurm.py)
 #   slurm-wlm-torque  optional  (PBS qsub/qstat/qdel wrappers for profiles/tesseract tests)
 #   openssh-server    optional
+#   faketime          optional  (libfaketime: a node's clock behind, tests/test_group_clock.py)
 #   chromium          optional
 #
 # Only missing packages are installed (waiting up to 5 min for a concurrent
@@ -17,7 +18,7 @@ set -u
 
 export DEBIAN_FRONTEND=noninteractive
 REQUIRED="xxhash"
-PACKAGES="${SYSDEPS_PACKAGES:-xxhash slurm-wlm munge slurm-wlm-torque openssh-server chromium}"
+PACKAGES="${SYSDEPS_PACKAGES:-xxhash slurm-wlm munge slurm-wlm-torque openssh-server faketime chromium}"
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

@@ -105,7 +105,10 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
         s3.start()
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode != 0
-        assert "not ok" in out and "failed: tursa upload main plain rclone-1xauto r1" in out
+        # the status job's line says how many are not ok; its log names each of them
+        assert "failed: rule status: cloudbench status: " in out and "not ok" in out
+        status = (tmp_path / "results/demo/logs/status.log").read_text()
+        assert "failed: tursa upload main plain rclone-1xauto r1" in status
         df = _table(tmp_path)
         ups = df[df["direction"] == "upload"].sort_values("repeat")
         up, up2 = ups.iloc[0], ups.iloc[1]

@@ -119,7 +119,7 @@ def test_job_killed_by_slurm_is_failed_not_waited_on(slurm_cluster, tmp_path, de
         proc, slurm_cluster, "upload", lambda job: slurm_cluster.run(["scancel", job.split("_")[0]])
     )
     assert returncode != 0
-    assert "Error in rule upload" in out
+    assert "failed: rule upload" in out  # one line (cloudbench.site.terminal)
 
 
 def test_job_killed_by_pbs_is_failed_not_waited_on(slurm_cluster, tmp_path, demo_config):  # noqa: F811
@@ -142,7 +142,7 @@ def test_job_killed_by_pbs_is_failed_not_waited_on(slurm_cluster, tmp_path, demo
     proc = _popen(tmp_path, cfg, "tesseract", env)
     returncode, out = _kill_mid_run(proc, slurm_cluster, "download", qdel)
     assert returncode != 0
-    assert "Error in rule download" in out
+    assert "failed: rule download" in out
 
 
 def test_transfers_on_the_submit_host_where_nodes_cannot_reach_the_store(

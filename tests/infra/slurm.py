@@ -52,6 +52,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.infra.skewclock import faked_clock_env
+
 REQUIRED_BINARIES: tuple[str, ...] = (
     "munged",
     "slurmctld",
@@ -71,6 +73,11 @@ NODE_PREFIX = "node"
 #: it on) gets the variables real PBS sets, from a TaskProlog: Slurm's torque wrappers set
 #: none. Other jobs of the same cluster are plain Slurm jobs.
 PBS_STANDIN_VARIABLE = "CLOUDBENCH_TEST_PBS"
+#: A job submitted with this variable set to ``<node>:<seconds>`` (``node2:1``) has that
+#: node's tasks see a wall clock that many seconds behind: the stand-in for a node whose
+#: clock is off (NTP down), from a TaskProlog that preloads libfaketime
+#: (tests/infra/skewclock.py). Other nodes, and jobs without it, keep the real clock.
+CLOCK_BEHIND_VARIABLE = "CLOUDBENCH_TEST_CLOCK_BEHIND"
 #: The stand-in for PBS's pbsdsh (srun underneath), for PATH in PBS tests.
 PBS_BIN = Path(__file__).resolve().parent / "pbs"
 #: Registry of daemons started by this module (any run, any workdir), used to
@@ -432,11 +439,18 @@ def _srun_shim(folder: Path, conf: Path) -> None:
 
 def _task_prolog(conf: Path, nodefiles: Path, shim: Path) -> str:
     """A TaskProlog (its ``export`` lines reach every task): the srun shim first on PATH;
+    the tasks on the node named by ``CLOUDBENCH_TEST_CLOCK_BEHIND`` a wall clock behind;
     and jobs submitted through qsub with ``CLOUDBENCH_TEST_PBS=1`` get the variables a PBS
     server sets: PBS_JOBID, PBS_JOBNAME, PBS_O_WORKDIR, PBS_ARRAY_INDEX, and PBS_NODEFILE
     (one line per node)."""
+    behind = "".join(f'echo "export {k}={v}"\n' for k, v in faked_clock_env("$seconds").items())
     return f"""#!/bin/sh
 echo "export PATH={shim}:$PATH"
+case "${{{CLOCK_BEHIND_VARIABLE}:-}}" in
+"$SLURMD_NODENAME":*)
+    seconds="${{{CLOCK_BEHIND_VARIABLE}#*:}}"
+{behind};;
+esac
 [ "${{{PBS_STANDIN_VARIABLE}:-}}" = 1 ] || exit 0
 mkdir -p {nodefiles}
 f={nodefiles}/$SLURM_JOB_ID.nodes

@@ -289,8 +289,8 @@ _SHARED_CLIENT_KEYS = (
 )  # fmt: skip
 CLIENT_COLUMNS = (
     "client", "host", "batch_job", "job_step", "status", "mb_per_s", "seconds", "start_offset_s",
-    "started_utc", "files", "objects", "bytes_requested", "bytes_moved", "connections",
-    "retries", "throttled", "error",
+    "started_utc", "clock_offset_s", "clock_uncertainty_s", "files", "objects",
+    "bytes_requested", "bytes_moved", "connections", "retries", "throttled", "error",
 )  # fmt: skip
 
 
@@ -359,6 +359,7 @@ def run_client(plan_path: Path, index: int | None) -> None:
     # A download client writes (and a tool's sampler sees) only its own share, so the
     # group's series is a sum of disjoint parts; the files join the copy after the group.
     dst = clients.share_dir(Path(plan["dst"]), k) if download else plan["dst"]
+    barrier = clients.StartBarrier(folder / "barrier", k, n)
     try:
         rec = client_copy(
             spec,
@@ -369,10 +370,11 @@ def run_client(plan_path: Path, index: int | None) -> None:
             Path(plan["logs"][k]),
             clients.client_series_path(folder, k),
             client=k,
-            ready=lambda: clients.wait_for_start(folder / "barrier", k, n),
+            ready=barrier,
             timeout=plan.get("timeout"),
             stall_s=plan.get("stall_s"),
         )
+        rec = clients.on_group_clock(rec, barrier.clock)  # its start on the group's clock
     except clients.ClientError as err:
         rec = {"client": k, "status": "failed", "error": str(err), **host_info()}
     if download:

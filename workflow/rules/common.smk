@@ -9,9 +9,10 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from snakemake.logging import logger as snakemake_logger
 from snakemake.settings.types import DeploymentMethod
 
-from cloudbench.site import breaker, jobenv
+from cloudbench.site import breaker, jobenv, terminal
 from cloudbench.campaign import order, paths, precision
 from cloudbench.campaign.model import (
     SETTING_PATTERN,
@@ -70,6 +71,9 @@ onstart:
 
 # onerror or onsuccess ran: nothing is left for the exit to say (say_how_it_stopped)
 RUN_ENDED: list[bool] = []
+# A failed or interrupted job is one line on the terminal, never its logs' contents
+if NO_ONE_LINE := terminal.install(snakemake_logger):
+    print(NO_ONE_LINE, file=sys.stderr)
 
 
 RESULTS = f"results/{CAMPAIGN.name}"

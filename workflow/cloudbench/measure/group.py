@@ -13,18 +13,20 @@ after the other cannot pass.
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cloudbench.measure import series
 from cloudbench.measure.record import COUNTED_COLUMNS
-from cloudbench.records import copy_status, rate_mb_s, read_json, write_json
+from cloudbench.records import copy_status, rate_mb_s, read_json, utc_now, write_json
 from cloudbench.site.jobenv import LAUNCHER_VARIABLE, die_with_parent
 
 # Environment variables that carry a task's rank under the launchers HPC centres use
@@ -47,6 +49,7 @@ PBSDSH_TEMPLATE = "pbsdsh -- {command}"
 BARRIER_TIMEOUT_S = 600.0  # a client that never shows up fails the group, it does not hang it
 GO_LEAD_S = 0.5  # the agreed start lies this far ahead, so every client sees it in time
 POLL_S = 0.002
+CLOCK_ROUNDS = 8  # clock exchanges per client: the shortest round trip is kept (a few ms)
 PLAN = "plan.json"
 GO = "go.json"
 
@@ -104,22 +107,93 @@ def client_index(explicit: int | None, env: Mapping[str, str]) -> tuple[int, str
     )
 
 
-def wait_for_start(folder: Path, index: int, n: int, timeout: float = BARRIER_TIMEOUT_S) -> float:
-    """Block until all ``n`` clients are ready, then until the agreed start; returns it.
+@dataclass(frozen=True)
+class ClockOffset:
+    """How far the group's one clock (client 0's node) is ahead of this client's node's
+    wall clock, in the NTP manner: ``offset_s`` is within ``uncertainty_s`` of the truth."""
 
-    Each client announces itself with a file; client 0, once it sees all ``n``, writes the
-    start time a little ahead (``GO_LEAD_S``) so that clients on other nodes, polling a
-    shared filesystem, all see it before it comes. Clocks of a site's nodes are assumed in
-    step (NTP); the skew each client really started with is measured, not assumed.
+    offset_s: float
+    uncertainty_s: float
+
+
+#: client 0 is the group's clock: no exchange, no doubt
+ON_GROUP_CLOCK = ClockOffset(0.0, 0.0)
+
+
+def offset_from_exchange(
+    asked: float, round_trip_s: float, received: float, sent: float
+) -> ClockOffset:
+    """NTP's estimate from one exchange: this node asked at ``asked`` (its wall clock) and
+    had the answer ``round_trip_s`` later (its monotonic clock: a wall clock stepped
+    meanwhile cannot bend it); the coordinator saw the question at ``received`` and
+    answered at ``sent`` (its wall clock). The offset is the mean of the two one-way
+    differences; whatever the split of the round trip between the two ways, the truth
+    lies within half the round trip less the coordinator's own holding time."""
+    delay = max(0.0, round_trip_s - (sent - received))
+    offset = (received + sent) / 2 - (asked + round_trip_s / 2)
+    return ClockOffset(offset, delay / 2)
+
+
+def measure_offset(folder: Path, index: int, deadline: float) -> ClockOffset:
+    """This client's clock offset to client 0's, from ``CLOCK_ROUNDS`` question-and-answer
+    exchanges through the barrier folder; the exchange with the shortest round trip (the
+    least time for the two ways to differ) gives the estimate."""
+    best: ClockOffset | None = None
+    for r in range(CLOCK_ROUNDS):
+        answer = folder / f"answer-{index}-{r}"
+        asked, t0 = time.time(), time.monotonic()
+        (folder / f"ask-{index}-{r}").write_text("")
+        while not answer.exists():
+            if time.monotonic() > deadline:
+                raise ClientError("client 0 never answered the clock exchange")
+            time.sleep(POLL_S)
+        round_trip = time.monotonic() - t0
+        got = read_json(answer)
+        one = offset_from_exchange(asked, round_trip, got["received"], got["sent"])
+        if best is None or one.uncertainty_s < best.uncertainty_s:
+            best = one
+    assert best is not None
+    return best
+
+
+def _answer_asks(folder: Path, names: Sequence[str], answered: set[str]) -> None:
+    """Client 0's side of the clock exchange: each new question gets its time of arrival
+    and of answer, on client 0's clock."""
+    for name in names:
+        if name.startswith("ask-") and name not in answered:
+            received = time.time()
+            answered.add(name)
+            write_json(folder / f"answer-{name[4:]}", {"received": received, "sent": time.time()})
+
+
+def wait_for_start(
+    folder: Path, index: int, n: int, timeout: float = BARRIER_TIMEOUT_S
+) -> ClockOffset:
+    """Block until all ``n`` clients are ready, then until the agreed start; returns this
+    client's offset to the group's clock.
+
+    Each client measures its node's clock offset to client 0's (:func:`measure_offset`),
+    then announces itself with a file; client 0 answers those exchanges and, once it sees
+    all ``n``, writes the start time on its clock a little ahead (``GO_LEAD_S``) so that
+    clients on other nodes, polling a shared filesystem, all see it before it comes. Each
+    client waits for that time mapped onto its own clock, and then on its monotonic clock,
+    so a node whose clock is off (NTP down, a step) still starts with the others.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"ready-{index}").write_text(str(time.time()))
     deadline = time.monotonic() + timeout
+    clock = ON_GROUP_CLOCK if index == 0 else measure_offset(folder, index, deadline)
+    (folder / f"ready-{index}").write_text(str(time.time()))
     go = folder / GO
     if index == 0:
-        while sum(1 for _ in folder.glob("ready-*")) < n:
+        answered: set[str] = set()
+        while True:
+            names = [e.name for e in os.scandir(folder)]
+            _answer_asks(folder, names, answered)
+            ready = sum(1 for name in names if name.startswith("ready-"))
+            if ready >= n:
+                break
             if time.monotonic() > deadline:
-                raise ClientError(f"only {len(list(folder.glob('ready-*')))} of {n} clients ready")
+                raise ClientError(f"only {ready} of {n} clients ready")
             time.sleep(POLL_S)
         write_json(go, {"start_at": time.time() + GO_LEAD_S})
     while not go.exists():
@@ -127,9 +201,36 @@ def wait_for_start(folder: Path, index: int, n: int, timeout: float = BARRIER_TI
             raise ClientError(f"no start signal within {timeout:.0f} s")
         time.sleep(POLL_S)
     start_at = float(read_json(go)["start_at"])
-    while (left := start_at - time.time()) > 0:
+    until = time.monotonic() + (start_at - clock.offset_s - time.time())
+    while (left := until - time.monotonic()) > 0:
         time.sleep(min(left, POLL_S))
-    return start_at
+    return clock
+
+
+class StartBarrier:
+    """``wait_for_start`` as a client's ``ready`` call, keeping the clock offset it found
+    (None until it has run: a client that failed before the barrier has no offset)."""
+
+    def __init__(self, folder: Path, index: int, n: int) -> None:
+        self.folder, self.index, self.n = folder, index, n
+        self.clock: ClockOffset | None = None
+
+    def __call__(self) -> ClockOffset:
+        self.clock = wait_for_start(self.folder, self.index, self.n)
+        return self.clock
+
+
+def on_group_clock(rec: dict[str, Any], clock: ClockOffset | None) -> dict[str, Any]:
+    """A client's record with its start on the group's clock (its seconds are its own
+    monotonic clock's: no offset to add) and the offset, with its uncertainty, kept."""
+    if clock is None:
+        return rec
+    out = dict(rec, clock_offset_s=round(clock.offset_s, 6))
+    out["clock_uncertainty_s"] = round(clock.uncertainty_s, 6)
+    if rec.get("started_epoch") is not None:
+        out["started_epoch"] = rec["started_epoch"] + clock.offset_s
+        out["started_utc"] = utc_now(out["started_epoch"])
+    return out
 
 
 def wait_for_end(folder: Path, index: int, n: int, timeout: float = BARRIER_TIMEOUT_S) -> float:
@@ -209,7 +310,9 @@ def aggregate(
     clients: Sequence[dict[str, Any] | None], n: int, tolerance_s: float
 ) -> dict[str, Any]:
     """The group's own columns from its clients' records (None: a client that never
-    reported). Rate = all bytes / (last end - first start); failed if any client failed,
+    reported), their starts on the group's one clock (:func:`on_group_clock`), their
+    seconds each on its own monotonic clock. Rate = all bytes / (last end - first start);
+    the clock offset furthest from 0 and the largest uncertainty; failed if any client failed,
     did not report, or started more than ``tolerance_s`` after the first; corrupt if any
     client's own check found its bytes corrupt."""
     got = [c for c in clients if c is not None]
@@ -228,6 +331,8 @@ def aggregate(
     requested = sum(c.get("bytes_requested") or 0 for c in got)
     moved = [c.get("bytes_moved") for c in got]
     rates = [c["mb_per_s"] for c in got if c.get("mb_per_s") is not None]
+    offsets = [c["clock_offset_s"] for c in got if c.get("clock_offset_s") is not None]
+    doubts = [c["clock_uncertainty_s"] for c in got if c.get("clock_uncertainty_s") is not None]
     error = "; ".join(errors)[:2000] or None
     return {
         "status": copy_status(error, any(c["status"] == "corrupt" for c in got)),
@@ -236,6 +341,8 @@ def aggregate(
         "mb_per_s": round(rate_mb_s(requested, seconds), 3) if not error and seconds else None,
         "started_epoch": first,
         "start_skew_s": round(skew, 6) if skew is not None else None,
+        "clock_offset_s": max(offsets, key=abs) if offsets else None,
+        "clock_uncertainty_s": max(doubts) if doubts else None,
         "bytes_requested": requested,
         "bytes_moved": sum(moved) if moved and None not in moved else None,
         "objects": sum(c.get("objects") or 0 for c in got),

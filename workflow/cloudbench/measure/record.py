@@ -61,13 +61,25 @@ class TransferRow:
     seconds: float = _col(
         "s",
         "wall clock of the copy, measured outside the client; with several clients from the "
-        "first client's start to the last client's end",
+        "first client's start to the last client's end, on one clock (`clock_offset_s`)",
     )
     started_utc: str = _col("UTC", "when the copy started")
     start_skew_s: float = _col(
         "s",
-        "several clients: how long after the first the last one started (above "
-        "`start_tolerance_s` the measurement fails)",
+        "several clients: how long after the first the last one started, the starts on "
+        "one clock (above `start_tolerance_s` the measurement fails)",
+    )
+    clock_offset_s: float = _col(
+        "s",
+        "several clients: how far client 0's node clock (the group's one clock) is ahead of "
+        "another client's node clock, the one furthest from 0 (each client's in clients.tsv); "
+        "measured before the start by question-and-answer exchanges through the barrier "
+        "files, as NTP does, and used to map every client's start onto the one clock",
+    )
+    clock_uncertainty_s: float = _col(
+        "s",
+        "several clients: the largest uncertainty of those offsets (half the shortest round "
+        "trip); `start_skew_s` and `seconds` are right within twice it",
     )
     client_mb_per_s_min: float = _col("MB/s", "several clients: the slowest client's own rate")
     client_mb_per_s_median: float = _col("MB/s", "several clients: the median client's rate")

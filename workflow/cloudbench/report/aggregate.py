@@ -19,12 +19,15 @@ from cloudbench.measure.record import TRANSFER_COLUMNS, WHOLE_TRANSFER_COLUMNS
 from cloudbench.report.outputs import TABLES
 
 # One row per client of a measurement with several clients (its row in transfers.tsv is the
-# aggregate); start_offset_s is the client's start after the group's first.
+# aggregate); start_offset_s is the client's start after the group's first, both on the
+# group's one clock (client 0's node), clock_offset_s how far that clock is ahead of the
+# client's node, within clock_uncertainty_s (cloudbench.measure.group.measure_offset).
 CLIENT_TABLE_COLUMNS = [
     "campaign", "site", "remote", "direction", "strategy", "layout", "tool", "setting",
     "clients", "concurrency", "repeat", "client", "host", "batch_job", "job_step", "status",
-    "mb_per_s", "seconds", "start_offset_s", "started_utc", "files", "objects",
-    "bytes_requested", "bytes_moved", "connections", "retries", "error",
+    "mb_per_s", "seconds", "start_offset_s", "started_utc", "clock_offset_s",
+    "clock_uncertainty_s", "files", "objects", "bytes_requested", "bytes_moved", "connections",
+    "retries", "error",
 ]  # fmt: skip
 STEP_COLUMNS = [
     "campaign", "site", "step", "item", "setting", "remote", "repeat", "chunk_bytes", "bytes",
