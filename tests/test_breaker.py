@@ -194,5 +194,20 @@ def test_a_whole_column_of_failures_is_the_store_a_whole_row_the_site():
         "1 other failed measurement(s) stand alone (their errors are in transfers.tsv)."
     ]
     assert scope_sentences(_grid({("a", "s3"): ok})) == []
-    back = _grid({("a", "s3"): ok}, {("a", "s3", 1): "after"})
-    assert "1 measurement(s) were the first to reach the store again" in scope_sentences(back)[0]
+    back = _grid({("a", "s3"): ok}, {("a", "s3", 1): "after"}).assign(
+        direction="upload", layout="plain", setting="rclone-1xauto", repeat=[1, 2],
+        outage_since="2026-11-26T10:13:49.760000Z",
+    )  # fmt: skip
+    assert scope_sentences(back) == [
+        "1 measurement(s) were the first to reach the store again after an outage (column "
+        "outage: after), so their rates may carry its recovery: a upload s3 plain "
+        "rclone-1xauto r2 (store down since 2026-11-26T10:13:49)."
+    ]
+
+
+def test_the_outage_began_when_the_stalled_copy_last_moved_and_names_the_rclone_remote(tmp_path):
+    state = breaker.failed(tmp_path, "s", "main", REFUSED, "upload r1", 1_700_000_000.0, "ucs3:")
+    assert state.since == "2023-11-14T22:13:20.000000Z"  # not when the stall was noticed
+    assert state.describe().startswith("store 'main' (ucs3:) has not answered since 2023-11-14")
+    later = breaker.failed(tmp_path, "s", "main", REFUSED, "upload r2", None, "ucs3:")
+    assert later.since == state.since and later.failures == 2

@@ -551,7 +551,15 @@ def note_store(spec: TransferSpec, rec: dict[str, Any]) -> dict[str, Any]:
     store at this site (cloudbench.site.breaker); anything else is an answer and clears the
     count. Returns the row's outage columns."""
     cause = network_cause(rec.get("error") or "") if rec["status"] != "ok" else None
-    return breaker.note(spec.scratch, spec.site, spec.remote, cause, f"{_label(spec)}")
+    return breaker.note(
+        spec.scratch,
+        spec.site,
+        spec.remote,
+        cause,
+        _label(spec),
+        rec.get("stalled_since_epoch"),
+        redact(spec.remote_url, secret_values()),
+    )
 
 
 def store_gate(
@@ -568,6 +576,7 @@ def store_gate(
         policy,
         lambda: rc.store_unreachable(binary, spec.remote_url, spec.flags),
         by=_label(spec),
+        url=redact(spec.remote_url, secret_values()),
     )
 
 

@@ -216,6 +216,7 @@ class Finished:
     points: tuple[series.Point, ...]  # the destination's bytes, when it was sampled
     timed_out: bool
     stalled: str | None = None  # the network cause a stalled copy was ended on
+    moved_last_s: float | None = None  # a stalled copy: when it last moved bytes (its clock)
 
 
 def _progress_line(watch: Watch, tail, sampler, t0: float) -> str:
@@ -303,7 +304,16 @@ def run(
         captured.seek(0)
         output = captured.read()
     points = tuple(sampler.points) if sampler else ()
-    return Finished(proc.returncode, seconds, epoch, output, points, timed_out, stalled)
+    return Finished(
+        proc.returncode,
+        seconds,
+        epoch,
+        output,
+        points,
+        timed_out,
+        stalled,
+        stall.moved_at - t0 if stalled else None,
+    )
 
 
 def measure(
@@ -325,6 +335,7 @@ def measure(
     secrets = secret_values()
     epoch = time.time()
     started = utc_now(epoch)
+    stalled_since: float | None = None
     plan: Plan | None = None
     try:
         plan = client.plan(job)
@@ -367,6 +378,7 @@ def measure(
             error = timed_out_error(timeout)
         elif done.stalled and stall_s:
             error = stalled_error(stall_s, done.stalled)
+            stalled_since = epoch + (done.moved_last_s or 0.0)
         else:
             error = outcome.error
         proc_code, version = done.returncode, plan.version
@@ -400,6 +412,8 @@ def measure(
         "rclone_version": None,
         "rclone_errors": None,
         **(dict(outcome.columns) if outcome else {}),
+        # a copy ended as stalled: when it last moved bytes, the outage's best known start
+        "stalled_since_epoch": stalled_since,
         "tool_exit": proc_code,
         "tool_version": version,
         "source": job.src,

@@ -15,6 +15,27 @@ import pandas as pd
 DURING, AFTER = "during", "after"  # site.breaker's words in the outage column
 
 
+SHOWN = 6  # measurements named one by one in a sentence, at most
+
+
+def _recovered(rows: pd.DataFrame) -> list[str]:
+    """The measurements that were first to reach the store after an outage, each named with
+    the outage it followed (site, store, since when)."""
+    if rows.empty:
+        return []
+    names = [
+        f"{r.site} {r.direction} {r.remote} {r.layout} {getattr(r, 'setting', '')} r{r.repeat}"
+        f" (store down since {str(getattr(r, 'outage_since', '?'))[:19]})"
+        for r in rows.head(SHOWN).itertuples()
+    ]
+    more = f" and {len(rows) - SHOWN} more" if len(rows) > SHOWN else ""
+    return [
+        f"{len(rows)} measurement(s) were the first to reach the store again after an "
+        f"outage (column outage: after), so their rates may carry its recovery: "
+        f"{'; '.join(names)}{more}."
+    ]
+
+
 def scope_sentences(transfers: pd.DataFrame) -> list[str]:
     """One sentence per failed store (a whole column), failed site (a whole row), one for
     the rest, and one for the measurements right after an outage; none when all is well."""
@@ -22,15 +43,7 @@ def scope_sentences(transfers: pd.DataFrame) -> list[str]:
         return []
     failed = transfers["status"] == "failed"
     outage = transfers.get("outage", pd.Series(index=transfers.index, dtype=object))
-    after = int((outage == AFTER).sum())
-    recovered = (
-        [
-            f"{after} measurement(s) were the first to reach the store again after an "
-            "outage (outage: after): their rates may carry its recovery."
-        ]
-        if after
-        else []
-    )
+    recovered = _recovered(transfers[outage == AFTER])
     if not failed.any():
         return recovered
     grid = transfers.assign(failed=failed).groupby(["site", "remote"])["failed"].all()

@@ -73,14 +73,20 @@ class State:
     by: str  # which step met it
     checked_epoch: float  # the last time a job asked the store (wall clock)
     since_epoch: float = 0.0
+    url: str = ""  # the remote as rclone names it (``ucs3:``), beside the campaign's key
 
     def is_open(self, policy: Policy) -> bool:
         return self.failures >= policy.after_failures
 
     def describe(self) -> str:
+        name = (
+            f"{self.remote!r} ({self.url})"
+            if self.url and self.url != self.remote
+            else repr(self.remote)
+        )
         return (
-            f"store {self.remote!r} has not answered since {self.since} "
-            f"({self.failures} failure(s) in a row, last: {self.cause}, by {self.by})"
+            f"store {name} has not answered since {self.since} "
+            f"({self.failures} failure(s) in a row; the last, {self.cause}, met by {self.by})"
         )
 
 
@@ -97,24 +103,37 @@ def read(scratch: str | Path, site: str, remote: str) -> State | None:
             by=str(d.get("by", "?")),
             checked_epoch=float(d.get("checked_epoch", 0.0)),
             since_epoch=float(d.get("since_epoch", 0.0)),
+            url=str(d.get("url", "")),
         )
     except (OSError, ValueError, TypeError):
         return None
 
 
-def failed(scratch: str | Path, site: str, remote: str, cause: str, by: str) -> State:
-    """Count one failure for a network cause; returns the new state."""
+def failed(
+    scratch: str | Path,
+    site: str,
+    remote: str,
+    cause: str,
+    by: str,
+    began_epoch: float | None = None,
+    url: str = "",
+) -> State:
+    """Count one failure for a network cause; returns the new state. ``began_epoch``: when
+    the failure began, where the step knows better than now (a stalled copy last moved
+    bytes a minute before it was ended): the first failure's is the outage's ``since``."""
     old = read(scratch, site, remote)
     now, epoch = utc_now(), time.time()
+    first = epoch if began_epoch is None else min(began_epoch, epoch)
     state = State(
         remote=remote,
         failures=(old.failures if old else 0) + 1,
-        since=old.since if old else now,
+        since=old.since if old else utc_now(first),
         last=now,
         cause=cause,
         by=by,
         checked_epoch=epoch,
-        since_epoch=old.since_epoch if old else epoch,
+        since_epoch=old.since_epoch if old else first,
+        url=url,
     )
     write_json(
         paths.store_down(scratch, site, remote),
@@ -127,6 +146,7 @@ def failed(scratch: str | Path, site: str, remote: str, cause: str, by: str) -> 
             "by": by,
             "checked_epoch": state.checked_epoch,
             "since_epoch": state.since_epoch,
+            "url": url,
         },
     )
     return state
@@ -174,6 +194,7 @@ def gate(
     by: str,
     sleep: Callable[[float], None] = time.sleep,
     now: Callable[[], float] = time.time,
+    url: str = "",
 ) -> tuple[str | None, dict[str, Any]]:
     """Before a step talks to the store: whether it may, and the outage columns for its row.
 
@@ -195,7 +216,7 @@ def gate(
             cause = check()
             if cause is None:
                 return None, after_outage(answered(scratch, site, remote))
-            state = failed(scratch, site, remote, cause, by)
+            state = failed(scratch, site, remote, cause, by, url=url)
         if not (policy.waits and state.is_open(policy)):
             break
         pause = next(pauses, PROBE_BACKOFF_S[-1])
@@ -211,12 +232,20 @@ def gate(
     )
 
 
-def note(scratch: str | Path, site: str, remote: str, cause: str | None, by: str) -> dict[str, Any]:
+def note(
+    scratch: str | Path,
+    site: str,
+    remote: str,
+    cause: str | None,
+    by: str,
+    began_epoch: float | None = None,
+    url: str = "",
+) -> dict[str, Any]:
     """After a step's call: count a network failure, or clear the count on any answer (a
     failure for another cause, say a missing object, is an answer too). Returns the outage
     columns for a row: ``during`` for a network failure."""
     if cause:
-        return during_outage(failed(scratch, site, remote, cause, by))
+        return during_outage(failed(scratch, site, remote, cause, by, began_epoch, url))
     answered(scratch, site, remote)
     return {}
 
