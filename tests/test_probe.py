@@ -342,3 +342,21 @@ def test_seconds_until_asks_at_once_then_every_poll_and_gives_up():
     waited = seconds_until(third_time, poll=0.01, timeout=5)
     assert len(asked) == 3 and 0.02 <= waited < 1
     assert seconds_until(lambda: False, poll=0.01, timeout=0.05) is None
+
+
+def test_a_store_that_does_not_answer_is_given_up_on_after_three_requests():
+    """Nothing listens on the port: the probe stops after 3 failed requests in a row and
+    says why, instead of spending every one of its requests (64 at 30 s each, on an
+    endpoint that drops packets)."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on (bound, never listening)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        acc = S3Access("m", f"http://127.0.0.1:{port}", "us-east-1", True, KEY, SECRET)
+        rec = probe.probe(acc, "bucket/prefix", count=64, object_bytes=1, timeout=2)
+    assert rec["status"] == "failed" and rec["tcp_connect_s"] is None
+    # three refused connects (one error, said once), then the verdict; no PUT was tried
+    assert rec["errors"][0].startswith("connect: ConnectionRefusedError"), rec["errors"]
+    assert len(rec["errors"]) == 2 and rec["put_ttfb_s"] is None
+    assert rec["errors"][-1].startswith("gave up after 3 requests in a row without an answer")
