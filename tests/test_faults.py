@@ -115,8 +115,8 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
         assert up["status"] == "failed" and network_cause(up["error"])
         assert pd.isna(up["mb_per_s"])
         assert up2["status"] == "failed" and pd.isna(up2["seconds"])  # never started
-        assert up2["error"].startswith("not measured: store 'main' has not answered since")
-        assert "failure(s) in a row, last: dial tcp" in up2["error"]
+        assert up2["error"].startswith("not measured: store 'main' (s3t:) has not answered since")
+        assert "failure(s) in a row; the last, dial tcp" in up2["error"]
         assert up2["outage"] == "during"
         downs = df[df["direction"] == "download"]
         assert (downs["status"] == "failed").all()  # nothing to download: said, not skipped

@@ -87,7 +87,7 @@ def test_a_store_killed_for_good_ends_the_run_within_minutes_naming_it(tmp_path,
         assert len(recs) < 36  # it stopped: the rest were never started
         lines = out.strip().splitlines()
         tail = "\n".join(lines[-8:])  # Snakemake's own "At least one job..." comes last
-        assert "store 'main' has not answered since" in tail, tail
+        assert "store 'main' (s3t:) has not answered since" in tail, tail
         assert "rerun the same command to measure" in tail, tail
         down = [r for r in recs.values() if r["status"] != "ok"]
         assert down and all(r.get("outage") == "during" for r in down)
@@ -161,5 +161,5 @@ def test_at_a_batch_site_no_transfer_job_is_submitted_once_the_breaker_trips(
     ]
     assert submitted == [], "\n".join(lines[tripped:])
     assert proc.returncode != 0
-    assert any("store 'main' has not answered since" in line for line in lines[tripped:])
+    assert any("store 'main' (s3t:) has not answered since" in line for line in lines[tripped:])
     assert len(_records(tmp_path)) < 8  # it stopped before the end
