@@ -705,11 +705,12 @@ def download(
         write_json(manifest_out, {"files": [], "missing": down})
         _finish(record, not_measured(spec, down, series) | outage, log)
         return
+    unreachable = False
     try:
         man = fetch_copy_manifest(spec)
         reason = _failed_upload(upload_record) if man is None else None
     except RemoteUnreachable as err:
-        man, reason = None, str(err)
+        man, reason, unreachable = None, str(err), True
     if man is None:
         if reason is None:
             raise StepError(
@@ -718,7 +719,9 @@ def download(
             )
         write_json(manifest_out, {"files": [], "missing": reason})
         rec = not_measured(spec, reason, series)
-        rec |= outage | note_store(spec, rec)
+        # the store's failure only when it did not answer: a failed upload's error, quoted
+        # in the reason, may name a network cause the store has since recovered from
+        rec |= outage | note_store(spec, rec if unreachable else {"status": "ok"})
         _finish(record, rec, log)  # the record last: a job with its record has every output
         return
     seen = copy_seen(man)  # before anything else: the moment this site could read it
