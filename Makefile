@@ -56,9 +56,8 @@ sysdeps:
 PYTEST := $(BIN)/python -m pytest
 ## TEST_WORKERS: pytest-xdist workers for the tests that do not check rates (2 cores here;
 ## much of their time is spent waiting on capped transfers, Slurm polls and process
-## start-up). Six: with four, a whole `.ci/run` (ci35, 2026-11-26, 724 tests) used 28.1
-## CPU-minutes in 24.5 minutes on 2 cores, 57% of them; the scheduler tests mostly wait
-TEST_WORKERS ?= 6
+## start-up). Four: the two cores are busy throughout (vmstat, 2026-11-25)
+TEST_WORKERS ?= 4
 ## RATES_WORKERS: the tests that check rates against a bandwidth cap (a few MB/s each, little
 ## CPU) run this many at a time, with nothing else running. Two: with three (the demo's build
 ## among them then), two multi-client tests shared the 2 cores with CPU-bound work, and a
