@@ -170,7 +170,7 @@ def print_table(rows: list[Row]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cloudbench.campaign.sizes import parse_size
+    from cloudbench.sizes import parse_size
 
     p = argparse.ArgumentParser(
         prog="python -m bench",

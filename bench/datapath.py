@@ -196,7 +196,7 @@ class DataPath(Harness):
     def bench_chunk(self) -> None:
         self.ensure_data()
         d = self.work / "chunk"
-        from cloudbench.campaign.sizes import size_label
+        from cloudbench.sizes import size_label
 
         ours_root, split_dir = d / "ours", d / "split"
         ours_dir = ours_root / size_label(self.chunk) / self.data.name

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from cloudbench.report.intervals import (
+from cloudbench.intervals import (
     level_text,
     median_coverage,
     median_interval,

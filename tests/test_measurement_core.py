@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from cloudbench.campaign.model import ConfigError, auto_runtime_min, load_campaign
-from cloudbench.campaign.sizes import SizeError, parse_duration
+from cloudbench.sizes import SizeError, parse_duration
 from cloudbench.measure import arrival
 from cloudbench.measure.copy import copy_timeout
 from cloudbench.records import utc_now

@@ -11,7 +11,7 @@ import pytest
 from cloudbench.campaign import precision
 from cloudbench.campaign.model import ConfigError, load_campaign
 from cloudbench.campaign.precision import FAILED, MAX, MET, MORE, Precision, decide, decide_round
-from cloudbench.report.intervals import median_interval
+from cloudbench.intervals import median_interval
 
 TARGET = Precision(width=0.10, max_repeats=12)
 

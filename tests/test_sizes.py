@@ -1,6 +1,6 @@
 import pytest
 
-from cloudbench.campaign.sizes import SizeError, parse_size, size_label
+from cloudbench.sizes import SizeError, parse_size, size_label
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ USER_ERRORS = {
     "cloudbench.data.steps": "StepError",
     "cloudbench.measure.rclone": "RcloneError",
     "cloudbench.campaign.model": "ConfigError",
-    "cloudbench.campaign.sizes": "SizeError",
+    "cloudbench.sizes": "SizeError",
     "cloudbench.site.exchange": "ExchangeError",
 }
 
@@ -298,7 +298,7 @@ def cmd_preflight(a):
 
 
 def cmd_probe(a):
-    from cloudbench.campaign.sizes import parse_size
+    from cloudbench.sizes import parse_size
     from cloudbench.site import probe
 
     try:

@@ -24,7 +24,7 @@ from cloudbench.campaign.model import (
     load_campaign,
 )
 from cloudbench.campaign.schema import stop
-from cloudbench.campaign.sizes import parse_size
+from cloudbench.sizes import parse_size
 from cloudbench.campaign.spec import transfer_spec
 from cloudbench.measure.clients import NAMES as TOOLS
 

@@ -18,11 +18,11 @@ from typing import Any
 
 from cloudbench.campaign.precision import Precision, copy_repeat, first_rounds
 from cloudbench.campaign.secrets import credential_flag, credential_in_remote, credential_in_value
-from cloudbench.campaign.sizes import SizeError, parse_duration, parse_size, size_label
+from cloudbench.sizes import SizeError, parse_duration, parse_size, size_label
 from cloudbench.data import chunking
 from cloudbench.measure import clients
 from cloudbench.measure import rclone as rc
-from cloudbench.measure.clients.template import PLACEHOLDERS, TemplateError, template_argv
+from cloudbench.campaign.template import PLACEHOLDERS, TemplateError, template_argv
 
 STRATEGIES = ("plain", "chunked", "multithread")
 NESTED = "nested"  # dataset.layout of many small files in nested directories

@@ -4,7 +4,7 @@ until its median is known as well as the campaign asks, or until a maximum.
 An identity is one transfer without its repeat number (site, direction, remote, layout,
 setting). A site first measures :func:`first_rounds` rounds of every identity: the fewest
 repeats whose order-statistic interval of the median reaches the report's 95% (6; below
-that even [min, max] covers less, :mod:`cloudbench.report.intervals`). After each round a
+that even [min, max] covers less, :mod:`cloudbench.intervals`). After each round a
 Snakemake checkpoint (``rules/precision.smk``) decides, per identity, from the rates of its
 records (:func:`decide`):
 
@@ -71,7 +71,7 @@ def default_width() -> float:
 def first_rounds() -> int:
     """The fewest repeats whose [min, max] covers the median with the report's target
     level: with fewer, no interval can meet any width at that level."""
-    from cloudbench.report.intervals import TARGET_LEVEL, median_coverage
+    from cloudbench.intervals import TARGET_LEVEL, median_coverage
 
     n = 1
     while median_coverage(n, 1) < TARGET_LEVEL:
@@ -96,7 +96,7 @@ def decide(
     statuses, one each): the numbers it rests on, and one of the decisions (module doc)."""
     import statistics
 
-    from cloudbench.report.intervals import TARGET_LEVEL, median_interval
+    from cloudbench.intervals import TARGET_LEVEL, median_interval
 
     ok = [float(r) for r, s in zip(rates, statuses, strict=True) if s == "ok" and r is not None]
     low, high, level = median_interval(ok)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudbench.campaign.sizes import size_label
+from cloudbench.sizes import size_label
 from cloudbench.data.checksums import hash_stream, xxh128sum_line
 from cloudbench.data.chunking import chunk_count, chunk_index_width, chunks_of, split_file
 from cloudbench.data.generate import generate_file

@@ -26,7 +26,7 @@ from pathlib import Path
 from cloudbench.campaign.secrets import without_credentials
 from cloudbench.measure import clients
 from cloudbench.measure.clients import is_remote
-from cloudbench.measure.clients.template import TemplateError, template_argv
+from cloudbench.campaign.template import TemplateError, template_argv
 
 TOOLS = clients.NAMES
 S3_TOOLS = clients.S3_ONLY  # tools that speak S3 only, so need an S3 remote

@@ -4,7 +4,7 @@ or not clearly different?
 A centre measures a store before and after an upgrade, or one store against another. For each
 measurement identity (site, remote, direction, tool, layout, setting) present in both, the
 factor between the campaigns is the ratio of their median rates, with the exact Mann-Whitney
-interval of the factor (:func:`cloudbench.report.intervals.ratio_interval`) and its coverage.
+interval of the factor (:func:`cloudbench.intervals.ratio_interval`) and its coverage.
 The verdict follows the interval alone: ``slower`` when it lies below 1, ``faster`` above 1,
 ``no clear change`` when it holds 1, and ``too few repeats`` without one. Regressions come
 first. Identities measured in one campaign only are listed, never dropped.
@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from cloudbench.report import latency
-from cloudbench.report.intervals import level_text, ratio_interval
+from cloudbench.intervals import level_text, ratio_interval
 
 # a measurement's identity as the report's tables have it (one list, in latency), less the
 # strategy, which the layout already names

@@ -23,7 +23,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from cloudbench.report import stats
-from cloudbench.report.intervals import level_text  # noqa: E402
+from cloudbench.intervals import level_text  # noqa: E402
 from cloudbench.report.labels import layout_order, num  # noqa: E402
 
 DPI = 110

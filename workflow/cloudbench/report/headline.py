@@ -24,7 +24,7 @@ from cloudbench.campaign.model import Setting
 from cloudbench.report import stats
 from cloudbench.report.burst import burst_lines
 from cloudbench.report.failures import scope_sentences
-from cloudbench.report.intervals import (
+from cloudbench.intervals import (
     MIN_REPEATS_FOR_INTERVAL,
     level_text,
     median_interval,
@@ -271,7 +271,7 @@ def sentences(table: pd.DataFrame) -> list[str]:
 def _bwlimit_text(value: str) -> str:
     """rclone's --bwlimit value in words with its unit: a bare number or K/M/G suffix is
     KiB/MiB/GiB per second (rclone's binary units); ``UP:DOWN`` and timetables as given."""
-    from cloudbench.campaign.sizes import SizeError, parse_size
+    from cloudbench.sizes import SizeError, parse_size
 
     if ":" in value or "," in value or " " in value:
         return f"{value} (rclone's upload:download or timetable form)"

@@ -14,7 +14,7 @@ Definitions (captions repeat them; change both together):
 * **failure rate** of a tool: rows whose status is not ``ok`` (failed, corrupt,
   unverified) over all its rows, as SaladCloud tabulated it.
 * **tool x strategy rate**: per measurement identity, median of the ``ok`` rates with its
-  order-statistic interval and coverage (:mod:`cloudbench.report.intervals`; none below 3 repeats).
+  order-statistic interval and coverage (:mod:`cloudbench.intervals`; none below 3 repeats).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cloudbench.report.intervals import median_interval
+from cloudbench.intervals import median_interval
 from cloudbench.report.stats import LinearFit, linear_fit
 
 MS = 1000.0

@@ -12,7 +12,7 @@ best median on the curve: where adding more stops paying. Its spread is a bootst
 kept): a picture of how firm the knee is, with no coverage claimed (at 3 repeats per value
 the resampled medians are the repeats themselves). A collapse is a value whose factor over
 the best smaller value is below ``COLLAPSE_RATIO`` with its exact interval
-(:func:`cloudbench.report.intervals.ratio_interval`) entirely below 1: incast, throttling, a store
+(:func:`cloudbench.intervals.ratio_interval`) entirely below 1: incast, throttling, a store
 that falls over. It is flagged, never averaged away.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from cloudbench.report.intervals import (
+from cloudbench.intervals import (
     MIN_REPEATS_FOR_INTERVAL,
     level_text,
     median_interval,

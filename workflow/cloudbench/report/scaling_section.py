@@ -18,7 +18,7 @@ import seaborn as sns
 from cloudbench.report import scaling
 from cloudbench.report.figures import RATE_LABEL, grid, placeholder, save
 from cloudbench.report.headline import rate_caps
-from cloudbench.report.intervals import level_text
+from cloudbench.intervals import level_text
 from cloudbench.report.tables import html_table, page
 
 SHADES = sns.color_palette("colorblind", 10)

@@ -16,14 +16,14 @@ Definitions (the report captions repeat them; change both together):
   than ``MIN_SERIES_POINTS`` (3) distinct samples, or a window shorter than
   ``MIN_WINDOW_S`` (1.5 s), it falls back to the whole-transfer rate and says so
   (``method == "whole-transfer"``).
-* **interval of a median** (:func:`cloudbench.report.intervals.median_interval`): the
+* **interval of a median** (:func:`cloudbench.intervals.median_interval`): the
   distribution-free order-statistic interval, with its exact coverage stated beside it
   (``*_ci_level``): 95% where n allows (n >= 6), else [min, max] of the repeats with its real
   coverage (75% at n = 3). Fewer than ``MIN_REPEATS_FOR_INTERVAL`` (3) values give none.
 * **speed-up** (:func:`speedup`): median rate of a strategy / median rate of ``plain`` for
   the same site, remote, direction and setting (whole-transfer rates); its interval is the
   exact Mann-Whitney interval of the factor between the two groups
-  (:func:`cloudbench.report.intervals.ratio_interval`: 90% at 3 against 3 repeats), which assumes
+  (:func:`cloudbench.intervals.ratio_interval`: 90% at 3 against 3 repeats), which assumes
   that one layout multiplies the other's rates.
 * **outlier** (:func:`outlier_flags`): an ``ok`` repeat whose rate is below
   ``OUTLIER_FRACTION`` (0.5) x the median rate of its group (same site, remote, direction and
@@ -46,7 +46,7 @@ import pandas as pd
 from cloudbench.campaign.model import Setting
 from cloudbench.measure.record import STALL_NOTED_MIN_S, STALL_NOTED_S, STALL_NOTED_SHARE
 from cloudbench.report import burst
-from cloudbench.report.intervals import (
+from cloudbench.intervals import (
     TARGET_LEVEL,
     RatioInterval,
     median_interval,

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cloudbench.campaign.sizes import size_label
+from cloudbench.sizes import size_label
 from cloudbench.report import headline, stats
-from cloudbench.report.intervals import INTERVALS_NOTE
+from cloudbench.intervals import INTERVALS_NOTE
 from cloudbench.report.labels import NA, with_interval
 
 CSS = """

@@ -21,7 +21,7 @@ import pandas as pd
 
 from cloudbench.report import latency
 from cloudbench.report.figures import DIRECTIONS, RATE_LABEL, grid, placeholder, save
-from cloudbench.report.intervals import level_text
+from cloudbench.intervals import level_text
 from cloudbench.report.tables import html_table, page
 
 NO_ROWS = "no successful transfers yet"

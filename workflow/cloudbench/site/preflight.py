@@ -17,7 +17,7 @@ from typing import Any
 
 from cloudbench.campaign import paths
 from cloudbench.campaign.secrets import redact, secret_values
-from cloudbench.campaign.sizes import size_label
+from cloudbench.sizes import size_label
 from cloudbench.measure import rclone as rc
 from cloudbench.measure import tools
 from cloudbench.records import clip_tail, host_info, utc_now, write_json
