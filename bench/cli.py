@@ -33,14 +33,14 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import REPO, endtoend, requests
+from bench import REPO, endtoend, requests, weight
 from bench.datapath import GENERATE_PAIRS, TRANSFER_PAIRS, DataPath, child_main
 from bench.harness import DROP_CACHES, HEADER, PREFAULT_SHARE, Row
 from bench.machine import machine_info
 
 STEPS = (
     "generate", "checksum", "chunk", "reassemble", "transfer", "memory", "schedule", "end-to-end",
-    "requests",
+    "requests", "weight",
 )  # fmt: skip
 
 
@@ -313,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
                     endtoend.bench_end_to_end(bench, a.e2e_files, parse_size(a.e2e_size), a.compare)
                 elif step == "requests":
                     requests.bench_requests(bench)
+                elif step == "weight":
+                    weight.bench_weight(bench)
                 else:
                     getattr(bench, f"bench_{step}")()
     finally:

@@ -346,3 +346,24 @@ def test_rounds_give_every_side_every_place_equally_often(tmp_path):
     assert {len(r) for r in runs.values()} == {12}
     places = {n: [order[i : i + 4].index(n) for i in range(0, len(order), 4)] for n in names}
     assert all(sorted(p) == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3] for p in places.values())
+
+
+def test_the_weight_rows_command_is_the_measured_one_less_its_logging():
+    """The weight row's baseline is the transfer as a user would type it: the same transfer
+    settings, without the flags, log file and object list the measurement adds."""
+    from bench.weight import as_typed
+    from cloudbench.measure import rclone as rc
+
+    measured = rc.copy_command(
+        "rclone", "/data", "s3:b/p", conc=rc.concurrency("multithread", 16, objects=1,
+        object_bytes=2**28, cutoff=2**26, part_bytes=5 * 2**20, backend="s3",
+        direction="upload"), log_file=Path("/x/log.jsonl"), multi_thread_cutoff=2**26,
+        extra_flags=("--files-from", "/tmp/objects"),
+    )  # fmt: skip
+    typed = as_typed(measured[1:])
+    assert typed[:3] == ["copy", "/data", "s3:b/p"]
+    for word in ("-vv", "--use-json-log", "--stats", "--log-file", "--s3-sdk-log-mode",
+                 "--files-from", "/x/log.jsonl", "/tmp/objects", "Retries,Response"):  # fmt: skip
+        assert word not in typed, word
+    assert "--s3-upload-concurrency" in typed and "--multi-thread-streams" in typed
+    assert len(measured) - 1 - len(typed) == 12  # 5 flags with a value, 2 without

@@ -287,7 +287,7 @@ def test_a_remote_without_its_colon_is_refused_when_the_environment_defines_it(
 
 def test_the_schema_knows_the_clients_of_the_registry():
     """Adding a client is a module, a registry line and this enum: they cannot drift."""
+    from cloudbench.campaign.clients import NAMES
     from cloudbench.campaign.schema import load_schema
-    from cloudbench.measure.clients import NAMES
 
     assert load_schema()["properties"]["tools"]["items"]["enum"] == list(NAMES)

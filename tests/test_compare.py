@@ -113,3 +113,27 @@ def test_the_report_section_and_the_front_page_name_the_regression(tmp_path):
     assert _comparison(campaign(2), {"campaign": "new"}, out) is None  # no compare_with
     assert "No campaign to compare with" in out["compare_html"].read_text()
     assert pd.read_csv(out["compare_tsv"], sep="\t").empty
+
+
+def test_compare_margin_is_a_campaign_key_checked_in_one_line(tmp_path):
+    from cloudbench.campaign.model import ConfigError, _share
+
+    assert _share("compare_margin", "5%", "of the median rate", "5%") == pytest.approx(0.05)
+    assert _share("compare_margin", 0, "of the median rate", "5%", zero=True) == 0
+    with pytest.raises(ConfigError, match=r"^compare_margin: 5 is a share .* write 5%$"):
+        _share("compare_margin", 5, "of the median rate", "5%", zero=True)
+    with pytest.raises(ConfigError, match=r"^compare_margin: 'x' must be a share"):
+        _share("compare_margin", "x", "of the median rate", "5%", zero=True)
+
+
+def test_a_wider_margin_asks_for_a_larger_change():
+    before, after = campaign(1), campaign(2, slower=IDENTITIES[1])  # 20% slower
+    assert "slower" in set(compare(before, after, margin=0.05)["verdict"])
+    assert "slower" not in set(compare(before, after, margin=0.25)["verdict"])
+
+
+def test_no_verdict_at_all_is_said_so():
+    from cloudbench.report.compare import meaning
+
+    few = compare(campaign(1, repeats=2), campaign(2, repeats=2))
+    assert meaning(few).startswith("no verdicts: no measurement has 3 ok repeats")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.paths import transfer_log
 from cloudbench.measure.rclonelog import network_cause
 from tests.infra.s3 import serve_s3, store_params
@@ -30,7 +31,11 @@ FAST_FAIL = {
     "RCLONE_TIMEOUT": "5s",
 }
 
-PLAIN_R1 = ("main", "plain", "rclone-1xauto", 1)  # remote, layout, setting, repeat
+PLAIN_R1 = {"remote": "main", "layout": "plain", "setting": "rclone-1xauto", "repeat": 1}
+
+
+def _plain_r1(site: str, direction: str) -> MeasurementId:
+    return MeasurementId.of(PLAIN_R1 | {"site": site, "direction": direction})
 
 
 def _small(cfg: dict, **dataset) -> dict:
@@ -93,7 +98,7 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
         env = s3.client_env("S3T")
         proc = _popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
-        log = tmp_path / transfer_log("results/demo", "tursa", "upload", *PLAIN_R1)
+        log = tmp_path / transfer_log("results/demo", _plain_r1("tursa", "upload"))
         _wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 120, "upload to start")
         s3.kill()
         record = (
@@ -143,9 +148,17 @@ def test_server_killed_mid_download(tmp_path, demo_config):
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         env = s3.client_env("S3T")
         proc = _popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
-        log = tmp_path / transfer_log("results/demo", "tesseract", "download", *PLAIN_R1)
+        log = tmp_path / transfer_log("results/demo", _plain_r1("tesseract", "download"))
         _wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 240, "download start")
         s3.kill()
+        record = tmp_path / (
+            "results/demo/sites/tesseract/transfers/download/main/plain/rclone-1xauto/r1.json"
+        )
+        _wait_for(record.exists, 120, "the failed download's record")
+        # back while the run goes on: the steps after the download (publish) need not wait
+        # out their patience with a dead store (45 s; test_store_down has a store that stays
+        # dead, test_terminal the lines its run ends with)
+        s3.start()
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode != 0
         df = _table(tmp_path)
@@ -153,7 +166,6 @@ def test_server_killed_mid_download(tmp_path, demo_config):
         down = df[df["direction"] == "download"].iloc[0]
         assert up["status"] == "ok"  # the finished measurement is kept
         assert down["status"] == "failed" and down["error"]
-        s3.start()
         rerun = snakemake(tmp_path, cfg, env=env)
         assert rerun.returncode == 0, rerun.stderr[-2000:]
         df2 = _table(tmp_path)

@@ -128,7 +128,7 @@ def test_latency_page_of_skipped_probes_says_why_instead_of_dashes(tmp_path):
 def test_a_copys_age_when_read_is_from_its_publication_to_now_and_none_without_one():
     from datetime import UTC, datetime, timedelta
 
-    from cloudbench.steps import copy_seen
+    from cloudbench.measure.record import copy_seen
 
     published = (datetime.now(UTC) - timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     seen = copy_seen({"uploaded_by": {"finished_utc": published}})
@@ -150,11 +150,50 @@ def test_cross_site_visibility_is_per_download_site_and_remote():
     )
     table = copy_visibility(transfers)
     # the upload site's own reads are not cross-site; a copy read twice counts at its first
-    assert table.to_dict("records") == [
+    cols = ["site", "remote", "copies_read", "min_copy_age_s", "median_copy_age_s"]
+    assert table[cols].to_dict("records") == [
         {"site": "b", "remote": "s3", "copies_read": 3, "min_copy_age_s": 1.5,
          "median_copy_age_s": 4.0}
     ]  # fmt: skip
+    assert table["min_age_store_clock_low_s"].isna().all()  # no probe: no one clock
     assert copy_visibility(transfers.iloc[:2]).empty
+    # b's clock 2 s behind a's (each measured against the store's, a over two probes): the
+    # 1.5 s read on two clocks is 3.5 s on the store's, within the offsets' bounds
+    probes = pd.DataFrame(
+        {
+            "site": ["a", "a", "b"],
+            "remote": ["s3"] * 3,
+            "clock_ahead_low_s": [0.9, 0.8, -1.2],
+            "clock_ahead_high_s": [1.1, 1.0, -0.9],
+        }
+    )
+    row = copy_visibility(transfers, probes).iloc[0]
+    assert (row["clock_correction_low_s"], row["clock_correction_high_s"]) == pytest.approx(
+        (-1.2 - 1.1, -0.9 - 0.8)
+    )
+    low, high = row["min_age_store_clock_low_s"], row["min_age_store_clock_high_s"]
+    assert (low, high) == pytest.approx((1.5 + 1.7, 1.5 + 2.3))
+    assert low <= 3.5 <= high
+
+
+def test_a_sites_clock_against_the_stores_from_date_headers():
+    """Responses at different fractions of a second narrow a 1-s Date to a fraction; bounds
+    that do not meet (a clock stepped mid-probe) give no number."""
+    from email.utils import formatdate
+
+    from cloudbench.site.probe import clock_ahead, clock_bound
+
+    ahead = 2.3  # this node's clock minus the store's
+    bounds = []
+    for i in range(20):
+        store = 1_000_000.0 + i * 0.37  # when the store stamped each response
+        date = formatdate(int(store), usegmt=True)  # whole seconds, cut down
+        bounds.append(clock_bound(store + ahead - 0.004, store + ahead + 0.003, date))
+    got = clock_ahead(bounds)
+    assert got["low"] <= ahead <= got["high"] and got["high"] - got["low"] < 0.1
+    assert got["responses"] == 20
+    assert clock_bound(1.0, 2.0, None) is None and clock_bound(1.0, 2.0, "garbage") is None
+    assert clock_ahead([(0.0, 1.0), (2.0, 3.0)]) is None and clock_ahead([]) is None
 
 
 def test_throttling_and_other_server_errors_get_a_red_sentence_each_on_the_front_page():

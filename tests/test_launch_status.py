@@ -137,9 +137,7 @@ def test_counts_come_from_the_records_on_disk(tmp_path, demo_config):
     ms = list(campaign.measurements(campaign.upload_site))
     assert len(ms) == 4  # upload and download, two repeats
     for m, status in zip(ms, ("ok", "failed", "corrupt"), strict=False):
-        record = paths.transfer_record(
-            results, m.site, m.direction, m.remote, m.layout.label, m.setting.label, m.repeat
-        )
+        record = paths.transfer_record(results, m.identity)
         (tmp_path / record).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / record).write_text(json.dumps({"status": status}))
     got = runstatus.counts(campaign, campaign.upload_site.name, results)

@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 
 from cloudbench.campaign.model import ConfigError, auto_runtime_min, load_campaign
-from cloudbench.sizes import SizeError, parse_duration
 from cloudbench.measure import arrival
 from cloudbench.measure.copy import copy_timeout
+from cloudbench.processes import descendants, kill_tree
 from cloudbench.records import utc_now
-from cloudbench.site.jobenv import descendants, kill_tree
+from cloudbench.sizes import SizeError, parse_duration
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, snakemake, write_config
 

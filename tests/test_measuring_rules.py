@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cloudbench import steps
+from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.paths import live_log
 from cloudbench.data.checksums import hash_stream
 from cloudbench.measure import rclone as rc
@@ -208,9 +209,7 @@ def test_status_names_the_forcerun_that_measures_a_corrupt_download_again(tmp_pa
         "error": "XXH128 a != b",
     }
     text = describe([row, {**row, "status": "failed", "repeat": "2"}], tmp_path)
-    record = cbpaths.transfer_record(
-        tmp_path, "vega", "download", "main", "chunked-2MiB", "rclone-1xauto", "1"
-    )
+    record = cbpaths.transfer_record(tmp_path, MeasurementId.of(row))
     assert f"add --forcerun {record} to the same command" in text
     assert text.count("--forcerun") == 1  # a failed one is measured again by a rerun
     assert text.startswith("2 measurement(s) not ok (a rerun measures the 1 failed again):")

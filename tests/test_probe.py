@@ -16,6 +16,7 @@ from cloudbench.measure.tools import S3Access
 from cloudbench.site import probe
 from tests.conftest import ROOT
 from tests.infra.s3 import serve_s3, store_params
+from tests.infra.skewclock import faked_clock_env, libfaketime
 
 SECRET = "h13-probe-Secret-77aa"
 KEY = "h13probekey1"
@@ -159,6 +160,24 @@ def test_probe_of_a_real_s3_server(tmp_path):
     assert leftover == [], leftover  # the probe deletes its objects
     text = out.read_text() + run.stdout + run.stderr
     assert SECRET not in text and KEY not in text
+
+
+@pytest.mark.skipif(libfaketime() is None, reason="libfaketime not installed: run `make sysdeps`")
+def test_probe_measures_its_clock_against_the_stores(tmp_path):
+    """A probe whose clock is 7 s behind (libfaketime; the store, rclone in Go, keeps the
+    real clock) finds it behind by 7 s, to within the Date headers' narrowing."""
+    with serve_s3(find_rclone(), tmp_path / "srv", key=KEY, secret=SECRET) as srv:
+        (srv.root / "bkt").mkdir()
+        out = tmp_path / "probe.json"
+        run = _cli(
+            "--remote-url", "mys3:", "--bucket-path", "bkt/c", "--count", "16",
+            "--when", "before", "--out", str(out),
+            env={**srv.client_env("MYS3"), **faked_clock_env("7")},
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+    ahead = json.loads(out.read_text())["clock_ahead_of_store_s"]
+    assert ahead["low"] <= -7.0 <= ahead["high"], ahead
+    assert ahead["high"] - ahead["low"] < 1.0 and ahead["responses"] == 32
 
 
 def test_probe_reports_a_wrong_secret_instead_of_numbers(tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.paths import transfer_log
 from cloudbench.measure.progress import LogTail, human_bytes, progress_of, result_line
 from tests.infra.workflow import BIN, ROOT, write_config
@@ -98,9 +99,9 @@ def test_progress_in_the_job_log_and_cloudbench_watch_during_a_capped_transfer(t
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        rlog = tmp_path / transfer_log(
-            "results/watched", "here", "upload", "main", "plain", "rclone-1xauto", 1
-        )
+        labels = {"site": "here", "remote": "main", "direction": "upload", "layout": "plain"}
+        m = MeasurementId.of(labels | {"setting": "rclone-1xauto", "repeat": 1})
+        rlog = tmp_path / transfer_log("results/watched", m)
         deadline = time.monotonic() + 120
         while not rlog.exists() and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cloudbench.measure.group import aggregate, shares, sum_series
+from cloudbench.measure.group import aggregate, shares
 from cloudbench.report.scaling import collapses, knee, point_table, recommendations, scaling_table
 
 
@@ -94,14 +94,27 @@ def test_aggregate_rate_is_all_bytes_over_the_whole_window():
     assert missing["status"] == "failed" and "client 1 did not report" in missing["error"]
 
 
-def test_summed_series_adds_clients_on_one_clock():
+def test_summed_series_adds_clients_on_one_clock(tmp_path):
+    """The group series a several-client measurement writes (steps.write_group_series, from
+    the clients' own series files), read back from the file the report reads."""
+    from cloudbench.measure import series
+    from cloudbench.measure.group import client_series_path
+    from cloudbench.steps import write_group_series
+
     # two clients at 1 MB/s each, the second starting 1 s later, each moving 3 MB
-    a = (0.0, [(1.0, 10**6), (2.0, 2 * 10**6), (3.0, 3 * 10**6)], 3 * 10**6)
-    b = (1.0, [(1.0, 10**6), (2.0, 2 * 10**6), (3.0, 3 * 10**6)], 3 * 10**6)
-    got = sum_series([a, b])
-    assert [t for t, _, _ in got] == [1.0, 2.0, 3.0, 4.0]
-    assert [b for _, b, _ in got] == [10**6, 3 * 10**6, 5 * 10**6, 6 * 10**6]
-    assert [round(r, 3) for _, _, r in got] == [1.0, 2.0, 2.0, 1.0]
+    per = [
+        {"client": k, "started_epoch": 100.0 + k, "seconds": 3.0, "bytes_moved": 3 * 10**6}
+        for k in (0, 1)
+    ]
+    for c in per:
+        points = [(1.0, 10**6), (2.0, 2 * 10**6), (3.0, 3 * 10**6)]
+        series.write(client_series_path(tmp_path, c["client"]), points)
+    out = tmp_path / "r1.series.tsv"
+    write_group_series(out, tmp_path, per)
+    lines = [line.split("\t") for line in out.read_text().splitlines()[1:]]
+    assert [float(t) for t, _, _ in lines] == [1.0, 2.0, 3.0, 4.0]
+    assert [int(b) for _, b, _ in lines] == [10**6, 3 * 10**6, 5 * 10**6, 6 * 10**6]
+    assert [float(r) for _, _, r in lines] == [1.0, 2.0, 2.0, 1.0]
 
 
 def test_a_sweep_that_still_grows_at_its_end_is_said_to_have_no_knee():

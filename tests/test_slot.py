@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ import json, sys, time
 from pathlib import Path
 from cloudbench.measure import slot
 scratch, release, timeout = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
+print(json.dumps({"trying": time.time()}), flush=True)
 with slot.held(scratch, timeout, label="holder " + release.name) as took:
     print(json.dumps({"waited_s": took.waited_s, "got": time.time()}), flush=True)
     deadline = time.monotonic() + 120
@@ -44,9 +46,12 @@ def start_holder(scratch: Path, release: Path, timeout: float = WAIT_S) -> subpr
 
 
 def first_line(proc: subprocess.Popen) -> dict:
-    """The holder's first line (it holds the slot once this is read)."""
+    """The holder's first line after it asked for the slot (it holds the slot once this is
+    read)."""
     assert proc.stdout is not None
-    line = proc.stdout.readline()  # bounded: every holder prints or exits within WAIT_S
+    line = proc.stdout.readline()
+    if line and "trying" in json.loads(line):  # it asked: the next line once it holds it
+        line = proc.stdout.readline()  # bounded: every holder prints or exits within WAIT_S
     assert line, f"holder ended without the slot (rc={proc.wait(timeout=WAIT_S)})"
     return json.loads(line)
 
@@ -64,6 +69,11 @@ def test_a_second_copy_waits_for_the_first(tmp_path: Path) -> None:
         assert first_line(first)["waited_s"] == 0.0  # the first to come does not wait
         # while the first holds it, another job gets it only after the first lets go
         second = start_holder(tmp_path, tmp_path / "release-2")
+        # its start-up (1-3 s on a loaded machine) must be over before the first lets go, or
+        # it would find the slot free and never wait: its first line says it is asking
+        assert second.stdout is not None
+        assert "trying" in json.loads(second.stdout.readline())
+        time.sleep(0.5)  # from its "trying" line to its first request: no import in between
         with pytest.raises(slot.SlotTimeout, match="held by holder release-1"):
             with slot.held(tmp_path, 0.3, label="third"):
                 pass

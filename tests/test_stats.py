@@ -59,8 +59,9 @@ def test_sustained_rate_ignores_a_two_second_ramp():
     assert r.method == "series"
     assert r.mb_per_s == pytest.approx(100.0)
     assert r.start_s == 3.0 and r.end_s == 30.0  # first sample at or after 10% of 30 s
-    # the whole-transfer rate of the same series is lower: the ramp is in it
-    assert 2850 / 30 < 100
+    # the ramp is what the window leaves out: a window from the first sample has it, and
+    # reads lower (97.9 MB/s)
+    assert sustained_rate(s, ramp_fraction=0.0).mb_per_s < r.mb_per_s
 
 
 def test_sustained_window_starts_at_ten_percent_of_the_last_sample():
@@ -392,6 +393,22 @@ def test_campaign_cost_and_one_tb():
     assert tb.loc["download", "hours_per_tb"] == pytest.approx(hours_per_tb(50.0))
 
 
+def test_stored_is_what_arrived_not_what_was_sent():
+    """An upload whose retries sent its dataset twice stores it once; a failed upload
+    stores no copy (the issue: "stored" added every upload's bytes, failed and re-sent)."""
+    t = transfers_frame(
+        [
+            ("a", "upload", "plain", 1, 100.0),
+            ("a", "upload", "plain", 2, 0, "failed"),
+            ("a", "upload", "plain", 3, 90.0),
+        ]
+    )
+    t.loc[1, "bytes_moved"] = 40 * MB  # sent before it failed
+    t.loc[2, "bytes_moved"] = 200 * MB  # a retried multipart upload sent it twice
+    stored = campaign_cost(t, {"main": None}).iloc[0]["stored_gb"]
+    assert stored == pytest.approx(2 * t.loc[0, "bytes_requested"] / 1e9)
+
+
 def test_no_prices_means_no_numbers():
     t = transfers_frame([("a", "download", "plain", 1, 50.0)])
     c = campaign_cost(t, {"main": None}).iloc[0]
@@ -623,7 +640,7 @@ def test_rate_over_time_leaves_out_transfers_too_short_for_a_curve(tmp_path, mon
     assert said and "too short for a rate over time" in said[0]
 
 
-def test_front_page_gives_the_real_reason_and_names_every_cap():
+def test_front_page_gives_the_real_reason_and_names_every_cap(tmp_path):
     """A new user saw "too few repeats for an interval" at n=3 when plain was never measured
     at that setting, and 15.6 MB/s for a local directory with no word of its 16 MiB/s cap."""
     from cloudbench.report import headline
@@ -664,6 +681,15 @@ def test_front_page_gives_the_real_reason_and_names_every_cap():
         "s5cmd not capped (these caps bind rclone only), so rates of different tools are not "
         "comparable here"
     ) in page
+    # the Tools page, where the two stand side by side, names the cap too
+    from cloudbench.report.tools_section import tools_html
+
+    tools_html(t2, tmp_path / "tools.html", {"campaign": "c"})
+    tools_page = (tmp_path / "tools.html").read_text()
+    assert "Capped rates</b>: RCLONE_BWLIMIT=4M = 4 MiB/s" in tools_page
+    assert "s5cmd not capped (these caps bind rclone only)" in tools_page
+    tools_html(t2.assign(rclone_env=""), tmp_path / "free.html", {"campaign": "c"})
+    assert "Capped rates" not in (tmp_path / "free.html").read_text()
     # ... and then named s5cmd "fastest" over the capped rclone: each tool has its own best
     t3 = t2.assign(mb_per_s=[15.6, 203.0])
     page = headline.headline_html(t3, summarise(t3, pd.DataFrame()), {"campaign": "c"}, None)
@@ -789,3 +815,48 @@ def test_tick_labels_slant_when_side_by_side_they_would_overlap():
     tools = [f"{lay} {t}-1xauto" for lay in ("plain", "chunked-4MiB") for t in ("rclone", "s5cmd")]
     assert slant([*tools, "multithread rclone-1xauto"]) == 60
     assert slant(["plain", "chunked-4MiB", "multithread"]) == 0
+
+
+def test_best_among_several_is_claimed_at_its_joint_level():
+    """ "Best" says "faster than every other layout": with three rivals at 90% each that holds
+    at 70% only, and the sentence says so; with 5 repeats each interval aims at 1 - 5%/3."""
+    from cloudbench.report import headline
+
+    def sentence(repeats: int) -> tuple[str, pd.DataFrame]:
+        rows = []
+        for layout, rate in (("plain", 100), ("chunked-4MiB", 120), ("chunked-8MiB", 125)):
+            rows += [("a", "upload", layout, r, rate + r) for r in range(1, repeats + 1)]
+        rows += [("a", "upload", "multithread", r, 200 + r) for r in range(1, repeats + 1)]
+        t = transfers_frame(rows).assign(setting="rclone-1x8")
+        table = headline.rows(t, summarise(t, pd.DataFrame()))
+        return headline.sentences(table)[0], table
+
+    three, table = sentence(3)
+    assert "best multithread" in three
+    assert "(ahead of all 3 others at once, jointly at 70%)" in three
+    assert table["clear_level"].max() == pytest.approx(0.7)
+    five, table = sentence(5)
+    assert "(ahead of all 3 others at once, jointly at 95%)" in five  # 1 - 3 x 1.6%
+
+
+def test_the_first_screens_figure_shows_the_rate_of_its_table(tmp_path, monkeypatch):
+    """The issue: the first screen's figure drew sustained rates (rclone ahead) beside a
+    table of whole-transfer medians (s5cmd ahead). Here the two rates rank the layouts
+    oppositely; the figure's medians are the table's, and the page embeds that figure."""
+    from cloudbench.report import figures, headline
+
+    rows = [("a", "upload", "plain", r, 10.0 + r) for r in (1, 2, 3)]
+    rows += [("a", "upload", "chunked-4MiB", r, 20.0 + r) for r in (1, 2, 3)]
+    t = transfers_frame(rows).assign(tool="rclone", setting="rclone-1x8")
+    # sustained rates in the opposite order: plain ahead after ramp-up
+    metrics = t.assign(sustained_mb_per_s=np.where(t["layout"] == "plain", 50.0, 30.0))
+    drawn = []
+    monkeypatch.setattr(figures, "save", lambda fig, path: drawn.append(fig))
+    figures.whole_rates(metrics, {"campaign": "c"}, tmp_path / "w.png")
+    shown = {float(a.get_text()) for ax in drawn[0].axes for a in ax.texts}
+    table = headline.rows(t, summarise(t, pd.DataFrame()))
+    assert shown == set(table["median"]) == {12.0, 22.0}
+    figure = tmp_path / "fig.png"
+    figure.write_bytes(b"\x89PNG")
+    page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, figure)
+    assert 'alt="whole-transfer rate per strategy"' in page and "rate of the table" in page

@@ -26,10 +26,16 @@ pytestmark = pytest.mark.slow
 CAMPAIGN = "breaker-probe"
 
 
+MEASUREMENTS = 15
+
+
 def _campaign(demo_config: dict) -> dict:
-    """36 measurements: 12 uploads at one site, 12 downloads at each of two sites."""
+    """15 measurements: 5 uploads at one site, 5 downloads at each of two sites: once the
+    store dies, enough are left at each site for its breaker to open (store_down's 3
+    failures) and then to refuse the rest. (It had 36, chunked too: the rerun measured
+    twice as much, and the breaker counts failures, not layouts.)"""
     cfg = demo_config
-    cfg.update(campaign=CAMPAIGN, remote="s3t:", strategies=["plain", "chunked"], repeats=6)
+    cfg.update(campaign=CAMPAIGN, remote="s3t:", strategies=["plain"], repeats=5)
     cfg["dataset"].update({"files": 1, "size": "4MiB", "chunk_sizes": ["1MiB"]})
     cfg["rclone"]["flags"] = ["--bwlimit", "2M"]  # 2 s a copy: the kill lands inside one
     return cfg
@@ -56,7 +62,10 @@ def test_a_store_killed_for_good_ends_the_run_within_minutes_naming_it(tmp_path,
     cfg = write_config(tmp_path, _campaign(demo_config))
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         env = s3.client_env("S3T")
-        proc = _popen_snakemake(tmp_path, cfg, env)  # rclone's own patience, not shortened
+        # rclone's own patience, not shortened: the copy in flight when the store dies logs
+        # its first network error about 2 minutes later (126 s, 2026-11-26), and only then
+        # can store_down.stall (here its default) judge it; the other failures are quick
+        proc = _popen_snakemake(tmp_path, cfg, env)
         sites = tmp_path / f"results/{CAMPAIGN}/sites"
 
         def copying() -> bool:  # the second copy's log has its first stats line
@@ -84,7 +93,7 @@ def test_a_store_killed_for_good_ends_the_run_within_minutes_naming_it(tmp_path,
             if r.get("seconds") is not None and stamp_epoch(r["started_utc"]) > killed
         ]
         assert len(started_after) <= 2, started_after
-        assert len(recs) < 36  # it stopped: the rest were never started
+        assert len(recs) < MEASUREMENTS  # it stopped: the rest were never started
         lines = out.strip().splitlines()
         tail = "\n".join(lines[-8:])  # Snakemake's own "At least one job..." comes last
         assert "store 'main' (s3t:) has not answered since" in tail, tail
@@ -97,7 +106,7 @@ def test_a_store_killed_for_good_ends_the_run_within_minutes_naming_it(tmp_path,
         rerun = snakemake(tmp_path, cfg, env=env)
         assert rerun.returncode == 0, rerun.stderr[-3000:]
         table = pd.read_csv(tmp_path / f"results/{CAMPAIGN}/transfers.tsv", sep="\t")
-        assert len(table) == 36 and (table["status"] == "ok").all()
+        assert len(table) == MEASUREMENTS and (table["status"] == "ok").all()
         after = _records(tmp_path)
         assert {p: after[p]["started_utc"] for p in ok_before} == ok_before
         # at each site that had counted failures, the first measurement that reached the

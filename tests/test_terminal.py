@@ -122,7 +122,7 @@ def test_a_last_word_is_clipped_and_never_json(tmp_path):
 # --- the real workflow --------------------------------------------------------------------
 
 
-def _campaign(tmp_path: Path) -> Path:
+def _campaign(tmp_path: Path, *flags: str) -> Path:
     return write_config(
         tmp_path,
         {
@@ -132,7 +132,7 @@ def _campaign(tmp_path: Path) -> Path:
             "dataset": {"files": 1, "size": "16MiB"},
             "strategies": ["plain"],
             "repeats": 1,
-            "rclone": {"flags": ["--bwlimit", "2M"]},  # 8 s: Ctrl-C lands mid-copy
+            "rclone": {"flags": ["--bwlimit", "2M", *flags]},  # 8 s: Ctrl-C lands mid-copy
             "sites": {"edi": {"upload": True, "download": False, "scratch": "scratch"}},
         },
     )
@@ -212,7 +212,10 @@ def test_a_failed_transfer_prints_one_line_per_failed_job(tmp_path):
     """The store dies mid-upload: the upload is recorded failed (its job ends well), and the
     jobs that needed the store after it fail; each of them is one line with its own last
     word, and nothing of a client log reaches the terminal."""
-    cfg = _campaign(tmp_path)
+    # the campaign's flags come after the bookkeeping calls' own patience (3 low-level
+    # retries, rclone.HELPER_PATIENCE), which the RCLONE_* variables cannot shorten: with
+    # it, publish waited 50 s for the dead store
+    cfg = _campaign(tmp_path, "--low-level-retries", "1", "--contimeout", "2s")
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         run = _Run(tmp_path, cfg, {**s3.client_env("S3T"), **FAST_FAIL})
         _wait_for(lambda: _copying(tmp_path) or run.proc.poll() is not None, 300, "the upload")

@@ -152,6 +152,7 @@ def test_s5cmd_command_lines(tmp_path):
     )
     assert up.argv == [
         "s5cmd",
+        "--json",  # one line per object with its size: its raw evidence
         "--endpoint-url",
         "http://127.0.0.1:9",
         "--numworkers",
@@ -403,7 +404,7 @@ def test_s3_tools_copy_exactly_the_listed_objects(server, dataset, tmp_path):
             files=[FILES[1]],
             workdir=tmp_path / f"d{tool}",
         )
-        assert run_copy(down).returncode == 0
+        assert run_copy(down, sample_dir=dest).returncode == 0  # as measure() runs it
         got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
         assert got == [FILES[1]], (tool, got)
 

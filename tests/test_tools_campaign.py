@@ -13,9 +13,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cloudbench.campaign import paths
+from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.model import ConfigError, load_campaign
 from cloudbench.measure.arrival import MOVED_FROM_LISTING
-from cloudbench.measure.clients.base import MOVED_FROM_DESTINATION
+from cloudbench.measure.clients import load
+from cloudbench.measure.clients.base import MOVED_FROM_DESTINATION, Kept
 from tests.infra.s3 import serve_s3, store_params
 from tests.infra.workflow import BIN, snakemake, write_config
 from tests.test_report_browser import (
@@ -96,6 +99,10 @@ def test_tool_config_mistakes_are_one_line(change, needle):
 # --- a real campaign --------------------------------------------------------------------
 
 
+# what each tool's process shows in ``ps``: the watch must have seen every one run
+LOOKED_FOR = ("s5cmd", "/aws ", "/s3cmd --config", "rclone copy --files-from")
+
+
 class CmdlineWatch:
     """Reads every process's command line on the machine, every 20 ms, while a campaign
     runs: what any user could see with ``ps``."""
@@ -114,7 +121,7 @@ class CmdlineWatch:
                     text = proc.read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 except OSError:
                     continue
-                for tool in ("s5cmd", "/aws ", "rclone copy --files-from"):
+                for tool in LOOKED_FOR:
                     if tool in text:
                         self.seen.add(tool)
                 if any(n in text for n in self.needles):
@@ -141,7 +148,7 @@ def _no_secret_in_files(root: Path, skip: tuple[Path, ...]) -> list[Path]:
     return found
 
 
-ALL_TOOLS = ("rclone", "s5cmd", "aws", "command")
+ALL_TOOLS = ("rclone", "s5cmd", "aws", "s3cmd", "command")
 
 
 @pytest.fixture(scope="module", params=store_params())
@@ -169,9 +176,9 @@ def test_every_tool_moves_the_same_dataset_verified(tools_campaign):
     tmp_path, watch, took, _ = tools_campaign
     tools = ALL_TOOLS
     assert watch.hits == [], watch.hits[:2]
-    assert {"s5cmd", "/aws ", "rclone copy --files-from"} <= watch.seen  # it did look
+    assert set(LOOKED_FOR) <= watch.seen  # it did look
     df = pd.read_csv(tmp_path / "results/tools/transfers.tsv", sep="\t")
-    assert len(df) == 4 * 2 * 2  # tools x strategies x directions
+    assert len(df) == len(tools) * 2 * 2  # tools x strategies x directions
     assert (df["status"] == "ok").all(), df[df["status"] != "ok"][["setting", "error"]]
     assert set(df["tool"]) == set(tools)
     total = 2 * 3 * 2**20
@@ -183,21 +190,24 @@ def test_every_tool_moves_the_same_dataset_verified(tools_campaign):
     assert set(others["bytes_moved_from"]) == {MOVED_FROM_DESTINATION, MOVED_FROM_LISTING}
     assert (others["bytes_moved"] == total).all()  # uploads too: the listing after the copy
     assert others["retries"].isna().all()  # they do not report retries: not 0
-    assert others[others["tool"].isin(["s5cmd", "aws"])]["tool_version"].notna().all()
+    assert others[others["tool"].isin(["s5cmd", "aws", "s3cmd"])]["tool_version"].notna().all()
+    s3cmd = df[df["tool"] == "s3cmd"]  # one object at a time, whatever the setting asked
+    assert (s3cmd["transfers"] == 1).all() and (s3cmd["connections"] == 1).all()
     assert (df["files_per_s"] > 0).all() and (df["s_per_object"] > 0).all()
     # every download was verified against the manifest (a corrupt one would not be ok)
     verify = list((tmp_path / "results/tools/sites/edi/verify").rglob("r1.json"))
     assert len(verify) == len(down)
     # the downloads' per-second series come from sampling the destination
     series = pd.read_csv(tmp_path / "results/tools/timeseries.tsv", sep="\t")
-    assert {"s5cmd-1x2", "aws-1x2", "command-1x2"} <= set(
+    assert {"s5cmd-1x2", "aws-1x2", "s3cmd-1x2", "command-1x2"} <= set(
         series[series["direction"] == "download"]["setting"]
     )
     up = tmp_path / "results/tools/sites/edi/transfers/upload/main/plain/aws-1x2/r1.json"
     assert json.loads(up.read_text())["series_from"].startswith("none")  # said, not faked
-    # the tool's own output is kept as the measurement's log
+    # the tool's own output is kept as the measurement's log (s5cmd's: a JSON line per object)
     log = tmp_path / "results/tools/sites/edi/client-logs/upload/main/plain/s5cmd-1x2/r1.log"
-    assert "cp " in log.read_text()
+    assert '"operation":"cp"' in log.read_text()
+    _check_evidence(tmp_path / "results/tools", df)
     # results, job logs, Snakemake's own logs and metadata: the whole working directory
     server = tmp_path / "s3root"
     assert _no_secret_in_files(tmp_path, skip=(server, server.with_name("s3root.server"))) == []
@@ -206,6 +216,27 @@ def test_every_tool_moves_the_same_dataset_verified(tools_campaign):
     # the probes travel with the site's published results
     assert (tmp_path / "s3root/bench/tools/results/edi/probe/main/after.json").exists()
     assert took < 600  # a hang guard: ~40 s alone, 2-3x that on a busy shared machine
+
+
+def _check_evidence(results: Path, transfers: pd.DataFrame) -> None:
+    """Every row's bytes and seconds recomputed from the raw files kept beside its record
+    (its client's log; the destination's listing where the log has no sizes or times)."""
+    for row in transfers.itertuples():
+        where = MeasurementId.of(row._asdict())
+        record = paths.transfer_record(results, where)
+        started = json.loads(Path(record).read_text())["started_epoch"]
+        log = Path(paths.transfer_log(results, where))
+        ev = load(row.tool).evidence(
+            Kept(log, paths.listing(record), Path(paths.series(record)), started)
+        )
+        assert (ev.bytes, ev.objects) == (row.bytes_moved, row.objects), (row.setting, ev)
+        # S3 keeps an object's time to the second: its last object may seem to land up to
+        # a second before the copy's start; never after its end. (rclone as the command
+        # template keeps the source's times, which a listing cannot tell from arrivals.)
+        if row.tool != "command":
+            assert ev.seconds is not None, (row.setting, row.direction, ev)
+        if ev.seconds is not None:
+            assert -1.0 <= ev.seconds <= row.seconds + 0.5, (row.setting, row.direction, ev)
 
 
 def _check_sections(figures: Path, tools) -> None:

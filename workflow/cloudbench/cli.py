@@ -113,23 +113,40 @@ def cmd_upload(a):
     )
 
 
-STORE_DOWN_ARGS = (
-    ("--store-down-after", {"type": int, "default": 3, "help": "store_down.after_failures"}),
-    ("--stall-s", {"type": float, "default": 60.0, "help": "store_down.stall in seconds"}),
-    ("--store-wait-s", {"type": float, "default": 0.0, "help": "store_down.wait in seconds"}),
-    ("--run-started", {"type": float, "default": 0.0, "help": "when the run began (epoch)"}),
+RUN_SPEC_ARG = (
+    "--run-spec",
+    {
+        "default": None,
+        "help": "this run's spec (campaign.jobs.RunSpec: store_down, when the run began, the "
+        "site preflights' gates), written when the run starts; unset: store_down's defaults",
+    },
 )
 
 
+def _run_spec(a):
+    """The run's spec named by --run-spec (None when none is), or a one-line error."""
+    from cloudbench.campaign import jobs
+
+    if not a.run_spec:
+        return None
+    try:
+        return jobs.read_run(a.run_spec)
+    except jobs.RunSpecError as e:
+        raise _step_error(str(e)) from None
+
+
 def _policy(a):
-    """The campaign's store_down (cloudbench.site.breaker.Policy), from the job's resources."""
+    """The campaign's store_down (cloudbench.site.breaker.Policy), from the run's spec."""
     from cloudbench.site.breaker import Policy
 
+    run = _run_spec(a)
+    if run is None:
+        return Policy()
     return Policy(
-        after_failures=a.store_down_after,
-        stall_s=a.stall_s or 0.0,
-        wait_s=a.store_wait_s,
-        run_started_epoch=a.run_started,
+        after_failures=run.store_down.after_failures,
+        stall_s=run.store_down.stall_s or 0.0,
+        wait_s=run.store_down.wait_s,
+        run_started_epoch=run.run_started_epoch,
     )
 
 
@@ -283,7 +300,9 @@ def cmd_plots(a, tables: Path | None = None):
 
 
 def cmd_preflight(a):
-    from cloudbench.site import jobenv, preflight
+    from dataclasses import asdict
+
+    from cloudbench.site import preflight
 
     data = json.loads(a.spec)
     data["flags"] = tuple(data["flags"])
@@ -291,15 +310,21 @@ def cmd_preflight(a):
     if a.needed_bytes is not None:
         data["needed_bytes"] = a.needed_bytes
     if data.get("scratch"):  # a site's own preflight: its gates too, before any data
-        data = preflight.with_gates(data, jobenv.gates_of(data["site"]))
+        run = _run_spec(a)
+        gates = run.gates.get(data["site"], []) if run else []
+        data = preflight.with_gates(data, [asdict(g) for g in gates])
+        # the upload comes later in this same run: not asked of the remote
+        data["needs_upload"] = data.get("needs_upload", False) and not (
+            run and run.upload_in_this_run
+        )
     problems = preflight.run_preflight(preflight.PreflightSpec(**data), Path(a.out))
     if problems:
         raise _step_error(f"preflight failed at site {data['site']}:\n  " + "\n  ".join(problems))
 
 
 def cmd_probe(a):
-    from cloudbench.sizes import parse_size
     from cloudbench.site import probe
+    from cloudbench.sizes import parse_size
 
     try:
         probe.run_probe(
@@ -457,7 +482,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 "walltime less a margin, or the copy's bytes at 1 MB/s plus 10 minutes)",
             },
         ),
-        *STORE_DOWN_ARGS,
+        RUN_SPEC_ARG,
     ]
     add(
         "upload",
@@ -532,6 +557,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         ("--spec", req),
         ("--out", req),
         ("--needed-bytes", {"type": int, "default": None, "help": "scratch this site needs"}),
+        RUN_SPEC_ARG,
     )
     add(
         "probe",
@@ -560,18 +586,28 @@ def cmd_compare(argv: list[str]) -> int:
         prog="cloudbench compare",
         description="Campaign B against campaign A: for every measurement both made, the "
         "factor of B's median rate over A's with its exact interval and a verdict (slower, "
-        "faster, no clear change); regressions first; measurements of one campaign only are "
-        "listed.",
+        "faster: by more than the margin, with the false discovery rate held at 5% over the "
+        "measurements compared; else no clear change); regressions first; measurements of "
+        "one campaign only are listed.",
     )
     p.add_argument("a", type=Path, help="results directory (or transfers.tsv) of campaign A")
     p.add_argument("b", type=Path, help="results directory (or transfers.tsv) of campaign B")
     p.add_argument("--out", type=Path, help="write compare.tsv and compare.html here")
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=None,
+        help="a change smaller than this share is no verdict (default 0.05: 5%%)",
+    )
     a = p.parse_args(argv)
     from cloudbench.report import compare
 
     try:
-        table = compare.compare(compare.read_transfers(a.a), compare.read_transfers(a.b))
-    except FileNotFoundError as err:
+        margin = compare.MARGIN if a.margin is None else a.margin
+        if not 0 <= margin < 1:
+            raise ValueError(f"--margin {margin}: give a share between 0 and 1 (0.05 is 5%)")
+        table = compare.compare(compare.read_transfers(a.a), compare.read_transfers(a.b), margin)
+    except (FileNotFoundError, ValueError) as err:
         print(f"cloudbench compare: {err}", file=sys.stderr)
         return 2
     print("\n".join(compare.lines(table, str(a.a), str(a.b))))

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cloudbench.data.parallel import usable_cores
+from cloudbench.processes import usable_cores
 
 MB = 1_000_000  # rates are reported in MB/s = 10**6 bytes per second
 # A job's short-lived small files (an object list, a manifest before it is published) go to

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.campaign import paths
+from cloudbench.campaign.clients import info_of
 from cloudbench.campaign.secrets import redact, secret_values
 from cloudbench.campaign.spec import TransferSpec
 from cloudbench.data.checksums import hash_stream, xxh128sum_line
@@ -30,6 +31,7 @@ from cloudbench.data.steps import (
 from cloudbench.measure import arrival, slot
 from cloudbench.measure import group as clients
 from cloudbench.measure import rclone as rc
+from cloudbench.measure import record as transfer
 from cloudbench.measure import series as series_file
 from cloudbench.measure.attempts import (
     attempted_before,
@@ -40,9 +42,9 @@ from cloudbench.measure.attempts import (
     set_aside_unrecorded,
 )
 from cloudbench.measure.clients.base import CopyJob
-from cloudbench.measure.copy import TIMED_OUT, measure
+from cloudbench.measure.copy import measure
 from cloudbench.measure.progress import label_of, result_line
-from cloudbench.measure.rclonelog import network_cause, stamp_epoch
+from cloudbench.measure.rclonelog import network_cause
 from cloudbench.records import (
     clip_tail,
     host_info,
@@ -145,7 +147,7 @@ def client_copy(
     ready: Callable[[], object] | None = None,
     timeout: float | None = None,
     stall_s: float | None = None,
-) -> dict[str, Any]:
+) -> transfer.TransferRecord:
     """One client's timed copy of ``files`` (manifest entries), by the setting's tool:
     every client gets the exact object list, so nothing else that sits in the source is
     moved or counted. Past ``timeout`` seconds the client is ended and the copy fails."""
@@ -179,13 +181,16 @@ def client_copy(
             timeout=timeout,
             stall_s=stall_s,
         )
-    rec["files"] = len(files)
-    if client is not None:
-        rec["client"] = client
-    return rec
+    return (
+        rec.with_(files=len(files))
+        if client is None
+        else rec.with_(files=len(files), client=client)
+    )
 
 
-def _in_copy_slot(copy: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+def _in_copy_slot(
+    copy: Callable[..., transfer.TransferRecord],
+) -> Callable[..., transfer.TransferRecord]:
     """``copy`` (a timed copy) holding the site's copy slot (cloudbench.measure.slot): no
     other copy at the site overlaps it, whatever the scheduler's status command says; the
     wait is in ``waited_for_slot_s``, never in ``seconds``; the copy gets what the wait left
@@ -193,7 +198,7 @@ def _in_copy_slot(copy: Callable[..., dict[str, Any]]) -> Callable[..., dict[str
     signature = inspect.signature(copy)
 
     @functools.wraps(copy)
-    def held(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    def held(*args: Any, **kwargs: Any) -> transfer.TransferRecord:
         call = signature.bind(*args, **kwargs)
         call.apply_defaults()
         spec, timeout = call.arguments["spec"], call.arguments["timeout"]
@@ -203,8 +208,8 @@ def _in_copy_slot(copy: Callable[..., dict[str, Any]]) -> Callable[..., dict[str
                 rec = copy(*call.args, **call.kwargs)
         except slot.SlotError as err:
             unmeasured = not_measured(spec, str(err), call.arguments["series"])
-            return unmeasured | {"waited_for_slot_s": err.waited_s}
-        return rec | {"waited_for_slot_s": took.waited_s}
+            return unmeasured.with_(waited_for_slot_s=err.waited_s)
+        return rec.with_(waited_for_slot_s=took.waited_s)
 
     return held
 
@@ -221,7 +226,7 @@ def timed_copy(
     series: Path,
     timeout: float | None = None,
     stall_s: float | None = None,
-) -> dict[str, Any]:
+) -> transfer.TransferRecord:
     """One measurement of a copy: one client in this process, or the setting's N clients
     each moving its own files, started together (see cloudbench.measure.group).
 
@@ -260,47 +265,17 @@ def timed_copy(
     exit_code, how = clients.run_clients(plan_path, n, threads, dict(os.environ))
     per = clients.read_clients(folder, n)
     group = clients.aggregate(per, n, spec.start_tolerance_s)
-    first = next((c for c in per if c is not None), {})
     write_group_series(series, folder, per)
-    rec = {
-        **spec.row_keys(),
-        **{k: first.get(k) for k in _SHARED_CLIENT_KEYS},
-        **group,
-        "files": len(spec.files),
-        "started_utc": None if (t0 := group["started_epoch"]) is None else utc_now(t0),
-        "launcher": how,
-        "launcher_exit": exit_code,
-        "per_client": [_client_summary(k, c) for k, c in enumerate(per)],
-        "source": src,
-        "destination": dst,
-        **host_info(),
-    }
-    if exit_code != 0 and rec["status"] == "ok":
-        rec.update(status="failed", error=f"client launcher exited {exit_code}", mb_per_s=None)
-    rec["host"] = ",".join(group["hosts"]) or rec["host"]
-    return rec
-
-
-# What every client of a group shares, taken from the first that reported.
-_SHARED_CLIENT_KEYS = (
-    "bytes_moved_from",
-    "concurrency", "transfers", "streams_per_object", "backend", "backend_concurrency",
-    "rclone_version", "rclone_env", "tool_version",
-)  # fmt: skip
-CLIENT_COLUMNS = (
-    "client", "host", "batch_job", "job_step", "status", "mb_per_s", "seconds", "start_offset_s",
-    "started_utc", "clock_offset_s", "clock_uncertainty_s", "files", "objects",
-    "bytes_requested", "bytes_moved", "connections", "retries", "throttled", "error",
-)  # fmt: skip
-
-
-def _client_summary(index: int, c: dict[str, Any] | None) -> dict[str, Any]:
-    if c is None:
-        return {"client": index, "status": "failed", "error": "did not report"}
-    return {k: c.get(k) for k in CLIENT_COLUMNS if k != "start_offset_s"} | {
-        "started_epoch": c.get("started_epoch"),
-        "rank_from": c.get("rank_from"),
-    }
+    return transfer.group_measured(
+        spec.row_keys(),
+        per,
+        group,
+        files=len(spec.files),
+        launcher=how,
+        launcher_exit=exit_code,
+        src=src,
+        dst=dst,
+    )
 
 
 def write_group_series(series: Path, folder: Path, per: Sequence[dict[str, Any] | None]) -> None:
@@ -374,40 +349,38 @@ def run_client(plan_path: Path, index: int | None) -> None:
             timeout=plan.get("timeout"),
             stall_s=plan.get("stall_s"),
         )
-        rec = clients.on_group_clock(rec, barrier.clock)  # its start on the group's clock
+        # its start on the group's clock
+        rec = transfer.TransferRecord.of(clients.on_group_clock(rec.as_json(), barrier.clock))
     except clients.ClientError as err:
-        rec = {"client": k, "status": "failed", "error": str(err), **host_info()}
+        rec = transfer.client_failed(spec.row_keys(), k, str(err))
     if download:
         # Hashing reads the disk and uses cores: not while another client is still timed.
         try:
-            rec["waited_for_group_s"] = clients.wait_for_end(folder / "barrier", k, n)
+            rec = rec.with_(waited_for_group_s=clients.wait_for_end(folder / "barrier", k, n))
         except clients.ClientError as err:
-            rec["waited_for_group_s"] = None
-            rec["end_barrier"] = str(err)
+            rec = rec.with_(waited_for_group_s=None, end_barrier=str(err))
         names = [f["name"] for f in plan["shares"][k]]
         clients.settle_share(dst, Path(plan["dst"]), names)
-        if rec["status"] == "ok" and not spec.layout.chunk_bytes:
-            rec["hashed"] = hash_share(Path(plan["dst"]), plan["shares"][k])
-    rec["rank_from"] = rank_from
-    write_json(out, rec)
+        if rec.status == "ok" and not spec.layout.chunk_bytes:
+            rec = rec.with_(hashed=hash_share(Path(plan["dst"]), plan["shares"][k]))
+    transfer.write(out, rec.with_(rank_from=rank_from))
 
 
-def _finish(record: Path, rec: dict[str, Any], log: Path) -> None:
+def _finish(record: Path, rec: transfer.TransferRecord, log: Path) -> None:
     """Keep the attempt, write the record Snakemake tracks, and end the job log with one
     result line a person can read."""
-    n = int(rec.get("clients") or 1)
+    n = int(rec.clients or 1)
     # the whole job's seconds so far (Python's start, bookkeeping calls, the timed copy): what
     # orchestration costs per measurement is this less the copy's ``seconds`` (make bench)
-    rec["job_seconds"] = process_seconds()
-    write_json(record, rec)
+    rec = rec.with_(job_seconds=process_seconds())
+    transfer.write(record, rec)
+    row = rec.as_json()
     # the attempt after the record: while the record says failed, the attempt is an input of
     # the measurement newer than its output, so the next run measures it again even where
     # Snakemake never registered this job (site.jobenv.failed_attempt)
-    keep_attempt(record, rec, log, [paths.client_log(log, k) for k in range(n)] if n > 1 else ())
-    label = label_of(
-        rec["direction"], rec["remote"], rec["layout"], rec["repeat"], rec.get("setting")
-    )
-    print(result_line(label, rec), file=sys.stderr, flush=True)
+    keep_attempt(record, row, log, [paths.client_log(log, k) for k in range(n)] if n > 1 else ())
+    label = label_of(rec.direction, rec.remote, rec.layout, rec.repeat, rec.setting)
+    print(result_line(label, row), file=sys.stderr, flush=True)
 
 
 def clear_copy(binary: str, spec: TransferSpec, prefix: str) -> str | None:
@@ -444,6 +417,36 @@ def upload(
     """
     binary = rc.find_rclone()
     hashes = _file_hashes(checksum_jsons)
+    regenerated = stage_upload_data(spec, hashes, dataset_dir, chunks_root)
+    policy = policy or breaker.Policy()
+    down, outage = store_gate(binary, spec, policy)
+    if down:
+        _finish(record, not_measured(spec, down, series).with_(outage), log)
+        return
+    abort_error = clear_earlier_attempt(binary, spec, record, log)
+    paths.listing(record).unlink(missing_ok=True)  # an earlier attempt's
+    src = _upload_source(spec, dataset_dir, chunks_root)
+    objects = f"{spec.data_prefix}/{OBJECTS}"
+    man = copy_manifest(spec, hashes)
+    rec = timed_copy(
+        spec, threads, str(src), objects, man, record, log, series, timeout, policy.stall_s
+    )
+    rec = rec.with_(regenerated=regenerated, multipart_abort_error=abort_error)
+    left = _time_left(after_copy_s)
+    if rec.status == "ok":
+        rec = check_upload_arrived(
+            binary, spec, objects, man, rec, left(), listing=paths.listing(record)
+        )
+    if rec.status == "ok":
+        rec = publish_copy_manifest(binary, spec, man, rec, left())
+    _record_copy(spec, record, log, rec, timeout, outage)
+
+
+def stage_upload_data(
+    spec: TransferSpec, hashes: dict[str, dict[str, Any]], dataset_dir: Path, chunks_root: Path
+) -> list[str]:
+    """Make sure the copy's files (or chunks) are in scratch and are the dataset's, making
+    again what is missing or changed: the names of the files made again."""
     layout = spec.layout
     dataset = DatasetSpec(spec.campaign, spec.upload_site, spec.file_bytes, spec.seed)
     regenerated = []
@@ -457,82 +460,80 @@ def upload(
             made = ensure_file(dataset, dataset_dir, name, expected)
         if made:
             regenerated.append(name)
-    dst = spec.data_prefix
-    # Only a copy measured before (this run or an earlier one left its attempt here) can have
-    # left objects or unfinished uploads at its place: clearing costs round trips to the store
-    # on every measurement otherwise. A copy some other checkout left there is caught all the
-    # same: rclone skipping an object fails the measurement, which the next attempt clears.
+    return regenerated
+
+
+def _upload_source(spec: TransferSpec, dataset_dir: Path, chunks_root: Path) -> Path:
+    layout = spec.layout
+    return chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
+
+
+def clear_earlier_attempt(binary: str, spec: TransferSpec, record: Path, log: Path) -> str | None:
+    """Empty the copy's place when an earlier attempt may have left something there
+    (:func:`clear_copy`); why its multipart uploads could not be aborted, if so.
+
+    Only a copy measured before (this run or an earlier one left its attempt here) can have
+    left objects or unfinished uploads at its place: clearing costs round trips to the store
+    on every measurement otherwise. A copy some other checkout left there is caught all the
+    same: rclone skipping an object fails the measurement, which the next attempt clears."""
     logs = [log, *(paths.client_log(log, k) for k in range(spec.setting.clients))]
-    policy = policy or breaker.Policy()
-    down, outage = store_gate(binary, spec, policy)
-    if down:
-        _finish(record, not_measured(spec, down, series) | outage, log)
-        return
-    abort_error = clear_copy(binary, spec, dst) if attempted_before(record, logs) else None
-    src = chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
-    man = copy_manifest(spec, hashes)
+    return clear_copy(binary, spec, spec.data_prefix) if attempted_before(record, logs) else None
+
+
+def publish_copy_manifest(
+    binary: str,
+    spec: TransferSpec,
+    man: dict[str, Any],
+    rec: transfer.TransferRecord,
+    timeout: float,
+) -> transfer.TransferRecord:
+    """After a whole upload, its manifest on the store, saying who uploaded it and when:
+    the manifest marks the copy complete (the file hashes are in it, and in checksums.xxh128
+    beside the campaign's manifest, which is written once a run). A manifest that cannot be
+    published fails the measurement."""
+    man["uploaded_by"] = {
+        "site": spec.site,
+        "host": rec.get("host"),
+        "finished_utc": utc_now(),
+        "rclone_version": rec.get("rclone_version"),
+        "tool": rec.tool,
+        "tool_version": rec.get("tool_version"),
+        "started_utc": rec.get("started_utc"),
+    }
     with small_files("publish") as tmp:
-        rec = timed_copy(
-            spec,
-            threads,
-            str(src),
-            f"{dst}/{OBJECTS}",
-            man,
-            record,
-            log,
-            series,
-            timeout,
-            policy.stall_s,
-        )
-        rec["regenerated"] = regenerated
-        rec["multipart_abort_error"] = abort_error
-        left = _time_left(after_copy_s)
-        if rec["status"] == "ok":
-            check_upload_arrived(binary, spec, f"{dst}/{OBJECTS}", man, rec, left())
-        if rec["status"] == "ok":
-            man["uploaded_by"] = {
-                "site": spec.site,
-                "host": rec["host"],
-                "finished_utc": utc_now(),
-                "rclone_version": rec["rclone_version"],
-                "tool": rec.get("tool"),
-                "tool_version": rec.get("tool_version"),
-                "started_utc": rec["started_utc"],
-            }
-            man_path = Path(tmp) / COPY_MANIFEST
-            write_json(man_path, man)
-            # the manifest marks the copy complete (the file hashes are in it, and in
-            # checksums.xxh128 beside the campaign's manifest, which is written once a run)
-            res = rc.publish_file(binary, man_path, f"{dst}/{COPY_MANIFEST}", spec.flags, left())
-            if res.returncode != 0:
-                rec.update(
-                    status="failed",
-                    error=f"publishing {COPY_MANIFEST}: {clip_tail(res.stderr)}",
-                    mb_per_s=None,
-                )
-    outran_twice(record, rec, timeout)
-    _finish(record, rec | outage | note_store(spec, rec), log)
+        man_path = Path(tmp) / COPY_MANIFEST
+        write_json(man_path, man)
+        dst = f"{spec.data_prefix}/{COPY_MANIFEST}"
+        res = rc.publish_file(binary, man_path, dst, spec.flags, timeout)
+    if res.returncode != 0:
+        return transfer.failed(rec, f"publishing {COPY_MANIFEST}: {clip_tail(res.stderr)}")
+    return rec
 
 
-def outran_twice(record: Path, rec: dict[str, Any], timeout: float | None) -> None:
-    """A copy that timed out at the same limit as its attempt before it will time out again:
-    it is not tried again (``gave_up``: site.jobenv's retry token stands still) until the
-    user raises the limit, and its error says how. Without this, a measurement that always
-    outruns its walltime costs a whole batch job on every rerun, forever."""
-    rec["timeout_s"] = timeout
-    if timeout is None or not str(rec.get("error") or "").startswith(TIMED_OUT):
-        return
-    prev = last_attempt(record)
-    if not prev or prev.get("timeout_s") != timeout:
-        return
-    if not str(prev.get("error") or "").startswith(TIMED_OUT):
-        return
-    rec["gave_up"] = True
-    rec["error"] += (
-        f"; timed out twice at {timeout:g} s: not tried again until the limit is raised "
-        "(copy_timeout in the campaign, or the transfer rules' runtime in the site profile), "
-        f"then rerun with --forcerun {record}"
-    )
+def _record_copy(
+    spec: TransferSpec,
+    record: Path,
+    log: Path,
+    rec: transfer.TransferRecord,
+    timeout: float | None,
+    *columns: dict[str, Any],
+) -> None:
+    """The end of every timed copy: its time limit (:func:`outran_twice`), what it says of
+    the store (:func:`note_store`), the columns the steps before it found (its outage, when
+    the copy was seen), then its record (:func:`_finish`)."""
+    rec = outran_twice(record, rec, timeout)
+    noted = note_store(spec, rec.status, rec.error, rec.get("stalled_since_epoch"))
+    found: dict[str, Any] = {}
+    for more in columns:
+        found |= more
+    _finish(record, rec.with_(found | noted), log)
+
+
+def outran_twice(
+    record: Path, rec: transfer.TransferRecord, timeout: float | None
+) -> transfer.TransferRecord:
+    """:func:`cloudbench.measure.record.outran_twice`, against this record's last attempt."""
+    return transfer.outran_twice(rec, timeout, lambda: last_attempt(record), str(record))
 
 
 def _time_left(budget_s: float | None) -> Callable[[], float]:
@@ -546,18 +547,20 @@ def _time_left(budget_s: float | None) -> Callable[[], float]:
     return lambda: max(1.0, min(rc.HELPER_TIMEOUT_S, end - time.monotonic()))
 
 
-def note_store(spec: TransferSpec, rec: dict[str, Any]) -> dict[str, Any]:
+def note_store(
+    spec: TransferSpec, status: str, error: str | None, stalled_since: float | None = None
+) -> dict[str, Any]:
     """After a step's requests: a failure that names a network error counts against the
     store at this site (cloudbench.site.breaker); anything else is an answer and clears the
     count. Returns the row's outage columns."""
-    cause = network_cause(rec.get("error") or "") if rec["status"] != "ok" else None
+    cause = network_cause(error or "") if status != "ok" else None
     return breaker.note(
         spec.scratch,
         spec.site,
         spec.remote,
         cause,
         _label(spec),
-        rec.get("stalled_since_epoch"),
+        stalled_since,
         redact(spec.remote_url, secret_values()),
     )
 
@@ -580,23 +583,12 @@ def store_gate(
     )
 
 
-def not_measured(spec: TransferSpec, reason: str, series: Path) -> dict[str, Any]:
+def not_measured(spec: TransferSpec, reason: str, series: Path) -> transfer.TransferRecord:
     """The record of a measurement that could not start (a failure to measure again), and
     its empty series."""
     series_file.write(series, ())
-    return {
-        **spec.row_keys(),
-        "status": "failed",
-        "error": reason,
-        "seconds": None,
-        "mb_per_s": None,
-        "files": len(spec.files),
-        "bytes_requested": spec.file_bytes * len(spec.files),
-        "bytes_moved": 0,
-        "retries": 0,
-        "started_utc": utc_now(),
-        **host_info(),
-    }
+    files = len(spec.files)
+    return transfer.not_measured(spec.row_keys(), reason, files, spec.file_bytes * files)
 
 
 class RemoteUnreachable(RuntimeError):
@@ -608,33 +600,39 @@ def check_upload_arrived(
     spec: TransferSpec,
     prefix: str,
     man: dict[str, Any],
-    rec: dict[str, Any],
+    rec: transfer.TransferRecord,
     timeout: float = rc.HELPER_TIMEOUT_S,
-) -> None:
+    listing: Path | None = None,
+) -> transfer.TransferRecord:
     """After a timed upload, one untimed listing of the copy's prefix: every object with its
     size, whatever client moved it. A copy that is not whole fails the measurement (and its
     manifest is never published, so no download reads it); each client whose share is not
     whole is named. Where the client itself counts no bytes, ``bytes_moved`` is the
-    listing's."""
+    listing's. Returns the record, with what the listing found; the listing (with each
+    object's time) is kept at ``listing``."""
     try:
-        found = rc.list_sizes(binary, prefix, spec.flags, timeout)
+        objects = rc.list_objects(binary, prefix, spec.flags, timeout)
     except rc.ListingError as err:
-        rec.update(status="failed", error=redact(str(err), secret_values()), mb_per_s=None)
-        return
+        return transfer.failed(rec, redact(str(err), secret_values()))
+    if listing is not None:
+        arrival.write_listing(listing, objects)
+    found = {name: size for name, (size, _t) in objects.items()}
     whole = arrival.compare(arrival.object_sizes(man["files"]), found)
     n = int(spec.setting.clients)
-    per = rec.get("per_client") or []
+    per = [dict(c) for c in rec.get("per_client") or []]
     parts = (
         [arrival.compare(arrival.object_sizes(s), found) for s in clients.shares(man["files"], n)]
         if n > 1
         else []
     )
-    if rec.get("tool") != "rclone":
-        rec.update(bytes_moved=whole.bytes_found, bytes_moved_from=arrival.MOVED_FROM_LISTING)
+    if not info_of(spec.setting.tool).counts_own_bytes:
+        rec = rec.with_(bytes_moved=whole.bytes_found, bytes_moved_from=arrival.MOVED_FROM_LISTING)
         for c, part in zip(per, parts, strict=False):  # each client's own share, listed
             c.update(bytes_moved=part.bytes_found)
+    if per:
+        rec = rec.with_(per_client=per)
     if whole.whole:
-        return
+        return rec
     errors = []
     if n > 1:
         for k, part in enumerate(parts):
@@ -642,10 +640,9 @@ def check_upload_arrived(
                 errors.append(part.problem(f"client {k} ({spec.setting.tool})"))
                 if k < len(per):
                     per[k].update(status="failed", error=errors[-1], mb_per_s=None)
-    rec.update(
-        status="failed",
-        error="; ".join(errors) or whole.problem(spec.setting.tool),
-        mb_per_s=None,
+    return transfer.failed(
+        rec.with_(per_client=per) if per else rec,
+        "; ".join(errors) or whole.problem(spec.setting.tool),
     )
 
 
@@ -702,60 +699,63 @@ def download(
     policy = policy or breaker.Policy()
     down, outage = store_gate(rc.find_rclone(), spec, policy)
     if down:
-        write_json(manifest_out, {"files": [], "missing": down})
-        _finish(record, not_measured(spec, down, series) | outage, log)
+        _not_downloaded(spec, down, outage, manifest_out, record, log, series)
         return
-    unreachable = False
-    try:
-        man = fetch_copy_manifest(spec)
-        reason = _failed_upload(upload_record) if man is None else None
-    except RemoteUnreachable as err:
-        man, reason, unreachable = None, str(err), True
+    man, reason, noted = copy_to_read(spec, upload_record)
     if man is None:
-        if reason is None:
-            raise StepError(
-                f"campaign {spec.campaign!r}: no complete upload at {spec.data_prefix} "
-                f"({COPY_MANIFEST} missing); run the upload site {spec.upload_site!r} first"
-            )
-        write_json(manifest_out, {"files": [], "missing": reason})
-        rec = not_measured(spec, reason, series)
-        # the store's failure only when it did not answer: a failed upload's error, quoted
-        # in the reason, may name a network cause the store has since recovered from
-        rec |= outage | note_store(spec, rec if unreachable else {"status": "ok"})
-        _finish(record, rec, log)  # the record last: a job with its record has every output
+        _not_downloaded(spec, reason, outage | noted, manifest_out, record, log, series)
         return
-    seen = copy_seen(man)  # before anything else: the moment this site could read it
+    seen = transfer.copy_seen(man)  # before anything else: the moment this site could read it
+    paths.listing(record).unlink(missing_ok=True)  # an earlier attempt's
     write_json(manifest_out, man)
     local = fresh_dir(spec.local_dir)
+    source = f"{spec.data_prefix}/{OBJECTS}"
     rec = timed_copy(
-        spec,
-        threads,
-        f"{spec.data_prefix}/{OBJECTS}",
-        str(local),
-        man,
-        record,
-        log,
-        series,
-        timeout,
-        policy.stall_s,
+        spec, threads, source, str(local), man, record, log, series, timeout, policy.stall_s
     )
-    if rec["status"] == "failed":
+    # what arrived, kept beside the record (a client without a timed log is traced by it)
+    arrival.write_listing(paths.listing(record), rc.local_objects(local))
+    if rec.status == "failed":
         shutil.rmtree(local, ignore_errors=True)  # partial data: nothing will read it
-    outran_twice(record, rec, timeout)
-    _finish(record, rec | seen | outage | note_store(spec, rec), log)
+    _record_copy(spec, record, log, rec, timeout, seen, outage)
 
 
-def copy_seen(man: dict[str, Any]) -> dict[str, Any]:
-    """Both ends of a copy's way to this site, from the manifest exchange: when the upload
-    site published it (its clock, ``uploaded_by.finished_utc``, just before the manifest's
-    PUT) and when this site read that manifest whole (this site's clock, now), and the
-    seconds between: an upper bound on the store's cross-site visibility delay, which also
-    holds however long after the upload this site ran, and the two clocks' offset."""
-    read = utc_now()
-    published = (man.get("uploaded_by") or {}).get("finished_utc")
-    start, end = stamp_epoch(published or ""), stamp_epoch(read)
-    age = round(end - start, 3) if start is not None and end is not None else None
-    return {"copy_published_utc": published, "copy_read_utc": read, "copy_age_s": age}
+def copy_to_read(
+    spec: TransferSpec, upload_record: Path | None
+) -> tuple[dict[str, Any] | None, str, dict[str, Any]]:
+    """The copy's manifest, or why there is none to read (its upload failed, the store did
+    not answer) with the outage columns that says; a copy that is not there at all stops
+    the run with the upload site to run first."""
+    try:
+        man = fetch_copy_manifest(spec)
+    except RemoteUnreachable as err:
+        return None, str(err), note_store(spec, "failed", str(err))
+    if man is not None:
+        return man, "", {}
+    reason = _failed_upload(upload_record)
+    if reason is None:
+        raise StepError(
+            f"campaign {spec.campaign!r}: no complete upload at {spec.data_prefix} "
+            f"({COPY_MANIFEST} missing); run the upload site {spec.upload_site!r} first"
+        )
+    # the store's failure only when it did not answer: a failed upload's error, quoted in the
+    # reason, may name a network cause the store has since recovered from
+    return None, reason, note_store(spec, "ok", None)
+
+
+def _not_downloaded(
+    spec: TransferSpec,
+    reason: str,
+    columns: dict[str, Any],
+    manifest_out: Path,
+    record: Path,
+    log: Path,
+    series: Path,
+) -> None:
+    """A download that could not start: its manifest says why, and so does its record."""
+    write_json(manifest_out, {"files": [], "missing": reason})
+    # the record last: a job with its record has every output
+    _finish(record, not_measured(spec, reason, series).with_(columns), log)
 
 
 # --- after the download ---------------------------------------------------------------------

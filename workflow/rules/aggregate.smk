@@ -6,7 +6,7 @@
 from cloudbench.report.outputs import (
     REPORT_OUTPUTS,
     cli_options,
-    code_digest,
+    report_code,
     rule_outputs,
 )
 
@@ -19,12 +19,13 @@ rule plan:
     params:
         expected=expected_measurements(),
     run:
-        write_text(output[0], params.expected, log[0])
+        jobs.write_text(output[0], params.expected, log[0])
 
 
 rule aggregate:
     input:
-        aggregate_inputs,
+        records=aggregate_inputs,
+        code=report_code(),
     output:
         **rule_outputs(RESULTS, report),
     log:
@@ -36,7 +37,6 @@ rule aggregate:
         plan=paths.plan(RESULTS),
         results=lambda w, output: Path(output.transfers_tsv).parent,
         info=report_info(),
-        code=code_digest(),
         figures=lambda w, output: cli_options(
             {name: getattr(output, name) for name in REPORT_OUTPUTS}
         ),

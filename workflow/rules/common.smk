@@ -1,19 +1,14 @@
 # Input functions and the campaign model: every loop and every if of the workflow lives here
 # or in the cloudbench package, never inside a rule.
-import atexit
 import functools
 import json
-import os
-import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from snakemake.logging import logger as snakemake_logger
-from snakemake.settings.types import DeploymentMethod
-
-from cloudbench.site import breaker, jobenv, terminal
-from cloudbench.campaign import order, paths, precision
+from cloudbench.site import jobenv, lifecycle, snakemake_internals
+from cloudbench.campaign import jobs, order, paths, precision
+from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.model import (
     SETTING_PATTERN,
     ConfigError,
@@ -26,54 +21,16 @@ from cloudbench.campaign.model import (
 from cloudbench.campaign.schema import stop
 from cloudbench.sizes import parse_size
 from cloudbench.campaign.spec import transfer_spec
-from cloudbench.measure.clients import NAMES as TOOLS
+from cloudbench.campaign.clients import NAMES as TOOLS
 
 try:
     CAMPAIGN = load_campaign(config)
 except ConfigError as err:
     stop(f"config error: {err}")
-# Checked where jobs are submitted; batch jobs themselves do not see the variables.
-MISSING_ENV = jobenv.missing_variables(config.get("required_env"))
-NO_LAUNCHER = jobenv.launcher_problem(
-    config.get("launcher_required"),
-    {
-        s.name: max((m.setting.clients for m in CAMPAIGN.measurements(s)), default=1)
-        for s in CAMPAIGN.active_sites
-    },
-    os.environ,
-)
 
 
 onstart:
-    # before any job runs or is submitted, but not on a dry run (-n needs no account)
-    if NO_LAUNCHER:
-        stop(NO_LAUNCHER)
-    # the group settings are known only once the run starts
-    if problem := jobenv.group_problem(
-        ONE_ALLOCATION, TRANSFER_GROUP, workflow.group_settings.group_components
-    ):
-        stop(problem)
-    if MISSING_ENV:
-        stop(
-            f"this profile needs {', '.join(MISSING_ENV)} set in the environment "
-            f"(e.g. export {MISSING_ENV[0]}=...): scheduler account/partition/queue never live in files"
-        )
-    # Snakemake skips onerror when the run ends in an exception, e.g. Ctrl-C landing while
-    # it evaluates a job's resources (an InputFunctionException): the run still says how
-    # it stopped, and keeps what finished.
-    atexit.register(say_how_it_stopped, RUN_ENDED)
-    # a store that stops answering ends the run: no job is submitted for it (site.breaker)
-    if not CAMPAIGN.store_down.wait_s:
-        breaker.watch(
-            breaker_places(), store_down_policy(), breaker.stop_submitting
-        )
-
-
-# onerror or onsuccess ran: nothing is left for the exit to say (say_how_it_stopped)
-RUN_ENDED: list[bool] = []
-# A failed or interrupted job is one line on the terminal, never its logs' contents
-if NO_ONE_LINE := terminal.install(snakemake_logger):
-    print(NO_ONE_LINE, file=sys.stderr)
+    lifecycle.started(RUN, workflow, config, ONE_ALLOCATION, TRANSFER_GROUP)
 
 
 RESULTS = f"results/{CAMPAIGN.name}"
@@ -85,15 +42,20 @@ W = {
     for k in ("site", "remote", "layout", "setting", "repeat", "file", "chunk", "tool")
 }
 
-jobenv.prepare(
-    workflow.basedir,
-    use_conda=DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method,
-    upload_in_this_run=any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites),
-)
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 RUN_STARTED = datetime.now(timezone.utc).isoformat()
-# a store's breaker not checked since then is checked again by the run's first job
-RUN_STARTED_EPOCH = int(datetime.fromisoformat(RUN_STARTED).timestamp())
+# What this run tells its jobs that must never re-run one (campaign.jobs.RunSpec): written
+# when the run starts (site.lifecycle.started), named on the jobs' command lines
+RUN_SPEC = paths.run_spec(RESULTS, [s.name for s in CAMPAIGN.active_sites])
+# Every rule's command starts with what it relies on: $CLOUDBENCH_PYTHON -m cloudbench from
+# this checkout, and the run's spec (braces doubled: Snakemake formats the prefix)
+shell.prefix(
+    jobenv.shell_prefix(
+        workflow.basedir, snakemake_internals.uses_conda(workflow), RUN_SPEC
+    )
+    .replace("{", "{{")
+    .replace("}", "}}")
+)
 
 
 wildcard_constraints:
@@ -143,35 +105,15 @@ if config["transfers_on"] == "submit_host":
 
 
 def record(m):
-    return paths.transfer_record(
-        RESULTS,
-        m.site,
-        m.direction,
-        m.remote,
-        m.layout.label,
-        m.setting.label,
-        m.repeat,
-    )
-
-
-def copy_key(m):
-    return (RESULTS, m.site, m.remote, m.layout.label, m.setting.label, m.repeat)
+    return paths.transfer_record(RESULTS, m.identity)
 
 
 def verify_record(m):
-    return paths.verify_record(*copy_key(m))
+    return paths.verify_record(RESULTS, m.identity)
 
 
 def transfer_pattern(direction, kind=paths.transfer_record):
-    return kind(
-        RESULTS,
-        W["site"],
-        direction,
-        W["remote"],
-        W["layout"],
-        W["setting"],
-        W["repeat"],
-    )
+    return kind(RESULTS, MeasurementId.wildcards(direction))
 
 
 def transfer_job_log(step):
@@ -187,7 +129,7 @@ def transfer_job_log(step):
 
 
 def copy_pattern(kind):
-    return kind(RESULTS, W["site"], W["remote"], W["layout"], W["setting"], W["repeat"])
+    return kind(RESULTS, MeasurementId.wildcards())
 
 
 def measurement_of(wildcards, direction):
@@ -230,21 +172,6 @@ def copy_timeout_s(wildcards):
     return int(CAMPAIGN.copy_timeout_s or 0)
 
 
-def store_down_policy():
-    """The campaign's store_down, as the jobs read it (cloudbench.site.breaker)."""
-    sd = CAMPAIGN.store_down
-    return breaker.Policy(sd.after_failures, sd.stall_s, sd.wait_s)
-
-
-def breaker_places():
-    """Every (scratch, site, remote) whose breaker this run's jobs keep."""
-    return [
-        (str(s.scratch), s.name, r.name)
-        for s in CAMPAIGN.active_sites
-        for r in CAMPAIGN.remotes
-    ]
-
-
 def retry_token(direction):
     """A param that changes once per failed attempt, so the next run measures it again.
 
@@ -261,15 +188,7 @@ def retry_token(direction):
 
 def dataset_args():
     """What fixes the generated bytes (the data steps regenerate missing files from it)."""
-    return json.dumps(
-        {
-            "campaign": CAMPAIGN.name,
-            "site": UPLOAD_SITE,
-            "size": CAMPAIGN.file_bytes,
-            "seed": CAMPAIGN.seed,
-        },
-        sort_keys=True,
-    )
+    return jobs.param(jobs.dataset(CAMPAIGN))
 
 
 @functools.cache
@@ -297,14 +216,7 @@ def spec_json(direction):
 
 def dataset_names():
     """What names the files (campaign.file_names): the small-files job derives them."""
-    return json.dumps(
-        {
-            "name": CAMPAIGN.dataset_name,
-            "files": CAMPAIGN.files,
-            "layout": CAMPAIGN.dataset_layout,
-        },
-        sort_keys=True,
-    )
+    return jobs.param(jobs.dataset_names(CAMPAIGN))
 
 
 def checksum_jsons():
@@ -399,10 +311,12 @@ def download_inputs(wildcards):
 
 def verify_inputs(wildcards):
     m = measurement_of(wildcards, "download")
-    key = copy_key(m)
-    inputs = {"download": record(m), "manifest": paths.copy_manifest(*key)}
+    inputs = {
+        "download": record(m),
+        "manifest": paths.copy_manifest(RESULTS, m.identity),
+    }
     if m.layout.strategy == "chunked":
-        inputs["reassembled"] = paths.reassemble_record(*key)
+        inputs["reassembled"] = paths.reassemble_record(RESULTS, m.identity)
     return inputs
 
 
@@ -415,79 +329,18 @@ def upload_records():
 
 
 def manifest_info():
-    return json.dumps(
-        {
-            "campaign": CAMPAIGN.name,
-            "bucket": CAMPAIGN.bucket,
-            "upload_site": UPLOAD_SITE,
-            "dataset": {
-                "name": CAMPAIGN.dataset_name,
-                "files": CAMPAIGN.files,
-                "file_bytes": CAMPAIGN.file_bytes,
-                "chunk_sizes": list(CAMPAIGN.chunk_sizes),
-                "small_files": CAMPAIGN.small_files,
-            },
-            "strategies": list(CAMPAIGN.strategies),
-            "repeats": CAMPAIGN.repeats,
-            "remotes": [
-                {"name": r.name, "prefix": CAMPAIGN.remote_prefix(r)}
-                for r in CAMPAIGN.remotes
-            ],
-            "flags": list(CAMPAIGN.rclone_flags),
-        },
-        sort_keys=True,
-    )
+    return jobs.param(jobs.manifest_info(CAMPAIGN))
 
 
 def expected_measurements():
     """What the tables may hold: this campaign's measurements and data steps, nothing older."""
-    return json.dumps(
-        {
-            "measurements": [
-                {
-                    "site": m.site,
-                    "direction": m.direction,
-                    "remote": m.remote,
-                    "layout": m.layout.label,
-                    "setting": m.setting.label,
-                    "repeat": m.repeat,
-                }
-                for m in CAMPAIGN.measurements()
-            ],
-            "files": [] if CAMPAIGN.small_files else CAMPAIGN.file_names,
-            "small_files": CAMPAIGN.small_files,
-            "chunks": [l.chunk_label for l in CAMPAIGN.layouts if l.chunk_bytes],
-            "upload_site": UPLOAD_SITE,
-            # repeats: auto: later rounds are expected as each site's precision.json says
-            "precision_first": CAMPAIGN.repeats if CAMPAIGN.precision else None,
-        }
-    )
-
-
-def write_text(path, text, log):
-    """A rule's output written from Snakemake's own process (what a command line could not
-    carry), and its log saying so."""
-    Path(path).write_text(text)
-    Path(log).parent.mkdir(parents=True, exist_ok=True)
-    Path(log).write_text(f"wrote {path} ({len(text)} characters)\n")
+    return jobs.param(jobs.plan(CAMPAIGN))
 
 
 def precision_target():
     """What ``repeats: auto`` aims for, as the precision checkpoint's param (a new target
     decides again from the same records; nothing already measured is measured again)."""
-    p = CAMPAIGN.precision
-    return json.dumps({"width": p.width, "max_repeats": p.max_repeats}) if p else ""
-
-
-def _identity_measurement(site, decision, repeat):
-    return Measurement(
-        site,
-        decision["remote"],
-        decision["direction"],
-        Layout.from_label(decision["layout"]),
-        repeat,
-        Setting.from_label(decision["setting"]),
-    )
+    return jobs.param(jobs.precision_target(CAMPAIGN))
 
 
 def _decisions(site_name, round_):
@@ -507,7 +360,7 @@ def precision_inputs(wildcards):
         previous = []
     else:
         measured = [
-            _identity_measurement(site, d, 1)
+            jobs.decided_measurement(site, d, 1)
             for d in precision.continuing(_decisions(site, k - 1))
         ]
         previous = [paths.precision_round(RESULTS, site, k - 1)]
@@ -546,21 +399,13 @@ def later_rounds(site):
     k = CAMPAIGN.repeats
     while more := precision.continuing(_decisions(site.name, k)):
         k += 1
-        ms += [_identity_measurement(site.name, d, k) for d in more]
+        ms += [jobs.decided_measurement(site.name, d, k) for d in more]
     return ms
 
 
 def measured(site):
     """Every transfer a site measures: the first rounds, then any later ones."""
     return [*CAMPAIGN.measurements(site), *later_rounds(site)]
-
-
-def precision_info():
-    """``repeats: auto`` for the report: its target, and how many rounds every identity has."""
-    p = CAMPAIGN.precision
-    if p is None:
-        return None
-    return {"width": p.width, "max_repeats": p.max_repeats, "first": CAMPAIGN.repeats}
 
 
 def precision_records(sites):
@@ -660,66 +505,23 @@ def pull_token(wildcards):
 
 
 def exchange_spec():
-    return json.dumps(
-        {"prefixes": CAMPAIGN.rendezvous_prefixes, "flags": list(CAMPAIGN.rclone_flags)}
-    )
+    return jobs.param(jobs.exchange(CAMPAIGN))
 
 
 def preflight_spec(wildcards):
-    """A site's own checks. Nothing here changes when a campaign gains a tool, a remote, a
-    template, a chunk size, a client count or a concurrency value: params are rerun
-    triggers, and every job of the site waits for this file. The scratch it needs is on
-    the command line instead (resources: not a trigger)."""
-    site = CAMPAIGN.site_named(wildcards.site)
-    return json.dumps(
-        {
-            "campaign": CAMPAIGN.name,
-            "site": site.name,
-            "scratch": str(site.scratch),
-            "flags": list(CAMPAIGN.rclone_flags),
-            "min_rclone_version": CAMPAIGN.min_rclone_version,
-            "upload_site": UPLOAD_SITE,
-            "needs_upload": site.download and site.name != UPLOAD_SITE,
-            "upload_prefix": CAMPAIGN.remote_prefix(CAMPAIGN.remotes[0]),
-        }
-    )
+    """A site's own checks (campaign.jobs.PreflightSpec: nothing that re-runs it)."""
+    return jobs.param(jobs.preflight(CAMPAIGN, CAMPAIGN.site_named(wildcards.site)))
 
 
 def scratch_needed(wildcards):
     return CAMPAIGN.scratch_needed(CAMPAIGN.site_named(wildcards.site))
 
 
-def gate_spec_of(site, remote_name, tool):
-    """One remote with one tool at one site: reachable, writable, and the tool usable."""
-    remote = CAMPAIGN.remote_named(remote_name)
-    return {
-        "campaign": CAMPAIGN.name,
-        "site": site,
-        "remote_prefixes": {remote.name: CAMPAIGN.remote_prefix(remote)},
-        "flags": list(CAMPAIGN.rclone_flags),
-        "min_rclone_version": CAMPAIGN.min_rclone_version,
-        "tools": [tool],
-        "command_template": CAMPAIGN.command_template if tool == "command" else None,
-    }
-
-
 def gate_spec(wildcards):
-    return json.dumps(gate_spec_of(wildcards.site, wildcards.remote, wildcards.tool))
-
-
-# A site's own preflight also runs every gate of the site before any data is made (a wrong
-# key must stop the campaign before generate), told through the environment: a param would
-# re-run the preflight, and everything below it, whenever a remote or tool is added.
-jobenv.announce_gates(
-    {
-        s.name: [
-            gate_spec_of(s.name, r.name, t)
-            for r in CAMPAIGN.remotes
-            for t in CAMPAIGN.tools
-        ]
-        for s in CAMPAIGN.active_sites
-    }
-)
+    """One remote with one tool at one site: reachable, writable, and the tool usable."""
+    return jobs.param(
+        jobs.gate(CAMPAIGN, wildcards.site, wildcards.remote, wildcards.tool)
+    )
 
 
 def gate_of(wildcards):
@@ -729,20 +531,7 @@ def gate_of(wildcards):
 
 
 def cleanup_spec():
-    return json.dumps(
-        {
-            "remotes": [
-                {
-                    "url": r.url,
-                    "data": CAMPAIGN.remote_prefix(r, "data"),
-                    "campaign": CAMPAIGN.remote_prefix(r),
-                }
-                for r in CAMPAIGN.remotes
-            ],
-            "scratch": [str(s.scratch / CAMPAIGN.name) for s in CAMPAIGN.active_sites],
-            "flags": list(CAMPAIGN.rclone_flags),
-        }
-    )
+    return jobs.param(jobs.cleanup(CAMPAIGN))
 
 
 def bookkeeping_targets():
@@ -756,182 +545,18 @@ def bookkeeping_targets():
     return targets
 
 
-def compared_campaign():
-    """The campaign of ``compare_with``: its transfers.tsv and a name for the page."""
-    table = CAMPAIGN.compare_with
-    if table is None:
-        return None
-    return {"transfers": str(table), "name": table.parent.name}
-
-
 def report_info():
-    """What the report needs from the config, as JSON: locations, prices, flags, dataset.
-
-    Top-level ``prices`` apply to the single ``remote``; with ``remotes``, each remote's own
-    ``prices``. Remote URLs are left out (the report needs names and places, not addresses).
-    """
-    named = config.get("remotes") or {}
-    remotes = {}
-    for r in CAMPAIGN.remotes:
-        prices = (
-            (named.get(r.name) or {}).get("prices") if named else config.get("prices")
-        )
-        remotes[r.name] = {
-            "location": r.location,
-            "prices": prices or None,
-            "label": r.label,
-        }
-    return json.dumps(
-        {
-            "campaign": CAMPAIGN.name,
-            "bucket": CAMPAIGN.bucket,
-            "sites": {
-                s.name: {
-                    "location": s.location,
-                    "upload": s.upload,
-                    "download": s.download,
-                }
-                for s in CAMPAIGN.sites
-            },
-            "remotes": remotes,
-            "dataset": {
-                "name": CAMPAIGN.dataset_name,
-                "files": CAMPAIGN.files,
-                "file_bytes": CAMPAIGN.file_bytes,
-                "chunk_sizes": list(CAMPAIGN.chunk_sizes),
-                "small_files": CAMPAIGN.small_files,
-            },
-            "strategies": list(CAMPAIGN.strategies),
-            "repeats": "auto" if CAMPAIGN.precision else CAMPAIGN.repeats,
-            "precision": precision_info(),
-            "compare_with": compared_campaign(),
-            "rclone": {
-                "flags": list(CAMPAIGN.rclone_flags),
-                "multi_thread_cutoff": CAMPAIGN.multi_thread_cutoff,
-                "multi_thread_chunk_size": CAMPAIGN.multi_thread_chunk_size,
-            },
-        }
-    )
+    """What the report needs from the config (campaign.jobs.ReportInfo)."""
+    return jobs.param(jobs.report_info(CAMPAIGN, config))
 
 
-def rounds_asked_so_far(site):
-    """With ``repeats: auto``, the later rounds the site's precision files on disk asked for
-    (a stopped run may not have measured them yet)."""
-    if CAMPAIGN.precision is None:
-        return []
-    return [
-        _identity_measurement(site.name, d, d["repeat"])
-        for d in precision.asked_so_far(
-            lambda k: Path(paths.precision_round(RESULTS, site.name, k)),
-            CAMPAIGN.repeats,
-        )
-    ]
-
-
-def stopped_line():
-    """What a stopped run (Ctrl-C, a failed job) leaves, and what to do: one line."""
-    from cloudbench.site.status import stopped_summary
-
-    return stopped_summary(
-        [
-            Path(record(m))
-            for s in CAMPAIGN.active_sites
-            for m in [*CAMPAIGN.measurements(s), *rounds_asked_so_far(s)]
-        ],
-        [
-            Path(log)
-            for out, log in preflight_outputs_and_logs()
-            if not Path(out).exists() and Path(log).exists()
-        ],
-        {
-            Path(record(m)): Path(verify_record(m))
-            for s in CAMPAIGN.active_sites
-            for m in CAMPAIGN.measurements(s)
-            if m.direction == "download"
-        },
-    )
-
-
-def preflight_outputs_and_logs():
-    """Every preflight of this run's sites (their own, and each remote-and-tool gate) with
-    its job log: a missing output beside a log is a preflight that failed."""
-    for s in CAMPAIGN.active_sites:
-        yield paths.preflight(RESULTS, s.name), paths.job_log(
-            RESULTS, s.name, "preflight"
-        )
-        for r in CAMPAIGN.remotes:
-            for tool in CAMPAIGN.tools:
-                yield (
-                    paths.preflight_gate(RESULTS, s.name, r.name, tool),
-                    paths.job_log(RESULTS, s.name, "preflight", r.name, tool),
-                )
-
-
-def keep_finished_transfers():
-    """Register the transfers that finished while Snakemake was stopping (see
-    cloudbench.site.status.finished_while_stopping), so the next run does not measure them
-    again: their incomplete marks go (cloudbench.site.snakemake_internals, the one place that
-    touches Snakemake's private API).
-    """
-    from cloudbench.site.snakemake_internals import (
-        forget_incomplete,
-        marked_incomplete,
-        transfer_jobs,
-    )
-    from cloudbench.site.status import finished_while_stopping
-
-    for job in transfer_jobs(workflow):
-        outputs = [
-            job.output.record,
-            *(f for f in job.output if f != job.output.record),
-        ]
-        marked = marked_incomplete(workflow, job)
-        if finished_while_stopping([Path(f) for f in outputs], marked):
-            for f in outputs:
-                forget_incomplete(workflow, f)
-            print(
-                f"cloudbench: kept {job.output.record}: it finished while Snakemake stopped",
-                file=sys.stderr,
-            )
-
-
-def say_how_it_stopped(ended):
-    """onerror's work, done once: keep the transfers that finished while stopping, and
-    print the one line a stopped run ends with. ``ended`` holds whether it was done."""
-    if ended:
-        return
-    ended.append(True)
-    try:
-        keep_finished_transfers()
-    except Exception as e:  # at exit, Snakemake's persistence may be closed already
-        print(
-            f"cloudbench: finished transfers not checked ({e}): a rerun measures them again",
-            file=sys.stderr,
-        )
-    # "all measurements ok" was the word of a run that finished; this one did not
-    Path(paths.status_file(RESULTS)).unlink(missing_ok=True)
-    for line in breaker.summary(breaker_places(), store_down_policy()):
-        print(
-            f"cloudbench: {line}: its measurements at this site stopped",
-            file=sys.stderr,
-        )
-    say_what_scratch_holds(finished=False)
-    print(stopped_line(), file=sys.stderr)
-
-
-def say_what_scratch_holds(finished):
-    """The run's sites' bulk data still in scratch, one line each, and why (site.scratch)."""
-    from cloudbench.site.scratch import bulk_left, describe
-
-    places = [s.scratch for s in CAMPAIGN.active_sites]
-    for line in describe(bulk_left(places, CAMPAIGN.name), finished):
-        print(f"cloudbench: {line}", file=sys.stderr)
+# What the hooks know of this run (cloudbench.site.lifecycle)
+RUN = lifecycle.Run(CAMPAIGN, RESULTS, RUN_SPEC, record, verify_record)
 
 
 onerror:
-    say_how_it_stopped(RUN_ENDED)
+    lifecycle.stopped(RUN, workflow)
 
 
 onsuccess:
-    RUN_ENDED.append(True)
-    say_what_scratch_holds(finished=True)
+    lifecycle.succeeded(RUN)

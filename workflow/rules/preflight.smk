@@ -15,7 +15,7 @@ rule preflight:
         spec=preflight_spec,
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench preflight --spec {params.spec:q}"
-        " --needed-bytes {resources.scratch_bytes} --out {output} 2> {log}"
+        ' --needed-bytes {resources.scratch_bytes} --run-spec "$CLOUDBENCH_RUN_SPEC" --out {output} 2> {log}'
 
 
 rule preflight_gate:

@@ -52,10 +52,6 @@ rule upload:
         mpi=launcher_of,
         runtime=transfer_runtime,
         copy_timeout_s=copy_timeout_s,
-        store_down_after=CAMPAIGN.store_down.after_failures,
-        stall_s=int(CAMPAIGN.store_down.stall_s),
-        store_wait_s=int(CAMPAIGN.store_down.wait_s),
-        run_started=RUN_STARTED_EPOCH,
     params:
         spec=spec_json("upload"),
         retry=retry_token("upload"),
@@ -67,8 +63,7 @@ rule upload:
         " --checksums {input.staged} --record {output.record} --series {output.series}"
         " --client-log {log.client} --walltime-min {resources.runtime}"
         " --copy-timeout-s {resources.copy_timeout_s}"
-        " --store-down-after {resources.store_down_after} --stall-s {resources.stall_s}"
-        " --store-wait-s {resources.store_wait_s} --run-started {resources.run_started}"
+        ' --run-spec "$CLOUDBENCH_RUN_SPEC"'
         " 2> {log.job}"
 
 
@@ -96,10 +91,6 @@ rule download:
         mpi=launcher_of,
         runtime=transfer_runtime,
         copy_timeout_s=copy_timeout_s,
-        store_down_after=CAMPAIGN.store_down.after_failures,
-        stall_s=int(CAMPAIGN.store_down.stall_s),
-        store_wait_s=int(CAMPAIGN.store_down.wait_s),
-        run_started=RUN_STARTED_EPOCH,
     params:
         spec=spec_json("download"),
         retry=retry_token("download"),
@@ -110,8 +101,7 @@ rule download:
         " --record {output.record} --series {output.series}"
         " --client-log {log.client} --walltime-min {resources.runtime}"
         " --copy-timeout-s {resources.copy_timeout_s}"
-        " --store-down-after {resources.store_down_after} --stall-s {resources.stall_s}"
-        " --store-wait-s {resources.store_wait_s} --run-started {resources.run_started}"
+        ' --run-spec "$CLOUDBENCH_RUN_SPEC"'
         " 2> {log.job}"
 
 

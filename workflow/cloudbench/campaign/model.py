@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cloudbench.campaign import clients
+from cloudbench.campaign import rclone_options as rc
+from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.precision import Precision, copy_repeat, first_rounds
 from cloudbench.campaign.secrets import credential_flag, credential_in_remote, credential_in_value
-from cloudbench.sizes import SizeError, parse_duration, parse_size, size_label
-from cloudbench.data import chunking
-from cloudbench.measure import clients
-from cloudbench.measure import rclone as rc
 from cloudbench.campaign.template import PLACEHOLDERS, TemplateError, template_argv
+from cloudbench.data import chunking
+from cloudbench.sizes import SizeError, parse_duration, parse_size, size_label
 
 STRATEGIES = ("plain", "chunked", "multithread")
 NESTED = "nested"  # dataset.layout of many small files in nested directories
@@ -37,7 +38,6 @@ ALL_SITES = "all"
 NO_SITE = "none"  # only pull every site's results from the remote and aggregate them
 RESERVED_SITE_NAMES = (ALL_SITES, NO_SITE)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_NAMED_REMOTE_RE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]+):")
 
 
 class ConfigError(ValueError):
@@ -67,8 +67,8 @@ class Remote:
     def label(self) -> str:
         """How reports name it: the rclone remote (``labstore:``) for a named remote, else
         the campaign's name for it (a path or connection string is an address, not a name)."""
-        m = _NAMED_REMOTE_RE.match(self.url)
-        return f"{m.group(1)}:" if m else self.name
+        named = clients.split_remote(self.url)
+        return f"{named[0]}:" if named else self.name
 
     def path(self, *parts: str) -> str:
         """The rclone path of ``parts`` under this remote (``name:bucket/x``, ``dir/bucket/x``)."""
@@ -154,6 +154,15 @@ class Measurement:
             f"/r{self.repeat}"
         )
 
+    @property
+    def identity(self) -> MeasurementId:
+        """This measurement's identity, as its paths and its row name it."""
+        return MeasurementId(
+            site=self.site, remote=self.remote, direction=self.direction,
+            tool=self.setting.tool, strategy=self.layout.strategy, layout=self.layout.label,
+            setting=self.setting.label, repeat=self.repeat,
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Campaign:
@@ -181,6 +190,7 @@ class Campaign:
     command_template: str | None = None
     dataset_layout: str = "flat"
     compare_with: Path | None = None  # another campaign's transfers.tsv (report: Comparison)
+    compare_margin: float = 0.05  # a change below this is no verdict (schema's default)
     precision: Precision | None = None  # repeats: auto (cloudbench.campaign.precision)
 
     @property
@@ -207,6 +217,11 @@ class Campaign:
             for n in site.clients
             for c in self.concurrency_of(strategy)
         ]
+
+    def template_for(self, tool: str) -> str | None:
+        """The command template for a tool whose command line it is, None for the others
+        (only their jobs see it: a changed template re-runs only those)."""
+        return self.command_template if clients.REGISTRY[tool].needs_template else None
 
     def copy_setting(self, m: Measurement) -> Setting:
         """The upload whose copy a measurement moves: its own for an upload; for a download,
@@ -524,15 +539,18 @@ def _tools(cfg: Mapping[str, Any], strategies: tuple[str, ...], remotes) -> tupl
     if len(set(chosen)) != len(chosen):
         raise ConfigError(f"tools: listed twice in {list(chosen)!r}")
     template = cfg.get("command_template")
-    if "command" in chosen:
+    templated = [t for t in chosen if clients.REGISTRY[t].needs_template]
+    if templated:
         if not template:
-            raise ConfigError("command_template: tools lists command, so give its template")
+            raise ConfigError(f"command_template: tools lists {templated[0]}, so give its template")
         try:
             template_argv(template, {p: p for p in PLACEHOLDERS})
         except TemplateError as err:
             raise ConfigError(f"command_template: {err}") from None
     elif template:
-        raise ConfigError("command_template: given, but tools does not list command")
+        raise ConfigError(
+            f"command_template: given, but tools does not list {' or '.join(clients.TEMPLATED)}"
+        )
     if not any(clients.REGISTRY[t].multithread for t in chosen):
         only = [s for s in strategies if s in MULTI_STREAM_STRATEGIES]
         if only:
@@ -563,26 +581,32 @@ AUTO_TIMEOUT_RATE = 1e6  # bytes/s
 AUTO_TIMEOUT_EXTRA_S = 600
 
 
+def _share(key: str, raw: Any, of: str, example: str, zero: bool = False) -> float:
+    """A share written as ``10%`` or ``0.1``: above 0 (or at least 0 with ``zero``) and below
+    1; a bare number of 1 or more is refused, since ``10`` meant 10% (one line naming
+    ``key``)."""
+    try:
+        share = float(str(raw).rstrip("%")) / (100 if str(raw).endswith("%") else 1)
+    except ValueError:
+        share = -1.0
+    if not (share >= 0 if zero else share > 0):
+        above = "at least 0" if zero else "above 0"
+        raise ConfigError(f"{key}: {raw!r} must be a share {of} {above}, e.g. {example}")
+    if not str(raw).endswith("%") and share >= 1:
+        raise ConfigError(
+            f"{key}: {raw!r} is a share {of} ({share:g} = {share:.0%}); "
+            f"for {raw} percent write {raw}%"
+        )
+    return share
+
+
 def _repeats(value: Any, target: Mapping[str, Any]) -> tuple[int, Precision | None]:
     """The first rounds every identity is measured, and with ``auto`` the precision that
     decides the later ones (:mod:`cloudbench.campaign.precision`)."""
     if value != "auto":
         return _positive_int("repeats", value), None
     first = first_rounds()
-    raw = target["width"]
-    try:
-        width = float(str(raw).rstrip("%")) / (100 if str(raw).endswith("%") else 1)
-    except ValueError:
-        width = -1.0
-    if not width > 0:
-        raise ConfigError(
-            f"precision.width: {raw!r} must be a share of the median above 0, e.g. 10% or 0.1"
-        )
-    if not str(raw).endswith("%") and width >= 1:
-        raise ConfigError(
-            f"precision.width: {raw!r} is a share of the median ({width:g} = {width:.0%}); "
-            f"for {raw} percent write {raw}%"
-        )
+    width = _share("precision.width", target["width"], "of the median", "10% or 0.1")
     most = _positive_int("precision.max_repeats", target["max_repeats"])
     if most < first:
         raise ConfigError(
@@ -796,6 +820,9 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         command_template=cfg.get("command_template"),
         dataset_layout=dataset_layout,
         compare_with=_compare_with(cfg.get("compare_with"), base),
+        compare_margin=_share(
+            "compare_margin", cfg["compare_margin"], "of the median rate", "5% or 0.05", zero=True
+        ),
     )
     if campaign.site not in RESERVED_SITE_NAMES:
         campaign.site_named(campaign.site)  # raises with the list of known sites

@@ -1,13 +1,16 @@
 """Where every record, log and bulk file of a campaign lives: one place for the patterns.
 
-The rules call these with wildcards (``transfer_record(results, "{site}", ...)`` gives the
-output pattern) and the package calls them with values (the path of one record), so the
-workflow and the aggregation can never disagree about a path.
+The rules call these with wildcards (``transfer_record(results, MeasurementId.wildcards())``
+gives the output pattern) and the package calls them with values (the path of one record), so
+the workflow and the aggregation can never disagree about a path. A measurement's paths are
+named by its identity (:class:`~cloudbench.campaign.identity.MeasurementId`), its labels.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from cloudbench.campaign.identity import MeasurementId
 
 SITES = "sites"
 # The raw output of the client that moved a copy (rclone's JSON log, s5cmd's or the AWS
@@ -21,15 +24,14 @@ def sites_dir(results: str | Path) -> str:
     return f"{results}/{SITES}"
 
 
-def copy_key(layout, setting, repeat) -> str:
+def copy_key(m: MeasurementId) -> str:
     """The part of a measurement's paths that names its copy: layout, setting, repeat."""
-    return f"{layout}/{setting}/r{repeat}"
+    return f"{m.layout}/{m.setting}/r{m.repeat}"
 
 
-def transfer_record(results, site, direction, remote, layout, setting, repeat) -> str:
+def transfer_record(results, m: MeasurementId) -> str:
     """The record of one timed transfer (one row of transfers.tsv)."""
-    key = copy_key(layout, setting, repeat)
-    return f"{sites_dir(results)}/{site}/transfers/{direction}/{remote}/{key}.json"
+    return f"{sites_dir(results)}/{m.site}/transfers/{m.direction}/{m.remote}/{copy_key(m)}.json"
 
 
 def series(record: str) -> str:
@@ -42,11 +44,11 @@ def attempts_dir(record: str | Path) -> Path:
     return Path(str(record).removesuffix(".json") + ".attempts")
 
 
-def transfer_log(results, site, direction, remote, layout, setting, repeat) -> str:
+def transfer_log(results, m: MeasurementId) -> str:
     """The raw log of one timed transfer's client (of its first client's index, with
     several: :func:`client_log`)."""
-    key = copy_key(layout, setting, repeat)
-    return f"{sites_dir(results)}/{site}/{CLIENT_LOGS}/{direction}/{remote}/{key}{LOG_SUFFIX}"
+    folder = f"{sites_dir(results)}/{m.site}/{CLIENT_LOGS}/{m.direction}/{m.remote}"
+    return f"{folder}/{copy_key(m)}{LOG_SUFFIX}"
 
 
 def transfer_logs_glob() -> str:
@@ -76,20 +78,19 @@ def job_log(results, site, step, *parts) -> str:
     return "/".join([f"{sites_dir(results)}/{site}/logs/{step}", *map(str, parts)]) + ".log"
 
 
-def copy_manifest(results, site, remote, layout, setting, repeat) -> str:
+def copy_manifest(results, m: MeasurementId) -> str:
     """The manifest of the copy a download read (fetched from the remote)."""
-    key = copy_key(layout, setting, repeat)
-    return f"{sites_dir(results)}/{site}/manifests/{remote}/{key}.json"
+    return f"{sites_dir(results)}/{m.site}/manifests/{m.remote}/{copy_key(m)}.json"
 
 
-def verify_record(results, site, remote, layout, setting, repeat) -> str:
-    key = copy_key(layout, setting, repeat)
-    return f"{sites_dir(results)}/{site}/verify/{remote}/{key}.json"
+def verify_record(results, m: MeasurementId) -> str:
+    """A download's check of what arrived against the manifest."""
+    return f"{sites_dir(results)}/{m.site}/verify/{m.remote}/{copy_key(m)}.json"
 
 
-def reassemble_record(results, site, remote, layout, setting, repeat) -> str:
-    key = copy_key(layout, setting, repeat)
-    return f"{sites_dir(results)}/{site}/steps/reassemble/{remote}/{key}.json"
+def reassemble_record(results, m: MeasurementId) -> str:
+    """A chunked download's files joined again from their chunks."""
+    return f"{sites_dir(results)}/{m.site}/steps/reassemble/{m.remote}/{copy_key(m)}.json"
 
 
 def data_step_record(results, site, step, file, chunk=None) -> str:
@@ -218,3 +219,17 @@ def status_file(results) -> str:
 def campaign_log(results, step, *parts) -> str:
     """The log of a campaign-wide job (aggregate, plots, status, publish/<site>, ...)."""
     return "/".join([f"{results}/logs/{step}", *map(str, parts)]) + ".log"
+
+
+def listing(record: str | Path) -> Path:
+    """What a copy left at its destination (object, bytes, time written) beside its record:
+    the store's listing after an upload, the directory's after a download. With the
+    client's raw log it recomputes the record's bytes and seconds."""
+    return Path(str(record).removesuffix(".json") + ".listing.tsv")
+
+
+def run_spec(results, sites) -> str:
+    """What one run tells every job that must never re-run a job (campaign.jobs.RunSpec),
+    written when the run starts: one file per set of sites, so that runs of other sites of
+    the campaign beside it keep their own."""
+    return f"{results}/runs/{'+'.join(sorted(sites))}.json"

@@ -208,10 +208,10 @@ def _ask_sensitive(binary: str) -> dict[str, Any]:
 def _from_binary(binary: str) -> RcloneSensitive:
     """What ``binary`` says (~0.1 s the first time, then remembered per binary), with the
     snapshot added; the snapshot alone if it cannot say (missing, too old, not rclone)."""
-    from cloudbench.measure.rclone import remembered
+    from cloudbench import binaries
 
     try:
-        said = remembered(binary, "sensitive", _ask_sensitive)
+        said = binaries.remembered(binary, "rclone-sensitive", _ask_sensitive)
         meta = RcloneSensitive(
             {k: (p, frozenset(o)) for k, (p, o) in said["backends"].items()},
             frozenset(said["global_options"]),
@@ -222,11 +222,12 @@ def _from_binary(binary: str) -> RcloneSensitive:
 
 
 def _binary() -> str | None:
-    from cloudbench.measure.rclone import RcloneError, find_rclone
+    from cloudbench import binaries
+    from cloudbench.campaign.rclone_options import RCLONE
 
     try:
-        return find_rclone()
-    except RcloneError:
+        return binaries.find(RCLONE)
+    except binaries.BinaryError:
         return None
 
 

@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.campaign.model import Campaign, Layout, Measurement, Remote, Setting
-from cloudbench.measure.rclone import RCLONE_MULTI_THREAD_CHUNK, RCLONE_MULTI_THREAD_CUTOFF
+from cloudbench.campaign.rclone_options import (
+    RCLONE_MULTI_THREAD_CHUNK,
+    RCLONE_MULTI_THREAD_CUTOFF,
+)
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,6 @@ def transfer_spec(campaign: Campaign, m: Measurement) -> TransferSpec:
         multi_thread_chunk_size=campaign.multi_thread_chunk_size,
         min_rclone_version=campaign.min_rclone_version,
         start_tolerance_s=campaign.start_tolerance_s,
-        # only the command tool's jobs see it: a changed template re-runs only those
-        command_template=campaign.command_template if m.setting.tool == "command" else None,
+        command_template=campaign.template_for(m.setting.tool),
         copy_repeat=copy if (copy := campaign.copy_repeat(m)) != m.repeat else None,
     )

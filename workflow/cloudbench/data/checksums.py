@@ -20,7 +20,7 @@ from pathlib import Path
 import xxhash
 
 from cloudbench.data.chunking import pieces, prefetch_head, windows
-from cloudbench.data.parallel import usable_cores
+from cloudbench.processes import usable_cores
 from cloudbench.records import write_json
 
 READ_BLOCK = 16 * 2**20

@@ -36,7 +36,8 @@ from pathlib import Path
 import xxhash
 
 from cloudbench.data.pagecache import fully_cached, release_if_clean
-from cloudbench.data.parallel import run_workers, usable_cores
+from cloudbench.data.parallel import run_workers
+from cloudbench.processes import usable_cores
 
 WINDOW = 32 * 2**20  # bytes of a source mapped at once (page-aligned)
 PIECE = 256 * 2**10  # bytes hashed at a time: small enough to stay in L2 for a second hash

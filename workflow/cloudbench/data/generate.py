@@ -22,7 +22,8 @@ import threading
 from pathlib import Path
 
 from cloudbench.data.chunking import preallocate
-from cloudbench.data.parallel import run_workers, usable_cores
+from cloudbench.data.parallel import run_workers
+from cloudbench.processes import usable_cores
 
 # Bytes per cipher call and per write, small enough to stay in cache between the two. 2 GiB,
 # 2 workers, memory the host had backed, side by side with dd bs=1M (0.43-0.46 s): 256 KiB

@@ -6,17 +6,8 @@ computes (AES) or maps the next window; both modules that do this share these he
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (the batch job's allocation, not the node's)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return os.cpu_count() or 1
 
 
 def run_workers(work: Callable[[int, threading.Event], None], workers: int, name: str) -> None:

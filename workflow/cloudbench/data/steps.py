@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudbench.sizes import size_label
 from cloudbench.data.checksums import hash_stream, xxh128sum_line
 from cloudbench.data.chunking import chunk_count, chunk_index_width, chunks_of, split_file
 from cloudbench.data.generate import generate_file
 from cloudbench.records import timed_step, write_json
+from cloudbench.sizes import size_label
 
 
 class StepError(RuntimeError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 MOVED_FROM_LISTING = "destination listing after the copy"
@@ -71,3 +72,31 @@ def compare(expected: Mapping[str, int], found: Mapping[str, int]) -> Arrival:
         missing=missing,
         wrong_size=wrong,
     )
+
+
+# --- the listing kept beside a record ------------------------------------------------------
+
+LISTING_HEADER = ("object", "bytes", "modified_epoch")
+
+
+def write_listing(path: Path, entries: Mapping[str, tuple[int, float | None]]) -> None:
+    """What a copy left at its destination (object, bytes, when it was last written), kept
+    beside the record: a client without a timed log of its own is traced by it (its bytes,
+    and when its last object landed). Names, sizes and times only: nothing secret."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["\t".join(LISTING_HEADER)]
+    for name in sorted(entries):
+        size, modified = entries[name]
+        lines.append(f"{name}\t{size}\t{'' if modified is None else f'{modified:.3f}'}")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+
+
+def read_listing(path: Path) -> dict[str, tuple[int, float | None]]:
+    """A listing :func:`write_listing` kept."""
+    out: dict[str, tuple[int, float | None]] = {}
+    for line in path.read_text().splitlines()[1:]:
+        name, size, modified = line.rsplit("\t", 2)
+        out[name] = (int(size), float(modified) if modified else None)
+    return out

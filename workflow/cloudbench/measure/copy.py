@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.campaign.secrets import redact, secret_values
-from cloudbench.measure import series
+from cloudbench.measure import record, series
 from cloudbench.measure.clients import load
 from cloudbench.measure.clients.base import (
     PROGRESS_FROM_DESTINATION,
@@ -41,8 +41,8 @@ from cloudbench.measure.progress import (
     progress_interval,
     progress_of,
 )
-from cloudbench.records import copy_status, host_info, rate_mb_s, utc_now
-from cloudbench.site.jobenv import die_with_parent, kill_tree
+from cloudbench.processes import die_with_parent, kill_tree
+from cloudbench.records import utc_now
 
 SAMPLE_INTERVAL_S = 1.0  # a destination's bytes, every second: the series of a download
 STALL_CHECK_S = 2.0  # how often a running copy is checked for a stall on a dead store
@@ -79,7 +79,7 @@ def after_copy_s(walltime_min: float | None, copy_s: float | None) -> float | No
     return max(1.0, float(walltime_min) * 60 - copy_s - AFTER_COPY_SAFETY_S)
 
 
-TIMED_OUT = "timed out after"  # how a timed-out copy's error begins (steps.outran_twice)
+TIMED_OUT = record.TIMED_OUT
 
 
 def timed_out_error(timeout: float) -> str:
@@ -326,7 +326,7 @@ def measure(
     ready: Callable[[], object] | None = None,
     timeout: float | None = None,
     stall_s: float | None = None,
-) -> dict[str, Any]:
+) -> record.TransferRecord:
     """Run one timed copy by ``client_name`` and return its record (status ok or failed,
     never an exception). ``keys`` are the measurement's identity columns. ``ready`` is
     called after every preparation, right before the clock starts: the start barrier of a
@@ -389,35 +389,18 @@ def measure(
         if not job.log_path.exists():
             job.log_path.parent.mkdir(parents=True, exist_ok=True)
             job.log_path.write_text(error or "")
-    columns = dict(plan.columns) if plan else {"concurrency": max(1, job.threads)}
-    return {
-        **keys,
-        "files": None,  # the caller knows how many files the objects make
-        "objects": len(job.objects),
-        "bytes_requested": job.expected_bytes,
-        "bytes_moved": outcome.bytes_moved if outcome else None,
-        "bytes_moved_from": outcome.moved_from if outcome else None,
-        "series_from": outcome.series_from if outcome else None,
-        "started_utc": started,
-        "started_epoch": epoch,
-        "seconds": round(seconds, 6),
-        "mb_per_s": round(rate_mb_s(job.expected_bytes, seconds), 3) if not error else None,
-        "status": copy_status(
-            error, bool(outcome and outcome.corrupt and not done.timed_out and not done.stalled)
-        ),
-        "error": redact(error, secrets) if error else None,
-        "retries": outcome.retries if outcome else None,
-        **columns,
-        "rclone_exit": None,
-        "rclone_version": None,
-        "rclone_errors": None,
-        **(dict(outcome.columns) if outcome else {}),
-        # a copy ended as stalled: when it last moved bytes, the outage's best known start
-        "stalled_since_epoch": stalled_since,
-        "tool_exit": proc_code,
-        "tool_version": version,
-        "source": job.src,
-        "destination": job.dst,
-        "command": command,
-        **host_info(),
-    }
+    return record.copied(
+        keys,
+        job,
+        plan.columns if plan else None,
+        outcome,
+        started=started,
+        epoch=epoch,
+        seconds=seconds,
+        error=redact(error, secrets) if error else None,
+        corrupt=bool(outcome and outcome.corrupt and not done.timed_out and not done.stalled),
+        stalled_since=stalled_since,
+        exit_code=proc_code,
+        version=version,
+        command=command,
+    )

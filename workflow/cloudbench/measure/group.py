@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudbench.measure import series
 from cloudbench.measure.record import COUNTED_COLUMNS
+from cloudbench.processes import die_with_parent
 from cloudbench.records import copy_status, rate_mb_s, read_json, utc_now, write_json
-from cloudbench.site.jobenv import LAUNCHER_VARIABLE, die_with_parent
 
 # Environment variables that carry a task's rank under the launchers HPC centres use
 # (PBS_VNODENUM: pbsdsh's index of the task's line in $PBS_NODEFILE, from 0).
@@ -36,7 +35,7 @@ RANK_VARIABLES = (
     "PBS_VNODENUM",
 )  # fmt: skip
 # A site's own launcher, as a template: {n} clients, {threads} per client, {command}.
-LAUNCHER_ENV = LAUNCHER_VARIABLE  # a site's launcher template (named in site.jobenv)
+LAUNCHER_ENV = "CLOUDBENCH_LAUNCHER"  # a site's launcher template (site.jobenv checks it)
 # --overlap: in one allocation per site run the transfer itself is a job step holding its
 # node's cores while it waits for its clients
 SRUN_TEMPLATE = (
@@ -367,15 +366,6 @@ def _sum_counted(got: Sequence[dict[str, Any]], key: str) -> int | None:
     """A count over the clients, None when no client counted it (its log could not)."""
     counted = [c[key] for c in got if c.get(key) is not None]
     return sum(counted) if counted else None
-
-
-def sum_series(
-    clients: Sequence[tuple[float, Sequence[tuple[float, int]], int]],
-) -> list[tuple[float, int, float]]:
-    """The group's series, (elapsed s, total bytes, MB/s over the interval before it): its
-    clients' points added up on one clock (:func:`cloudbench.measure.series.added_up`),
-    at the one rate convention of every series."""
-    return [(t, b, r / series.MB) for t, b, r in series.rates(series.added_up(clients))]
 
 
 def read_clients(folder: Path, n: int) -> list[dict[str, Any] | None]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cloudbench.campaign import paths
+from cloudbench.campaign.identity import MeasurementId
 from cloudbench.measure.rclonelog import StatsSample, network_cause, stats_sample
 from cloudbench.records import clip_tail
 
@@ -197,9 +198,9 @@ def running_logs(results: Path) -> Iterator[tuple[str, Path]]:
     for log in sorted(root.glob(paths.transfer_logs_glob())):
         site, _, direction, remote, layout, setting = log.parts[-7:-1]
         repeat, _, client = log.stem.removeprefix("r").partition(".")
-        record = Path(
-            paths.transfer_record(results, site, direction, remote, layout, setting, repeat)
-        )
+        labels = dict(site=site, remote=remote, direction=direction, layout=layout)
+        m = MeasurementId.of(labels | dict(setting=setting, repeat=repeat))
+        record = Path(paths.transfer_record(results, m))
         if record.exists() and record.stat().st_mtime >= log.stat().st_mtime:
             continue
         label = label_of(direction, remote, layout, repeat, setting)

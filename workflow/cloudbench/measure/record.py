@@ -8,8 +8,26 @@ other. Pure data: no pandas, no I/O.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cloudbench.campaign.identity import KEYS
+from cloudbench.measure.rclonelog import stamp_epoch
+from cloudbench.records import (
+    copy_status,
+    first_few,
+    host_info,
+    rate_mb_s,
+    read_json,
+    utc_now,
+    write_json,
+)
+
+if TYPE_CHECKING:
+    from cloudbench.measure.clients.base import CopyJob, Outcome
 
 # rclone moving nothing this long inside an ok transfer is an outage it waited out, not
 # jitter (stats lines come every second; a multipart upload's completion takes a few).
@@ -22,8 +40,29 @@ STALL_NOTED_SHARE = 0.25
 STALL_NOTED_MIN_S = 3.0
 
 
-def _col(unit: str, meaning: str) -> Any:
-    return field(default=None, metadata={"unit": unit, "meaning": meaning})
+class _Absent:
+    """A field a record does not hold at all (its JSON has no such key), unlike None (the key
+    with ``null``): which keys a record holds depends on its kind, and stays as it was."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+ABSENT: Any = _Absent()
+
+
+def _col(unit: str, meaning: str, *, derived: bool = False) -> Any:
+    """A column of transfers.tsv; ``derived``: computed by aggregate from the record and its
+    attempts, never held by a record."""
+    return field(default=ABSENT, metadata={"unit": unit, "meaning": meaning, "derived": derived})
+
+
+def _kept(meaning: str) -> Any:
+    """A field a record holds that is not a column of transfers.tsv (its provenance)."""
+    return field(default=ABSENT, metadata={"unit": "", "meaning": meaning, "derived": False})
 
 
 @dataclass(frozen=True)
@@ -43,7 +82,7 @@ class TransferRow:
         "`<tool>-<clients>x<concurrency>` (`rclone-4x32`; `auto` = the job's threads): the "
         "measurement folder's name",
     )
-    tool: str = _col("", "the client that moved the data (rclone, s5cmd, aws, command)")
+    tool: str = _col("", "the client that moved the data (one of the config schema's `tools`)")
     clients: int = _col("count", "how many clients moved the copy at once, each its own share")
     concurrency: int = _col(
         "count",
@@ -169,8 +208,10 @@ class TransferRow:
         "steps are in clients.tsv), or `submit host` where no batch job did (a login or "
         "data-transfer node, or the machine of a local run)",
     )
-    files_per_s: float = _col("files/s", "files / seconds: what many small files cost")
-    s_per_object: float = _col("s", "seconds / objects")
+    files_per_s: float = _col(
+        "files/s", "files / seconds: what many small files cost", derived=True
+    )
+    s_per_object: float = _col("s", "seconds / objects", derived=True)
     tool_version: str = _col(
         "",
         "the version of the tool that moved the data, its number only (`1.75.2`, `2.3.0-991c9fb`)",
@@ -184,12 +225,14 @@ class TransferRow:
         "count",
         "how many times this measurement ran (failed, killed and superseded attempts too, all "
         "kept in `<record>.attempts/`)",
+        derived=True,
     )
     bytes_moved_all_attempts: int = _col(
         "bytes",
         "the bytes all attempts moved (what the store bills); an attempt killed before its "
         "record counts with the last stats line of its log, so one killed within its first "
         "stats interval (1 s) counts 0 though it may have moved data",
+        derived=True,
     )
     copy_published_utc: str = _col(
         "UTC",
@@ -200,9 +243,10 @@ class TransferRow:
     )
     copy_age_s: float = _col(
         "s",
-        "copy_read_utc - copy_published_utc: an upper bound on the store's cross-site "
-        "visibility delay (it also holds how long after the upload this site ran, and the "
-        "two sites' clock offset)",
+        "copy_read_utc - copy_published_utc, on two sites' clocks: it holds how long after "
+        "the upload this site ran and the two clocks' offset, so it bounds the store's "
+        "cross-site visibility delay only once put on the store's one clock (the report's "
+        "Cross-site visibility, from the probes' clock_ahead_of_store_s)",
     )
     longest_stall_s: float = _col(
         "s",
@@ -210,6 +254,7 @@ class TransferRow:
         "(a store that answers late counts, less the first second); in an `ok` transfer, "
         f"{STALL_NOTED_S:g} s or more, or {STALL_NOTED_MIN_S:g} s or more that are at least "
         f"{STALL_NOTED_SHARE:.0%} of its seconds, is named on the front page",
+        derived=True,
     )
     waited_for_slot_s: float = _col(
         "s",
@@ -232,6 +277,115 @@ WHOLE_TRANSFER_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+class RecordError(ValueError):
+    """A transfer record with a field it may not hold, of the wrong type, or without one it
+    must hold: one line naming the field."""
+
+
+# Every record names its measurement (campaign.identity) and how it went; the rest depends
+# on its kind.
+REQUIRED: tuple[str, ...] = ("campaign", *KEYS, "chunk_bytes", "clients", "status")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransferRecord(TransferRow):
+    """One transfer's record as written (``<record>.json``, one per measurement; a group's
+    clients each write one too): the columns of :class:`TransferRow` it holds, and where it
+    came from. Checked whenever one is made: a field it cannot hold, a value of the wrong
+    type or a missing :data:`REQUIRED` field raises :class:`RecordError`. A field it does
+    not hold is :data:`ABSENT` (no key in its JSON), so the JSON is what it always was."""
+
+    series_from: str = _kept("where the per-second series came from")
+    started_epoch: float = _kept("the copy's start, epoch seconds (started_utc's clock)")
+    stalled_since_epoch: float = _kept("a stalled copy: when it last moved bytes")
+    rclone_exit: int = _kept("rclone's exit code; empty when another tool moved the data")
+    rclone_errors: int = _kept("the errors in rclone's final stats")
+    tool_exit: int = _kept("the client's exit code")
+    source: str = _kept("what was copied")
+    destination: str = _kept("where it was copied to")
+    command: str = _kept("the client's command line (redacted)")
+    batch_job: str = _kept("the batch job the copy ran in")
+    job_step: str = _kept("its job step or PBS task")
+    launcher: str = _kept("a group: how its clients were started")
+    launcher_exit: int = _kept("a group: the launcher's exit code")
+    per_client: list = _kept("a group: each client's summary")
+    hosts: list = _kept("a group: every client's node")
+    client: int = _kept("a group's client: its number")
+    rank_from: str = _kept("a group's client: where its number came from")
+    waited_for_group_s: float = _kept("a download client: waiting for the others to end")
+    end_barrier: str = _kept("a download client: why the others' end was not seen")
+    hashed: dict = _kept("a download client: its share's hashing")
+    regenerated: list = _kept("an upload: dataset files made again before it")
+    multipart_abort_error: str = _kept("an upload: why old multipart uploads stayed")
+    gave_up: bool = _kept("timed out twice at one limit: not tried again until it is raised")
+    job_seconds: float = _kept("the whole job's seconds when the record was written")
+
+    def __post_init__(self) -> None:
+        for name, types in _types().items():
+            value = getattr(self, name)
+            if value is ABSENT:
+                if name in REQUIRED:
+                    raise RecordError(f"transfer record: no {name!r}, which every record holds")
+                continue
+            if name in _DERIVED:
+                raise RecordError(
+                    f"transfer record: {name!r} is computed by aggregate, never held by a record"
+                )
+            if value is None and name not in REQUIRED:
+                continue
+            if not _is(value, types):
+                raise RecordError(f"transfer record: {name}={value!r} is not {' or '.join(types)}")
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> TransferRecord:
+        """A record from its keys and values (a builder's, or a record's JSON)."""
+        unknown = [k for k in data if k not in _NAMES]
+        if unknown:
+            raise RecordError(
+                f"transfer record: unknown field {first_few([repr(k) for k in unknown])}"
+            )
+        return cls(**data)
+
+    def with_(self, changes: Mapping[str, Any] | None = None, **more: Any) -> TransferRecord:
+        """This record with fields set (later ones win), checked as a new one."""
+        return TransferRecord.of({**self.as_json(), **(changes or {}), **more})
+
+    def get(self, name: str) -> Any:
+        """A field's value, None where the record does not hold it."""
+        value = getattr(self, name)
+        return None if value is ABSENT else value
+
+    def as_json(self) -> dict[str, Any]:
+        """The fields it holds, as its JSON has them."""
+        return {n: v for n in _NAMES if (v := getattr(self, n)) is not ABSENT}
+
+
+_NAMES: tuple[str, ...] = tuple(f.name for f in fields(TransferRecord))
+_DERIVED = frozenset(f.name for f in fields(TransferRecord) if f.metadata.get("derived"))
+_CHECKS: dict[str, tuple[str, ...]] = {}
+
+
+def _types() -> dict[str, tuple[str, ...]]:
+    """Each field's type names, from its annotation (read once)."""
+    if not _CHECKS:
+        for f in fields(TransferRecord):
+            _CHECKS[f.name] = tuple(t.strip() for t in str(f.type).split("|"))
+    return _CHECKS
+
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,), "int": (int,), "float": (float, int), "bool": (bool,), "list": (list,),
+    "dict": (dict,),
+}  # fmt: skip
+
+
+def _is(value: Any, types: Sequence[str]) -> bool:
+    """Whether ``value`` is one of ``types`` (a count is never a bool; a float may be whole)."""
+    if isinstance(value, bool):
+        return "bool" in types
+    return any(isinstance(value, _PYTHON_TYPES[t]) for t in types)
+
+
 def columns_doc() -> str:
     """docs/columns.md: every column of transfers.tsv, from :class:`TransferRow`."""
     lines = [
@@ -246,4 +400,246 @@ def columns_doc() -> str:
     ]
     for f in fields(TransferRow):
         lines.append(f"| {f.name} | {f.metadata['unit']} | {f.metadata['meaning']} |")
+    derived = ", ".join(f"`{f.name}`" for f in fields(TransferRow) if f.metadata["derived"])
+    required = ", ".join(f"`{n}`" for n in REQUIRED)
+    lines += [
+        "",
+        "## The record behind each row",
+        "",
+        "Each measurement's record (`<record>.json`, a `TransferRecord`) holds the columns",
+        f"above that its kind has, except those aggregate computes ({derived}), and the",
+        "fields below. Records are made only by the builders in `cloudbench.measure.record`",
+        "(a timed copy's, a group's, a group client's that could not take part, one that",
+        "could not start) and are checked when made: a field a record cannot hold, a value",
+        f"of the wrong type or a missing {required} fails in one line naming the field. The",
+        "report reads records the same way, so a misspelt field stops it instead of",
+        "leaving a blank column.",
+        "",
+    ]
+    for f in fields(TransferRecord):
+        if f.name not in TRANSFER_COLUMNS:
+            lines.append(f"- `{f.name}`: {f.metadata['meaning']}")
     return "\n".join(lines) + "\n"
+
+
+# --- building records ---------------------------------------------------------------------
+
+TIMED_OUT = "timed out after"  # how a timed-out copy's error begins (outran_twice)
+
+
+def copied(
+    keys: Mapping[str, Any],
+    job: CopyJob,
+    plan_columns: Mapping[str, Any] | None,
+    outcome: Outcome | None,
+    *,
+    started: str,
+    epoch: float,
+    seconds: float,
+    error: str | None,
+    corrupt: bool,
+    stalled_since: float | None,
+    exit_code: int | None,
+    version: str | None,
+    command: str | None,
+) -> TransferRecord:
+    """The record of one client's timed copy (status ok, failed or corrupt): ``keys`` are
+    the measurement's identity columns; ``error`` is redacted already. The ``rclone_*``
+    columns are emptied here, once, for every client; rclone's outcome fills them."""
+    columns = (
+        dict(plan_columns) if plan_columns is not None else {"concurrency": max(1, job.threads)}
+    )
+    return TransferRecord.of(
+        {
+            **keys,
+            "files": None,  # the caller knows how many files the objects make
+            "objects": len(job.objects),
+            "bytes_requested": job.expected_bytes,
+            "bytes_moved": outcome.bytes_moved if outcome else None,
+            "bytes_moved_from": outcome.moved_from if outcome else None,
+            "series_from": outcome.series_from if outcome else None,
+            "started_utc": started,
+            "started_epoch": epoch,
+            "seconds": round(seconds, 6),
+            "mb_per_s": round(rate_mb_s(job.expected_bytes, seconds), 3) if not error else None,
+            "status": copy_status(error, corrupt),
+            "error": error or None,
+            "retries": outcome.retries if outcome else None,
+            **columns,
+            "rclone_exit": None,
+            "rclone_version": None,
+            "rclone_errors": None,
+            **(dict(outcome.columns) if outcome else {}),
+            # a copy ended as stalled: when it last moved bytes, the outage's best known start
+            "stalled_since_epoch": stalled_since,
+            "tool_exit": exit_code,
+            "tool_version": version,
+            "source": job.src,
+            "destination": job.dst,
+            "command": command,
+            **host_info(),
+        }
+    )
+
+
+def not_measured(
+    keys: Mapping[str, Any], reason: str, files: int, bytes_requested: int
+) -> TransferRecord:
+    """The record of a measurement that could not start (a failure to measure again)."""
+    return TransferRecord.of(
+        {
+            **keys,
+            "status": "failed",
+            "error": reason,
+            "seconds": None,
+            "mb_per_s": None,
+            "files": files,
+            "bytes_requested": bytes_requested,
+            "bytes_moved": 0,
+            "retries": 0,
+            "started_utc": utc_now(),
+            **host_info(),
+        }
+    )
+
+
+def client_failed(keys: Mapping[str, Any], client: int, error: str) -> TransferRecord:
+    """The record of a group's client that could not take part (its group fails with the
+    reason instead of hanging)."""
+    return TransferRecord.of(
+        {**keys, "client": client, "status": "failed", "error": error, **host_info()}
+    )
+
+
+def failed(rec: TransferRecord, error: str) -> TransferRecord:
+    """``rec`` failed after all, for ``error`` (the copy was not whole, its manifest was
+    not published, ...): no rate."""
+    return rec.with_(status="failed", error=error, mb_per_s=None)
+
+
+# What every client of a group shares, taken from the first that reported.
+_SHARED_CLIENT_KEYS = (
+    "bytes_moved_from",
+    "concurrency", "transfers", "streams_per_object", "backend", "backend_concurrency",
+    "rclone_version", "rclone_env", "tool_version",
+)  # fmt: skip
+CLIENT_COLUMNS = (
+    "client", "host", "batch_job", "job_step", "status", "mb_per_s", "seconds", "start_offset_s",
+    "started_utc", "clock_offset_s", "clock_uncertainty_s", "files", "objects",
+    "bytes_requested", "bytes_moved", "connections", "retries", "throttled", "error",
+)  # fmt: skip
+
+
+def _client_summary(index: int, c: dict[str, Any] | None) -> dict[str, Any]:
+    if c is None:
+        return {"client": index, "status": "failed", "error": "did not report"}
+    return {k: c.get(k) for k in CLIENT_COLUMNS if k != "start_offset_s"} | {
+        "started_epoch": c.get("started_epoch"),
+        "rank_from": c.get("rank_from"),
+    }
+
+
+def group_measured(
+    keys: Mapping[str, Any],
+    per: Sequence[dict[str, Any] | None],
+    group: Mapping[str, Any],
+    *,
+    files: int,
+    launcher: str,
+    launcher_exit: int,
+    src: str,
+    dst: str,
+) -> TransferRecord:
+    """The record of a copy by several clients: ``group`` is their aggregate
+    (cloudbench.measure.group.aggregate), ``per`` each client's record (None: none)."""
+    first = next((c for c in per if c is not None), {})
+    rec = {
+        **keys,
+        **{k: first.get(k) for k in _SHARED_CLIENT_KEYS},
+        **group,
+        "files": files,
+        "started_utc": None if (t0 := group["started_epoch"]) is None else utc_now(t0),
+        "launcher": launcher,
+        "launcher_exit": launcher_exit,
+        "per_client": [_client_summary(k, c) for k, c in enumerate(per)],
+        "source": src,
+        "destination": dst,
+        **host_info(),
+    }
+    if launcher_exit != 0 and rec["status"] == "ok":
+        rec.update(status="failed", error=f"client launcher exited {launcher_exit}", mb_per_s=None)
+    rec["host"] = ",".join(group["hosts"]) or rec["host"]
+    return TransferRecord.of(rec)
+
+
+def outran_twice(
+    rec: TransferRecord,
+    timeout: float | None,
+    last: Callable[[], Mapping[str, Any] | None],
+    record: str,
+) -> TransferRecord:
+    """``rec`` with its time limit; one that timed out at the same limit as its attempt
+    before it (``last()``) will time out again: it is not tried again (``gave_up``:
+    site.jobenv's retry token stands still) until the user raises the limit, and its error
+    says how. Without this, a measurement that always outruns its walltime costs a whole
+    batch job on every rerun, forever."""
+    rec = rec.with_(timeout_s=timeout)
+    if timeout is None or not str(rec.get("error") or "").startswith(TIMED_OUT):
+        return rec
+    prev = last()
+    if not prev or prev.get("timeout_s") != timeout:
+        return rec
+    if not str(prev.get("error") or "").startswith(TIMED_OUT):
+        return rec
+    return rec.with_(
+        gave_up=True,
+        error=f"{rec.error}; timed out twice at {timeout:g} s: not tried again until the "
+        "limit is raised (copy_timeout in the campaign, or the transfer rules' runtime in the "
+        f"site profile), then rerun with --forcerun {record}",
+    )
+
+
+def copy_seen(man: dict[str, Any]) -> dict[str, Any]:
+    """Both ends of a copy's way to this site, from the manifest exchange: when the upload
+    site published it (its clock, ``uploaded_by.finished_utc``, just before the manifest's
+    PUT) and when this site read that manifest whole (this site's clock, now), and the
+    seconds between, on two clocks: it holds however long after the upload this site ran and
+    the two clocks' offset (the report puts it on the store's clock with the probes')."""
+    read = utc_now()
+    published = (man.get("uploaded_by") or {}).get("finished_utc")
+    start, end = stamp_epoch(published or ""), stamp_epoch(read)
+    age = round(end - start, 3) if start is not None and end is not None else None
+    return {"copy_published_utc": published, "copy_read_utc": read, "copy_age_s": age}
+
+
+def write(path: Path, rec: TransferRecord) -> None:
+    """Write a transfer record (atomically): only a :class:`TransferRecord`, checked when it
+    was made, reaches the disk."""
+    if not isinstance(rec, TransferRecord):
+        raise RecordError(f"{path}: a transfer record must be a TransferRecord, not {type(rec)}")
+    write_json(path, rec.as_json())
+
+
+# Fields of records written by earlier versions of cloudbench, and what holds each now: such a
+# record is read without them, and says so.
+RETIRED: dict[str, str] = {
+    "bytes_on_wire": "bytes_moved",
+    "streams": "streams_per_object",
+}
+
+
+def read(path: Path) -> TransferRecord:
+    """A transfer record from its file, checked as a new one: a field it cannot hold or a
+    missing identity fails with the file and the field; a field of an earlier version
+    (:data:`RETIRED`) is left out, with one line saying so."""
+    data = read_json(path)
+    old = [k for k in data if k in RETIRED]
+    if old:
+        now = ", ".join(f"{k} (now {RETIRED[k]})" for k in old)
+        print(
+            f"{path}: written by an earlier version of cloudbench; left out: {now}", file=sys.stderr
+        )
+    try:
+        return TransferRecord.of({k: v for k, v in data.items() if k not in RETIRED})
+    except RecordError as err:
+        raise RecordError(f"{path}: {err}") from None

@@ -14,6 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from cloudbench.campaign import paths, precision
+from cloudbench.campaign.identity import KEYS, LABELS, MeasurementId, keys_without
+from cloudbench.measure import record as transfer
 from cloudbench.measure.rclonelog import longest_stall, parse_rclone_log
 from cloudbench.measure.record import TRANSFER_COLUMNS, WHOLE_TRANSFER_COLUMNS
 from cloudbench.report.outputs import TABLES
@@ -23,9 +25,8 @@ from cloudbench.report.outputs import TABLES
 # group's one clock (client 0's node), clock_offset_s how far that clock is ahead of the
 # client's node, within clock_uncertainty_s (cloudbench.measure.group.measure_offset).
 CLIENT_TABLE_COLUMNS = [
-    "campaign", "site", "remote", "direction", "strategy", "layout", "tool", "setting",
-    "clients", "concurrency", "repeat", "client", "host", "batch_job", "job_step", "status",
-    "mb_per_s", "seconds", "start_offset_s", "started_utc", "clock_offset_s",
+    "campaign", *KEYS, "clients", "concurrency", "client", "host", "batch_job", "job_step",
+    "status", "mb_per_s", "seconds", "start_offset_s", "started_utc", "clock_offset_s",
     "clock_uncertainty_s", "files", "objects", "bytes_requested", "bytes_moved", "connections",
     "retries", "error",
 ]  # fmt: skip
@@ -33,24 +34,12 @@ STEP_COLUMNS = [
     "campaign", "site", "step", "item", "setting", "remote", "repeat", "chunk_bytes", "bytes",
     "started_utc", "seconds", "mb_per_s", "digest_from", "host", "node_cores",
 ]  # fmt: skip
-SERIES_COLUMNS = [
-    "campaign", "site", "remote", "direction", "strategy", "layout", "setting", "repeat",
-    "elapsed_s", "bytes", "mb_per_s",
-]  # fmt: skip
+# A transfer's series carries its identity (less the tool, which the setting names)
+SERIES_COLUMNS = ["campaign", *keys_without("tool"), "elapsed_s", "bytes", "mb_per_s"]
 
 
 def _record_path(results: Path, key: dict) -> Path:
-    return Path(
-        paths.transfer_record(
-            results,
-            key["site"],
-            key["direction"],
-            key["remote"],
-            key["layout"],
-            key["setting"],
-            key["repeat"],
-        )
-    )
+    return Path(paths.transfer_record(results, MeasurementId.of(key)))
 
 
 def _load(path: Path) -> dict:
@@ -106,18 +95,9 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
         if not path.exists():
             missing.append(key)
             continue
-        rec = _load(path)
+        rec = transfer.read(path).as_json()  # a field it cannot hold fails here, named
         if key["direction"] == "download":
-            vpath = Path(
-                paths.verify_record(
-                    results,
-                    key["site"],
-                    key["remote"],
-                    key["layout"],
-                    key["setting"],
-                    key["repeat"],
-                )
-            )
+            vpath = Path(paths.verify_record(results, MeasurementId.of(key)))
             if rec["status"] == "ok" and vpath.exists():
                 ver = _load(vpath)
                 if ver["status"] != "ok":
@@ -202,10 +182,10 @@ def expected_steps(results: Path, plan: dict) -> list[Path]:
     for m in plan["measurements"]:
         if m["direction"] != "download":
             continue
-        key = (results, m["site"], m["remote"], m["layout"], m["setting"], m["repeat"])
+        key = MeasurementId.of(m)
         if m["layout"].startswith("chunked-"):
-            out.append(paths.reassemble_record(*key))
-        out.append(paths.verify_record(*key))
+            out.append(paths.reassemble_record(results, key))
+        out.append(paths.verify_record(results, key))
     return [Path(p) for p in out]
 
 
@@ -259,6 +239,6 @@ def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
     sites = {m["site"] for m in plan["measurements"]}
     probes_table(results, sites).to_csv(paths["probes"], sep="\t", index=False)
     decided.to_csv(paths["precision"], sep="\t", index=False)
-    missing_columns = ["site", "direction", "remote", "layout", "setting", "repeat"]
-    pd.DataFrame(missing, columns=missing_columns).to_csv(paths["missing"], sep="\t", index=False)
+    # a missing measurement as the plan names it: its labels
+    pd.DataFrame(missing, columns=LABELS).to_csv(paths["missing"], sep="\t", index=False)
     return paths

@@ -78,7 +78,7 @@ def drawing_processes(asked: int, cores: int, load: float) -> int:
 def spare_cores() -> tuple[int, float]:
     """(usable cores, 1-minute load average) of this machine, for drawing_processes; the
     load reads as 0 where the system does not say."""
-    from cloudbench.data.parallel import usable_cores
+    from cloudbench.processes import usable_cores
 
     try:
         load = os.getloadavg()[0]
@@ -150,6 +150,7 @@ def build_report(
                 info,
                 out["rate_by_strategy"],
             ),
+            drawers.submit(figures.whole_rates, by_variant(metrics), info, out["rate_whole"]),
             drawers.submit(figures.speedups, metrics, summary, info, out["speedup"]),
             drawers.submit(figures.rate_vs_distance, transfers, info, out["rate_vs_distance"]),
             drawers.submit(drift.rate_vs_start_png, transfers, trend, out["rate_vs_start"]),
@@ -163,7 +164,7 @@ def build_report(
         html_tables.cost_html(transfers, summary, info, out["cost"])
         html_tables.campaign_html(info, manifest, transfers, out["campaign"])
         scaling_report.scaling_html(transfers, clients, out["scaling_html"], info)
-        tools_report.tools_html(transfers, out["tools_html"])
+        tools_report.tools_html(transfers, out["tools_html"], info)
         tools_report.latency_html(transfers, probes, out["latency_html"])
         comparison = _comparison(transfers, info, out)
         html_tables.precision_html(decided, info, out["precision_html"], transfers)
@@ -175,13 +176,13 @@ def build_report(
         )
         for figure in drawn:
             figure.result()  # a figure that failed fails the report, with its traceback
-    # the headline embeds the rate-by-strategy figure: written once that is drawn
+    # the headline embeds the whole-transfer rate figure: written once that is drawn
     out["headline"].write_text(
         headline_html(
             metrics,
             summary,
             info,
-            out["rate_by_strategy"],
+            out["rate_whole"],
             drift.drift_sentences(trend),
             comparison,
             decided,
@@ -198,7 +199,8 @@ def _comparison(
     if not other:
         compare.nothing_to_compare(out["compare_tsv"], out["compare_html"])
         return None
-    table = compare.compare(compare.read_transfers(Path(other["transfers"])), transfers)
+    margin = other.get("margin", compare.MARGIN)  # a report info from before the key
+    table = compare.compare(compare.read_transfers(Path(other["transfers"])), transfers, margin)
     here = str(info.get("campaign", "this campaign"))
     compare.write_outputs(table, other["name"], here, out["compare_tsv"], out["compare_html"])
     table.attrs["against"] = other["name"]

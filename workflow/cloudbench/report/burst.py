@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from cloudbench.campaign.identity import ROUTE
+
 MIN_SIDE_S = 3.0
 MIN_DROP = 0.2  # the rate after the burst is at least 20% lower
 MIN_MOVING_SHARE = 0.5  # of the intervals after it, the share that moved bytes
@@ -129,17 +131,20 @@ def bursts(transfers: pd.DataFrame, series: pd.DataFrame, keys: list[str]) -> pd
 
 def burst_lines(metrics: pd.DataFrame) -> list[str]:
     """One sentence per site, remote, direction and layout with bursts, for the front page."""
+    from cloudbench.report.stats import same_keys  # stats imports this module
+
     if "burst_s" not in metrics or metrics["burst_s"].isna().all():
         return []
     lines = []
     hit = metrics[metrics["burst_s"].notna()]
     ok = metrics[metrics["status"] == "ok"]
-    for key, g in hit.groupby(["site", "remote", "direction", "layout"], sort=False):
-        site, remote, direction, layout = key
-        n = len(ok[(ok["site"] == site) & (ok["remote"] == remote)
-                   & (ok["direction"] == direction) & (ok["layout"] == layout)])  # fmt: skip
+    keys = [*ROUTE, "layout"]
+    for key, g in hit.groupby(keys, sort=False):
+        k = dict(zip(keys, key, strict=True))
+        n = len(ok[same_keys(ok, k, keys)])
         lines.append(
-            f"{site} {direction} ({remote}) {layout}: {len(g)} of {n} transfers started fast, "
+            f"{k['site']} {k['direction']} ({k['remote']}) {k['layout']}: {len(g)} of {n} "
+            "transfers started fast, "
             f"then slowed: {g['burst_mb_per_s'].median():.3g} MB/s for the first "
             f"{g['burst_s'].median():.0f} s, then {g['after_mb_per_s'].median():.3g} MB/s "
             "(medians; a burst allowance or throttling: a longer copy settles at the second)"

@@ -5,9 +5,18 @@ A centre measures a store before and after an upgrade, or one store against anot
 measurement identity (site, remote, direction, tool, layout, setting) present in both, the
 factor between the campaigns is the ratio of their median rates, with the exact Mann-Whitney
 interval of the factor (:func:`cloudbench.intervals.ratio_interval`) and its coverage.
-The verdict follows the interval alone: ``slower`` when it lies below 1, ``faster`` above 1,
-``no clear change`` when it holds 1, and ``too few repeats`` without one. Regressions come
-first. Identities measured in one campaign only are listed, never dropped.
+
+A verdict is a claim a centre acts on, so it is held to two things (docs/method.md):
+a practical margin (``MARGIN``, the campaign's ``compare_margin``): ``slower`` means the rate
+fell by more than the margin, not merely below 1, since a store moves a few percent from week
+to week; and many comparisons at once: the ``slower`` verdicts of one comparison are
+discoveries with the false discovery rate held at ``FALSE_DISCOVERY_RATE`` (Benjamini-Hochberg
+on exact one-sided Mann-Whitney tests, :func:`cloudbench.intervals.shifted_rank_p`), and the
+``faster`` ones likewise. So when nothing changed by more than the margin, at most 5% of
+comparisons show any regression, whatever their number of measurements. Below 3 repeats there
+is no verdict (``too few repeats``); with few repeats and many measurements a change may be
+unprovable (the smallest p of 3 against 3 repeats is 0.05), which the page says. Regressions
+come first. Identities measured in one campaign only are listed, never dropped.
 """
 
 from __future__ import annotations
@@ -18,15 +27,25 @@ from pathlib import Path
 
 import pandas as pd
 
-from cloudbench.report import latency
-from cloudbench.intervals import level_text, ratio_interval
+from cloudbench.campaign.identity import keys_without
+from cloudbench.intervals import (
+    benjamini_hochberg,
+    level_text,
+    ratio_interval,
+    shifted_rank_p,
+    smallest_p,
+)
 
-# a measurement's identity as the report's tables have it (one list, in latency), less the
-# strategy, which the layout already names
-IDENTITY = [k for k in latency.IDENTITY if k != "strategy"]
+# a measurement's identity less its repeat (campaign.identity) and the strategy, which the
+# layout already names
+IDENTITY = keys_without("strategy", "repeat")
 COLUMNS = [
-    *IDENTITY, "n_a", "n_b", "median_a", "median_b", "ratio", "low", "high", "level", "verdict",
+    *IDENTITY, "n_a", "n_b", "median_a", "median_b", "ratio", "low", "high", "level",
+    "p_slower", "p_faster", "verdict",
 ]  # fmt: skip
+MARGIN = 0.05  # a change smaller than this is no verdict: compare_margin's default (schema)
+FALSE_DISCOVERY_RATE = 0.05  # of the slower (and of the faster) verdicts of one comparison
+DIGITS = 4  # significant digits of a rate, a factor or a p in compare.tsv
 ORDER = {"slower": 0, "faster": 1, "no clear change": 2, "too few repeats": 3}
 
 
@@ -41,20 +60,37 @@ def read_transfers(results: Path) -> pd.DataFrame:
     return t
 
 
-def verdict(low: float, high: float) -> str:
-    if math.isnan(low):
-        return "too few repeats"
-    if high < 1:
-        return "slower"
-    if low > 1:
-        return "faster"
-    return "no clear change"
+def verdicts(p_slower: list[float], p_faster: list[float], rate: float) -> list[str]:
+    """Each measurement's verdict from its two one-sided p-values, the slower and the faster
+    ones each a family held at the false discovery rate ``rate``."""
+    slower = benjamini_hochberg(p_slower, rate)
+    faster = benjamini_hochberg(p_faster, rate)
+    return [
+        "too few repeats"
+        if math.isnan(ps)
+        else "slower"
+        if down
+        else "faster"
+        if up
+        else "no clear change"
+        for ps, down, up in zip(p_slower, slower, faster, strict=True)
+    ]
 
 
-def compare(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+def _significant(x: float) -> float:
+    return float(f"{x:.{DIGITS}g}") if isinstance(x, float) and math.isfinite(x) else x
+
+
+def compare(
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    margin: float = MARGIN,
+    rate: float = FALSE_DISCOVERY_RATE,
+) -> pd.DataFrame:
     """One row per identity in either campaign (``COLUMNS``): the factor of B over A with
-    its interval, coverage and verdict; an identity in one campaign only has verdict
-    ``only in A`` or ``only in B``."""
+    its interval and coverage, the p-values of "slower by more than ``margin``" and "faster
+    by more than ``margin``", and the verdict; an identity in one campaign only has verdict
+    ``only in A`` or ``only in B``. ``attrs`` keeps the margin and the rate for the page."""
     keys = [k for k in IDENTITY if k in a.columns and k in b.columns]
 
     def ok(t: pd.DataFrame) -> dict[tuple, list[float]]:
@@ -77,16 +113,58 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
             | {"median_a": pd.Series(ra).median() if ra else math.nan}
             | {"median_b": pd.Series(rb).median() if rb else math.nan}
             | {"ratio": r.ratio, "low": r.low, "high": r.high, "level": r.level}
-            | {"verdict": verdict(r.low, r.high)}
+            | {"p_slower": shifted_rank_p(rb, ra, 1 - margin, below=True)}
+            | {"p_faster": shifted_rank_p(rb, ra, 1 + margin, below=False)}
         )
     out = pd.DataFrame(rows, columns=[*keys, *COLUMNS[len(IDENTITY) :]])
+    out["verdict"] = out["verdict"].astype(object)
+    both = out["verdict"].isna()
+    out.loc[both, "verdict"] = verdicts(
+        list(out.loc[both, "p_slower"]), list(out.loc[both, "p_faster"]), rate
+    )
+    for col in ("median_a", "median_b", "ratio", "low", "high", "level", "p_slower", "p_faster"):
+        out[col] = out[col].map(_significant)
+    out = out.astype({"n_a": "Int64", "n_b": "Int64"})
     rank = out["verdict"].map(ORDER).fillna(len(ORDER))
-    return (
+    out = (
         out.assign(_rank=rank)
         .sort_values(["_rank", "ratio"], kind="stable")
         .drop(columns="_rank")
         .reset_index(drop=True)
     )
+    out.attrs.update(margin=margin, rate=rate)
+    return out
+
+
+def meaning(table: pd.DataFrame) -> str:
+    """What a verdict means, in one paragraph of the page: the margin, the control of many
+    comparisons, and how many repeats a change needs to be shown at all."""
+    margin = table.attrs.get("margin", MARGIN)
+    rate = table.attrs.get("rate", FALSE_DISCOVERY_RATE)
+    tested = table[table["p_slower"].notna()]
+    if tested.empty:
+        return (
+            "no verdicts: no measurement has 3 ok repeats in both campaigns (slower or faster "
+            f"would mean a change of more than {margin:.0%}, the margin)"
+        )
+    text = (
+        f"slower (faster) means the median rate fell (rose) by more than {margin:.0%} (the "
+        "margin: compare_margin in the campaign file, --margin of cloudbench compare): the "
+        "exact Mann-Whitney test of a change beyond that "
+        f"margin is a discovery with the false discovery rate held at {rate:.0%} over the "
+        f"{len(tested)} measurements compared (Benjamini-Hochberg), so when nothing changed "
+        f"by more than the margin, a comparison shows a regression at most {rate:.0%} of the "
+        "time; the interval is the factor's, at its stated coverage."
+    )
+    if len(tested):
+        n = int(min(tested["n_a"].min(), tested["n_b"].min()))
+        if smallest_p(n, n) > rate / len(tested):
+            text += (
+                f" With {n} repeats against {n}, a change in a single measurement cannot be "
+                f"shown among {len(tested)} (its smallest p is {smallest_p(n, n):.3g}); "
+                "only one shared by many can: measure more repeats to see single changes."
+            )
+    return text
 
 
 def lines(table: pd.DataFrame, a: str, b: str) -> list[str]:
@@ -104,7 +182,7 @@ def lines(table: pd.DataFrame, a: str, b: str) -> list[str]:
             f"  {ident}: {r.verdict}, x{r.ratio:.2f}{interval} "
             f"({r.median_a:.3g} -> {r.median_b:.3g} MB/s, n={r.n_a}/{r.n_b})"
         )
-    return out
+    return [*out, f"({meaning(table)})"]
 
 
 def counts_text(table: pd.DataFrame) -> str:
@@ -120,7 +198,7 @@ def write_outputs(table: pd.DataFrame, a: str, b: str, tsv: Path, page_path: Pat
     tsv.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(tsv, sep="\t", index=False, na_rep="")
     head = html.escape(lines(table, a, b)[0])
-    body = f"<p>{head} {html.escape(counts_text(table))}.</p>"
+    body = f"<p>{head} {html.escape(counts_text(table))}.</p><p>{html.escape(meaning(table))}</p>"
     flag = table["verdict"] == "slower"
     page_path.write_text(page("Comparison", body + html_table(table, flag=flag)))
 

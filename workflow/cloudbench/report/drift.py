@@ -20,11 +20,11 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from cloudbench.report import stats
+from cloudbench.campaign.identity import ROUTE, keys_without
 
 LEVEL = 0.95
 MIN_ROUNDS = 3  # a trend needs at least three rounds to be told from one odd round
-DRIFT_KEYS = ["site", "remote", "direction"]
+DRIFT_KEYS = ROUTE
 DRIFT_COLUMNS = [
     *DRIFT_KEYS, "rounds", "n", "change_per_round", "change_low", "change_high", "level",
     "drift",
@@ -70,7 +70,8 @@ def drift_table(transfers: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     ok = transfers[(transfers["status"] == "ok") & (transfers["mb_per_s"] > 0)].copy()
     if ok.empty:
         return pd.DataFrame(columns=DRIFT_COLUMNS)
-    ident = [c for c in [*stats.GROUP, "tool"] if c in ok.columns]
+    # its own measurement: the identity less the repeat (the strategy is named by the layout)
+    ident = [c for c in keys_without("strategy", "repeat") if c in ok.columns]
     ok["relative"] = ok["mb_per_s"] / ok.groupby(ident, dropna=False)["mb_per_s"].transform(
         "median"
     )

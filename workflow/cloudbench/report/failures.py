@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from cloudbench.campaign.identity import LINK
+
 DURING, AFTER = "during", "after"  # site.breaker's words in the outage column
 
 
@@ -46,7 +48,7 @@ def scope_sentences(transfers: pd.DataFrame) -> list[str]:
     recovered = _recovered(transfers[outage == AFTER])
     if not failed.any():
         return recovered
-    grid = transfers.assign(failed=failed).groupby(["site", "remote"])["failed"].all()
+    grid = transfers.assign(failed=failed).groupby(LINK)["failed"].all()
     sites = sorted(transfers["site"].unique())
     remotes = sorted(transfers["remote"].unique())
     stores = [r for r in remotes if grid.xs(r, level="remote").all()]

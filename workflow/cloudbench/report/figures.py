@@ -22,8 +22,9 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from cloudbench.report import stats
+from cloudbench.campaign.identity import LABELS, LINK  # noqa: E402
 from cloudbench.intervals import level_text  # noqa: E402
+from cloudbench.report import stats
 from cloudbench.report.labels import layout_order, num  # noqa: E402
 
 DPI = 110
@@ -201,7 +202,7 @@ def rate_vs_time(
     """One panel per site x direction; every ok transfer a faint line (colour = layout), the
     median over repeats of each layout, second by second, in bold."""
     ok = stats.ok_rates(transfers)
-    keys = [*stats.GROUP, "repeat"]
+    keys = LABELS  # one transfer: its group and repeat
     if series.empty or ok.empty:
         return placeholder(path, "no per-second series of a successful transfer recorded")
     wanted = set(map(tuple, ok[keys].itertuples(index=False)))
@@ -388,6 +389,52 @@ def sustained(
     save(fig, path)
 
 
+def whole_rates(metrics: pd.DataFrame, info: Mapping[str, Any], path: Path) -> None:
+    """The first screen's figure: the whole-transfer rate (``mb_per_s``, bytes / wall-clock
+    seconds) per site x direction x layout, the same rate as the first screen's table, so
+    the two can never rank tools or layouts differently (the sustained rate after ramp-up
+    has its own figure). Each repeat a point, the median a black bar with its value, its
+    order-statistic interval a black line."""
+    from cloudbench.intervals import median_interval
+
+    ok = metrics[(metrics["status"] == "ok") & metrics["mb_per_s"].notna()]
+    if ok.empty:
+        return placeholder(path, "no successful transfers: no rates")
+    pal = palette(metrics["layout"])
+    cells = panels(info, ok)
+    fig, axes = grid(len(cells), width=5.6)
+    rng = np.random.default_rng(0)  # jitter only
+    levels = set()
+    for ax, cell in zip(axes, cells, strict=True):
+        d = cell.select(ok)
+        order = layout_order(d["layout"])
+        for i, lay in enumerate(order):
+            rates = d.loc[d["layout"] == lay, "mb_per_s"]
+            x = i + rng.uniform(-0.12, 0.12, len(rates))
+            ax.scatter(x, rates, color=pal[lay], s=40, alpha=0.85, zorder=6,
+                       edgecolor="white", lw=0.5)  # fmt: skip
+            median = float(rates.median())
+            ax.hlines(median, i - 0.3, i + 0.3, color="black", lw=2.2, zorder=5)
+            low, high, level = median_interval(rates)
+            if not math.isnan(low):
+                ax.vlines(i + 0.33, low, high, color="black", lw=1.4, zorder=5)
+                levels.add(level_text(level))
+            ax.annotate(num(median), (i - 0.3, median), xytext=(0, 4),
+                        textcoords="offset points", fontsize=8, va="bottom", ha="left")  # fmt: skip
+        _set_ticks(ax, order)
+        ax.set_xlim(-0.6, len(order) - 0.4)
+        ax.set_title(cell.title)
+        ax.set_xlabel("strategy (layout)")
+        ax.set_ylabel(f"whole-transfer rate{_rate_axis(ax, d['mb_per_s'])}\n{RATE_UNIT}")
+    interval = f"interval of the median ({', '.join(sorted(levels))} coverage)"
+    extra = [
+        Line2D([], [], color="black", lw=2.2, label="median (as in the table)"),
+        Line2D([], [], color="black", lw=1.4, marker="|", label=interval if levels else "interval"),
+    ]
+    _legend(fig, pal, extra)
+    save(fig, path)
+
+
 # --- 3. speed-up ------------------------------------------------------------------------------
 
 
@@ -499,7 +546,7 @@ def rate_vs_distance(transfers: pd.DataFrame, info: Mapping[str, Any], path: Pat
     pal = palette(ok["layout"])
     dirs = [d for d in DIRECTIONS if (ok["direction"] == d).any()]
     fig, axes = grid(len(dirs), width=6.2, height=4.0)
-    pts_all = ok.merge(dist, on=["site", "remote"], how="inner")
+    pts_all = ok.merge(dist, on=LINK, how="inner")
     for ax, direction in zip(axes, dirs, strict=True):
         trend = stats.distance_trend(ok, dist, direction)
         p = pts_all[pts_all["direction"] == direction]

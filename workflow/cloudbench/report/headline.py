@@ -20,16 +20,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cloudbench.campaign.clients import capped_by_rclone_flags
+from cloudbench.campaign.identity import GROUP, ROUTE, keys_through, keys_without
 from cloudbench.campaign.model import Setting
-from cloudbench.report import stats
-from cloudbench.report.burst import burst_lines
-from cloudbench.report.failures import scope_sentences
 from cloudbench.intervals import (
     MIN_REPEATS_FOR_INTERVAL,
+    TARGET_LEVEL,
     level_text,
     median_interval,
     ratio_interval,
 )
+from cloudbench.report import stats
+from cloudbench.report.burst import burst_lines
+from cloudbench.report.failures import scope_sentences
 from cloudbench.report.labels import NA, with_interval
 
 STYLE = (
@@ -54,9 +57,11 @@ STYLE = (
 
 
 # the rows one sentence compares: "tool" is "" unless the tools' rates are not comparable
-GROUP_KEYS = ["site", "remote", "direction", "tool"]
+GROUP_KEYS = keys_through("tool")
+# a row: a measurement (its layout names its setting where there are several)
+ROW_KEYS = keys_without("strategy", "setting", "repeat")
 ROW_COLUMNS = [
-    "site", "remote", "direction", "tool", "layout", "n", "median", "low", "high", "level",
+    *ROW_KEYS, "n", "median", "low", "high", "level",
     "speedup", "speedup_low", "speedup_high", "speedup_level", "failed", "corrupt", "retries",
     "reruns", "resent", "request_retries", "stalls", "rates",
 ]  # fmt: skip
@@ -82,18 +87,21 @@ BEST_MARGIN = 1.05
 def _clear(group: pd.DataFrame, best: Mapping[str, Any]) -> tuple[bool, float]:
     """Whether the fastest row of a group is clearly faster than every other row (layout and
     setting alike): the interval of its factor over each of them lies above ``BEST_MARGIN``.
-    Returns that and the lowest coverage among those intervals (the level the claim holds
-    at). Without an interval against one of them (too few repeats) nothing is clear, however
-    large the gap."""
-    levels = []
-    for other in group.itertuples(index=False):
-        if other.layout == best["layout"]:
-            continue
-        r = ratio_interval(best["rates"], other.rates)
+
+    "Best" is one claim about all the others at once, so it is made at a joint level: with k
+    rivals each interval aims at 1 - 5%/k (Bonferroni), and the level returned is what the k
+    hold together at the least, 1 - the sum of their misses (three rivals at 90% each hold
+    together at only 70%; at 98.3% each, at 95%). Without an interval against one of them
+    (too few repeats) nothing is clear, however large the gap."""
+    others = [o for o in group.itertuples(index=False) if o.layout != best["layout"]]
+    each = 1 - (1 - TARGET_LEVEL) / max(1, len(others))
+    misses = 0.0
+    for other in others:
+        r = ratio_interval(best["rates"], other.rates, target=each)
         if not r.low > BEST_MARGIN:
             return False, math.nan
-        levels.append(r.level)
-    return bool(levels), min(levels) if levels else math.nan
+        misses += 1 - r.level
+    return bool(others), max(0.0, 1 - misses) if others else math.nan
 
 
 def reruns(transfers: pd.DataFrame) -> int:
@@ -132,20 +140,12 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame, by_tool: bool = False) ->
     out = []
     several = summary["setting"].nunique() > 1 if not summary.empty else False
     for r in summary.itertuples(index=False):
-        sel = metrics[
-            (metrics["site"] == r.site)
-            & (metrics["remote"] == r.remote)
-            & (metrics["direction"] == r.direction)
-            & (metrics["layout"] == r.layout)
-            & (metrics["setting"] == r.setting)
-        ]
+        sel = metrics[stats.same_keys(metrics, r._asdict(), GROUP)]
         rates = stats.ok_rates(sel)["mb_per_s"].to_numpy(float)
         iv = median_interval(rates)
         out.append(
             {
-                "site": r.site,
-                "remote": r.remote,
-                "direction": r.direction,
+                **{k: getattr(r, k) for k in ROUTE},
                 "tool": Setting.from_label(str(r.setting)).tool if by_tool else "",
                 "layout": f"{r.layout} ({r.setting})" if several else r.layout,
                 "n": int(r.n),
@@ -197,7 +197,12 @@ def _verdict(group: pd.DataFrame, best: Mapping[str, Any]) -> tuple[str, str]:
     """How sure the page may be that ``best`` is the fastest of ``group``, in words that give
     the real reason when it cannot say (not "too few repeats" when the repeats were enough)."""
     if best["clear"]:
-        return "best ", f" ({level_text(best['clear_level'])} intervals)"
+        rivals = sum(o.layout != best["layout"] for o in group.itertuples(index=False))
+        if rivals == 1:
+            return "best ", f" ({level_text(best['clear_level'])} intervals)"
+        return "best ", (
+            f" (ahead of all {rivals} others at once, jointly at {level_text(best['clear_level'])})"
+        )
     few = [
         str(o.layout)
         for o in group.itertuples(index=False)
@@ -287,7 +292,7 @@ def uncapped_tools(caps: Sequence[str], transfers: pd.DataFrame) -> list[str]:
     """The tools other than rclone in ``transfers`` when rclone ran under ``caps``: their
     rates and rclone's are not comparable, so each tool gets its own "fastest"."""
     tools = transfers["tool"] if caps and "tool" in transfers else pd.Series(dtype=str)
-    return sorted(set(tools.dropna().astype(str)) - {"rclone"})
+    return sorted(t for t in set(tools.dropna().astype(str)) if not capped_by_rclone_flags(t))
 
 
 def rate_caps(info: Mapping[str, Any], transfers: pd.DataFrame) -> list[str]:
@@ -332,7 +337,7 @@ def per_object_lines(metrics: pd.DataFrame) -> list[str]:
         return []
     ok = stats.ok_rates(metrics)
     ok = ok[pd.to_numeric(ok["files_per_s"], errors="coerce").notna()]
-    keys = [k for k in ("site", "remote", "direction", "layout", "setting") if k in ok]
+    keys = [k for k in GROUP if k in ok]
     out = []
     several = ok["remote"].nunique() > 1 if "remote" in ok else False
     for key, g in ok.groupby(keys, sort=False):
@@ -519,8 +524,9 @@ def headline_html(
     ]
     if not table.empty:
         show_remote = table["remote"].nunique() > 1
-        head = ["site", *(["remote"] if show_remote else []), "direction", "layout"]
-        head += ["median MB/s [interval]", "n", "vs plain [interval]", "failed", "corrupt"]
+        # a row's measurement as the page names it: its remote only where there are several
+        shown = [k for k in ROW_KEYS if k != "tool" and (k != "remote" or show_remote)]
+        head = [*shown, "median MB/s [interval]", "n", "vs plain [interval]", "failed", "corrupt"]
         head += ["retried", "rerun"]
         cells = "".join(
             f'<th class="{"l" if i < len(head) - 7 else ""}">{h}</th>' for i, h in enumerate(head)
@@ -528,7 +534,7 @@ def headline_html(
         body = [f"<table><thead><tr>{cells}</tr></thead><tbody>"]
         for r in table.to_dict("records"):
             cls = "bad" if r["failed"] or r["corrupt"] else "best" if r["clear"] else ""
-            left = [r["site"], *([r["remote"]] if show_remote else []), r["direction"], r["layout"]]
+            left = [r[k] for k in shown]
             tds = "".join(f'<td class="l">{html.escape(str(v))}</td>' for v in left)
             tds += f"<td>{_rate_cell(r)}</td><td>{r['n']}</td><td>{_speedup_cell(r)}</td>"
             tds += (
@@ -541,9 +547,10 @@ def headline_html(
     if figure is not None and figure.exists():
         data = base64.b64encode(figure.read_bytes()).decode()
         parts.append(
-            f'<img alt="sustained rate per strategy" src="data:image/png;base64,{data}">'
-            "<p><small>The sustained rate per strategy (every repeat a point; its caption, in "
-            "the menu under Transfers, says how to read it).</small></p>"
+            f'<img alt="whole-transfer rate per strategy" src="data:image/png;base64,{data}">'
+            "<p><small>The whole-transfer rate per strategy, the rate of the table above "
+            "(every repeat a point, the median with its interval); the sustained rate after "
+            "ramp-up has its own figure under Transfers.</small></p>"
         )
     parts += after
     parts.append("</div>")

@@ -10,8 +10,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from cloudbench.sizes import SizeError, parse_size
 from cloudbench.intervals import level_text
+from cloudbench.sizes import SizeError, parse_size
 
 NA = "–"  # a value that does not exist (no interval, no rate), in every figure and table
 

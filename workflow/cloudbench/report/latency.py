@@ -26,21 +26,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cloudbench.campaign.identity import LINK, MEASUREMENT, ROUTE
 from cloudbench.intervals import median_interval
-from cloudbench.report.stats import LinearFit, linear_fit
+from cloudbench.report.stats import LinearFit, linear_fit, same_keys
 
 MS = 1000.0
 PROBE_COLUMNS = [
-    "site", "remote", "when", "started_utc", "time_of_day_utc", "endpoint_host", "scheme",
+    *LINK, "when", "started_utc", "time_of_day_utc", "endpoint_host", "scheme",
     "count", "object_bytes", "status",
     "connect_p50_ms", "tls_p50_ms", "get_ttfb_p50_ms", "get_ttfb_p90_ms", "get_ttfb_p99_ms",
     "put_ttfb_p50_ms", "put_ttfb_p90_ms", "put_ttfb_p99_ms",
     "list_after_write_p50_ms", "list_after_write_p90_ms", "list_after_write_p99_ms",
     "read_after_write_p50_ms", "read_after_write_p90_ms", "read_after_write_p99_ms",
-    "tcp_rmem_max_bytes", "tcp_wmem_max_bytes", "reason",
+    "tcp_rmem_max_bytes", "tcp_wmem_max_bytes", "clock_ahead_low_s", "clock_ahead_high_s",
+    "reason",
 ]  # fmt: skip
 CEILING_COLUMNS = [
-    "site", "remote", "direction", "rtt_ms", "window_bytes", "connections", "ceiling_mb_s",
+    *ROUTE, "rtt_ms", "window_bytes", "connections", "ceiling_mb_s",
     "median_mb_s", "of_ceiling",
 ]  # fmt: skip
 # The buffer that bounds a direction's window at the site: it receives downloads, sends uploads.
@@ -48,7 +50,7 @@ WINDOW_OF = {"download": "tcp_rmem_max_bytes", "upload": "tcp_wmem_max_bytes"}
 FAILURE_COLUMNS = ["tool", "direction", "rows", "not_ok", "failed", "corrupt", "failure_rate"]
 # A measurement's identity less the repeat, in the order tables show it: a statistic pools
 # the repeats of one identity and nothing else (a table without a column has one value of it)
-IDENTITY = ["site", "remote", "direction", "tool", "strategy", "layout", "setting"]
+IDENTITY = MEASUREMENT
 TOOL_COLUMNS = [*IDENTITY, "n", "median", "ci_low", "ci_high", "ci_level", "not_ok"]
 PER_OBJECT_COLUMNS = [*IDENTITY, "n", "files_per_s", "s_per_object"]
 
@@ -85,6 +87,8 @@ def probe_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
                for op in ("list", "read") for q in ("p50", "p90", "p99")},
             "tcp_rmem_max_bytes": r.get("tcp_rmem_max_bytes"),
             "tcp_wmem_max_bytes": r.get("tcp_wmem_max_bytes"),
+            "clock_ahead_low_s": (r.get("clock_ahead_of_store_s") or {}).get("low"),
+            "clock_ahead_high_s": (r.get("clock_ahead_of_store_s") or {}).get("high"),
             "reason": r.get("reason"),  # why a probe was skipped
         })  # fmt: skip
     return pd.DataFrame(rows, columns=PROBE_COLUMNS)
@@ -94,20 +98,46 @@ def pair_rtt(probes: pd.DataFrame) -> pd.DataFrame:
     """``site``, ``remote``, ``rtt_ms``, ``probes``: each pair's RTT (see the definitions)."""
     ok = probes[probes["connect_p50_ms"].notna()]
     if ok.empty:
-        return pd.DataFrame(columns=["site", "remote", "rtt_ms", "probes"])
-    g = ok.groupby(["site", "remote"], sort=True)["connect_p50_ms"]
+        return pd.DataFrame(columns=[*LINK, "rtt_ms", "probes"])
+    g = ok.groupby(LINK, sort=True)["connect_p50_ms"]
     return g.agg(rtt_ms="median", probes="size").reset_index()
 
 
-def copy_visibility(transfers: pd.DataFrame) -> pd.DataFrame:
+VISIBILITY_COLUMNS = [
+    *LINK, "copies_read", "min_copy_age_s", "median_copy_age_s",
+    "clock_correction_low_s", "clock_correction_high_s",
+    "min_age_store_clock_low_s", "min_age_store_clock_high_s",
+]  # fmt: skip
+
+
+def clock_ahead(probes: pd.DataFrame) -> pd.DataFrame:
+    """Per site and remote: the site's clock minus the store's, as bounds that hold over all
+    its probes (the widest low to high of them: a clock may drift between the probe before
+    and the one after). Only probes that measured it."""
+    cols = ["clock_ahead_low_s", "clock_ahead_high_s"]
+    if probes.empty or not set(cols) <= set(probes.columns):
+        return pd.DataFrame(columns=[*LINK, *cols])
+    known = probes.dropna(subset=cols)
+    return (
+        known.groupby(LINK, sort=True)
+        .agg(clock_ahead_low_s=(cols[0], "min"), clock_ahead_high_s=(cols[1], "max"))
+        .reset_index()
+    )
+
+
+def copy_visibility(transfers: pd.DataFrame, probes: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per download site (other than the upload site) and remote: how long after the upload
     site published each copy this site first read it (``copy_age_s``, both ends from the
     manifest exchange; a copy read again later, as ``repeats: auto`` does, counts once, at
-    its first read). The smallest is the tightest upper bound the campaign gives on the
-    store's cross-site visibility delay; the others mostly say when the site ran."""
-    columns = ["site", "remote", "copies_read", "min_copy_age_s", "median_copy_age_s"]
+    its first read).
+
+    ``copy_age_s`` subtracts two sites' clocks: it is no bound on the store's delay when the
+    reader's clock is behind. Where both sites' probes measured their clock against the
+    store's (``clock_ahead_low_s``/``high_s``), the smallest age is also given on the
+    store's one clock, as the interval it must lie in: age - (reader ahead - uploader
+    ahead), with both offsets' bounds. The others mostly say when the site ran."""
     if transfers.empty or "copy_age_s" not in transfers:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=VISIBILITY_COLUMNS)
     uploaders = set(transfers.loc[transfers["direction"] == "upload", "site"])
     read = transfers[
         (transfers["direction"] == "download")
@@ -115,14 +145,22 @@ def copy_visibility(transfers: pd.DataFrame) -> pd.DataFrame:
         & ~transfers["site"].isin(uploaders)
     ]
     if read.empty:
-        return pd.DataFrame(columns=columns)
-    first = read.groupby(["site", "remote", "copy_published_utc"])["copy_age_s"].min()
+        return pd.DataFrame(columns=VISIBILITY_COLUMNS)
+    first = read.groupby([*LINK, "copy_published_utc"])["copy_age_s"].min()
     out = (
-        first.groupby(["site", "remote"])
+        first.groupby(LINK)
         .agg(copies_read="size", min_copy_age_s="min", median_copy_age_s="median")
         .reset_index()
     )
-    return out[columns]
+    ahead = clock_ahead(probes if probes is not None else pd.DataFrame())
+    up = ahead[ahead["site"].isin(uploaders)].drop(columns="site")
+    up = up.rename(columns={"clock_ahead_low_s": "up_low", "clock_ahead_high_s": "up_high"})
+    out = out.merge(ahead, on=LINK, how="left").merge(up, on="remote", how="left")
+    out["clock_correction_low_s"] = out["clock_ahead_low_s"] - out["up_high"]
+    out["clock_correction_high_s"] = out["clock_ahead_high_s"] - out["up_low"]
+    out["min_age_store_clock_low_s"] = out["min_copy_age_s"] - out["clock_correction_high_s"]
+    out["min_age_store_clock_high_s"] = out["min_copy_age_s"] - out["clock_correction_low_s"]
+    return out[VISIBILITY_COLUMNS]
 
 
 def rate_vs_rtt(
@@ -131,7 +169,7 @@ def rate_vs_rtt(
     """The ``ok`` transfers joined with their pair's RTT, and a fitted line per direction
     (None where fewer than 2 distinct RTTs make a line meaningless)."""
     ok = transfers[(transfers["status"] == "ok") & transfers["mb_per_s"].notna()]
-    joined = ok.merge(pair_rtt(probes), on=["site", "remote"], how="inner")
+    joined = ok.merge(pair_rtt(probes), on=LINK, how="inner")
     fits: dict[str, LinearFit | None] = {}
     for direction, g in joined.groupby("direction", sort=True):
         if g["rtt_ms"].nunique() < 2:
@@ -160,19 +198,20 @@ def window_ceilings(transfers: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFra
     if rtt.empty or ok.empty:
         return pd.DataFrame(columns=CEILING_COLUMNS)
     rows = []
-    for (site, remote, direction), g in ok.groupby(["site", "remote", "direction"], sort=True):
-        pair = rtt[(rtt["site"] == site) & (rtt["remote"] == remote)]
-        mine = probes[(probes["site"] == site) & (probes["remote"] == remote)]
-        window = pd.to_numeric(mine[WINDOW_OF.get(str(direction), "")], errors="coerce")
+    for key, g in ok.groupby(ROUTE, sort=True):
+        route = dict(zip(ROUTE, key, strict=True))
+        pair = rtt[same_keys(rtt, route, LINK)]
+        mine = probes[same_keys(probes, route, LINK)]
+        window = pd.to_numeric(mine[WINDOW_OF.get(str(route["direction"]), "")], errors="coerce")
         if pair.empty or window.dropna().empty:
             continue
         rtt_ms, win = float(pair["rtt_ms"].iloc[0]), float(window.median())
         conns = int(max(1, np.median(g["connections"].fillna(1))))
         ceiling = window_ceiling_mb_s(win, rtt_ms / MS, conns)
         median = float(g["mb_per_s"].median())
-        rows.append({
-            "site": site, "remote": remote, "direction": direction, "rtt_ms": rtt_ms,
-            "window_bytes": int(win), "connections": conns, "ceiling_mb_s": ceiling,
+        rows.append(route | {
+            "rtt_ms": rtt_ms, "window_bytes": int(win), "connections": conns,
+            "ceiling_mb_s": ceiling,
             "median_mb_s": median, "of_ceiling": median / ceiling if ceiling else math.nan,
         })  # fmt: skip
     return pd.DataFrame(rows, columns=CEILING_COLUMNS)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from cloudbench.campaign.clients import capped_by_rclone_flags
+from cloudbench.campaign.identity import keys_through, keys_without
 from cloudbench.intervals import (
     MIN_REPEATS_FOR_INTERVAL,
     level_text,
@@ -40,8 +42,9 @@ DELIVERED_NOTHING = ("failed", "corrupt")  # statuses that count as 0 MB/s in a 
 KNEE_FRACTION = 0.90  # the knee: the first value whose median reaches 90% of the best
 COLLAPSE_RATIO = 0.90  # a collapse: at least 10% below a smaller value, and significant
 AXES = {"clients": "clients", "concurrency": "concurrency"}  # knob -> column
-# one curve's identity: a measurement's identity less the swept knob and the repeat
-CURVE_KEYS = ["site", "remote", "direction", "tool", "layout"]
+# one curve's identity: a measurement's identity less the swept knob (the setting, which
+# names the clients and the concurrency), the repeat and the strategy the layout names
+CURVE_KEYS = keys_without("strategy", "setting", "repeat")
 SCALING_COLUMNS = [
     *CURVE_KEYS, "axis", "held", "values", "knee", "knee_low", "knee_high", "best",
     "best_median", "saturated", "failed", "collapse",
@@ -240,7 +243,7 @@ def recommendations(
         return []
     strategy = with_setting(transfers).drop_duplicates("layout").set_index("layout")["strategy"]
     out = []
-    groups = pts.groupby(["site", "remote", "direction", "tool"], sort=False)
+    groups = pts.groupby(keys_through("tool"), sort=False)
     for (site, remote, direction, tool), g in groups:
         if g[["clients", "concurrency"]].drop_duplicates().shape[0] < 2:
             continue
@@ -258,7 +261,7 @@ def recommendations(
             if edge
             else ""
         )
-        if capped and tool == "rclone" and "clients" in edge:
+        if capped and capped_by_rclone_flags(tool) and "clients" in edge:
             further = (
                 " The rate still grows at the largest clients swept because each rclone "
                 "process has its own bandwidth cap: more clients add caps, so this curve "

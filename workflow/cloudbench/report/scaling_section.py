@@ -15,10 +15,12 @@ from typing import Any
 import pandas as pd
 import seaborn as sns
 
+from cloudbench.campaign.identity import GROUP, ROUTE
+from cloudbench.intervals import level_text
 from cloudbench.report import scaling
 from cloudbench.report.figures import RATE_LABEL, grid, placeholder, save
 from cloudbench.report.headline import rate_caps
-from cloudbench.intervals import level_text
+from cloudbench.report.stats import same_keys
 from cloudbench.report.tables import html_table, page
 
 SHADES = sns.color_palette("colorblind", 10)
@@ -38,33 +40,23 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
     table = scaling.scaling_table(transfers)
     if table.empty:
         return placeholder(path, NO_SWEEP)
-    groups = list(table.groupby(["site", "remote", "direction"], sort=False).groups)
+    groups = list(table.groupby(ROUTE, sort=False).groups)
     axes_used = [a for a in scaling.AXES if (table["axis"] == a).any()]
     fig, axes = grid(len(groups) * len(axes_used), ncols=len(axes_used))
     styles = ["-", "--", ":", "-."]
-    for i, (site, remote, direction) in enumerate(groups):
+    for i, key in enumerate(groups):
+        route = dict(zip(ROUTE, key, strict=True))
         for j, axis in enumerate(axes_used):
             ax = axes[i * len(axes_used) + j]
             other = "concurrency" if axis == "clients" else "clients"
-            sel = table[
-                (table["site"] == site)
-                & (table["remote"] == remote)
-                & (table["direction"] == direction)
-                & (table["axis"] == axis)
-            ]
+            sel = table[same_keys(table, route, ROUTE) & (table["axis"] == axis)]
             layouts = list(dict.fromkeys(zip(sel["tool"], sel["layout"], strict=True)))
             for k, row in enumerate(sel.itertuples(index=False)):
                 # a colour per line (its legend names layout and the other knob), a line
                 # style per layout
                 colour = SHADES[k % len(SHADES)]
-                p = pts[
-                    (pts["site"] == site)
-                    & (pts["remote"] == remote)
-                    & (pts["direction"] == direction)
-                    & (pts["tool"] == row.tool)
-                    & (pts["layout"] == row.layout)
-                    & (pts[other] == row.held)
-                ].sort_values(axis)
+                curve = same_keys(pts, row._asdict(), scaling.CURVE_KEYS)
+                p = pts[curve & (pts[other] == row.held)].sort_values(axis)
                 err = [
                     (p["median"] - p["low"]).fillna(0).clip(lower=0),
                     (p["high"] - p["median"]).fillna(0).clip(lower=0),
@@ -82,13 +74,14 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
                     y = p.loc[p[axis] == x, "median"]
                     ax.plot([x] * len(y), y, "x", color="#c0392b", ms=12, mew=3)
             ax.set_xscale("log", base=2)
-            ticks = sorted(pts.loc[pts["site"] == site, axis].unique())
+            ticks = sorted(pts.loc[pts["site"] == route["site"], axis].unique())
             ax.set_xticks(ticks, [scaling._n(t) for t in ticks])
             ax.minorticks_off()
             ax.set_xlabel(axis if axis == "clients" else "concurrency per client")
             ax.set_ylabel(RATE_LABEL)
             ax.set_ylim(bottom=0)
-            ax.set_title(f"{site} {direction} ({remote}) vs {axis}", fontsize=10)
+            where = f"{route['site']} {route['direction']} ({route['remote']})"
+            ax.set_title(f"{where} vs {axis}", fontsize=10)
             ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     save(fig, path)
@@ -129,9 +122,8 @@ def scaling_html(
             ]
         )[
             [
-                "site", "remote", "direction", "tool", "layout", "axis", "held", "values",
-                "knee", "knee_interval", "best", "best_median", "saturated", "failed",
-                "collapse",
+                *scaling.CURVE_KEYS, "axis", "held", "values", "knee", "knee_interval", "best",
+                "best_median", "saturated", "failed", "collapse",
             ]
         ]  # fmt: skip
         body.append(
@@ -153,9 +145,7 @@ def scaling_html(
     body.append(html_table(shown, flag=points["failed"] > 0, headers={"level": "coverage"}))
     if not clients.empty:
         spread = (
-            clients.groupby(
-                ["site", "remote", "direction", "layout", "setting"], sort=False, dropna=False
-            )
+            clients.groupby(GROUP, sort=False, dropna=False)
             .agg(
                 measurements=("repeat", "nunique"),
                 clients=("client", "nunique"),

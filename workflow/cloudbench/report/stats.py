@@ -43,15 +43,16 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from cloudbench.campaign.identity import GROUP, LABELS, LINK, MEASUREMENT, ROUTE, keys_without
 from cloudbench.campaign.model import Setting
-from cloudbench.measure.record import STALL_NOTED_MIN_S, STALL_NOTED_S, STALL_NOTED_SHARE
-from cloudbench.report import burst
 from cloudbench.intervals import (
     TARGET_LEVEL,
     RatioInterval,
     median_interval,
     ratio_interval,
 )
+from cloudbench.measure.record import STALL_NOTED_MIN_S, STALL_NOTED_S, STALL_NOTED_SHARE
+from cloudbench.report import burst
 
 RAMP_FRACTION = 0.10
 MIN_SERIES_POINTS = 3
@@ -66,10 +67,9 @@ MIN_SAMPLE_GAP_S = 0.1
 BYTES_PER_GB = 10**9
 BYTES_PER_TB = 10**12
 
-# A group: the repeats of one measurement; a pair: what a layout's speed-up is judged in
-# (the same site, remote, direction and setting: clients x concurrency).
-GROUP = ["site", "remote", "direction", "layout", "setting"]
-PAIR = ["site", "remote", "direction", "setting"]
+# A group: the repeats of one measurement (campaign.identity.GROUP); a pair: what a layout's
+# speed-up is judged in (the same site, remote, direction and setting: clients x concurrency).
+PAIR = keys_without("layout", of=GROUP)
 # Phases of a site's work, in order: the time budget reports each one's wall clock.
 PHASES = {
     "prepare": ("generate", "checksum", "chunk"),
@@ -78,8 +78,7 @@ PHASES = {
     "check": ("reassemble", "verify"),
 }
 SUMMARY_COLUMNS = [
-    "site", "remote", "direction", "tool", "strategy", "layout", "setting", "n", "mean",
-    "p10", "p50", "p90",
+    *MEASUREMENT, "n", "mean", "p10", "p50", "p90",
     "sustained_median", "sustained_ci_low", "sustained_ci_high", "sustained_ci_level",
     "sustained_from_whole", "speedup_vs_plain", "speedup_ci_low", "speedup_ci_high",
     "speedup_ci_level", "failed", "corrupt",
@@ -301,7 +300,7 @@ def transfer_metrics(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFr
     ``outlier`` and a burst's ``burst.COLUMNS`` per row (sustained and bursts only for ``ok``
     transfers)."""
     out = with_setting(transfers).copy()
-    keys = [*GROUP, "repeat"]
+    keys = LABELS  # the group and the repeat
     series = with_setting(series)
     by_key = {k: g for k, g in series.groupby(keys)} if not series.empty else {}
     sus, method = [], []
@@ -360,6 +359,14 @@ def _same_setting(m: pd.DataFrame, group: pd.DataFrame, setting: str) -> pd.Seri
     return (m["tool"] == tool) & (m["clients"] == clients) & (m["concurrency"] == conc)
 
 
+def same_keys(table: pd.DataFrame, key: Mapping[str, Any], keys: Sequence[str]) -> pd.Series:
+    """Rows of ``table`` whose ``keys`` (a view of the identity) have ``key``'s values."""
+    hit = pd.Series(True, index=table.index)
+    for k in keys:
+        hit &= table[k] == key[k]
+    return hit
+
+
 def counted_sum(values: pd.Series) -> float:
     """The sum of a count over the repeats, NaN when no repeat counted it: a tool that
     reports no retries (s5cmd, the AWS CLI) leaves its rows' ``retries`` empty, and a sum
@@ -381,27 +388,24 @@ def summarise(
     m = metrics if metrics is not None else transfer_metrics(with_setting(transfers), series)
     rows = []
     for key, g in m.groupby(GROUP, sort=False):
-        site, remote, direction, layout, setting = key
+        k = dict(zip(GROUP, key, strict=True))
+        setting = k["setting"]
         ok = g[(g["status"] == "ok") & g["mb_per_s"].notna()]
         rates = ok["mb_per_s"].to_numpy(float)
         sus = ok["sustained_mb_per_s"].to_numpy(float)
         sus_iv = median_interval(sus)
         plain = m[
-            (m["site"] == site)
-            & (m["remote"] == remote)
-            & (m["direction"] == direction)
+            same_keys(m, k, ROUTE)
             & (m["layout"] == "plain")
             & _same_setting(m, g, setting)
             & (m["status"] == "ok")
         ]["mb_per_s"]
-        if layout == "plain":
+        if k["layout"] == "plain":
             sp = RatioInterval(1.0 if rates.size else math.nan, math.nan, math.nan, math.nan)
         else:
             sp = speedup(rates, plain)
-        rows.append({
-            "site": site, "remote": remote, "direction": direction,
-            "tool": Setting.from_label(str(setting)).tool,
-            "strategy": g["strategy"].iloc[0], "layout": layout, "setting": setting,
+        rows.append(k | {
+            "tool": Setting.from_label(str(setting)).tool, "strategy": g["strategy"].iloc[0],
             "n": int(rates.size),
             "mean": float(rates.mean()) if rates.size else math.nan,
             "p10": _pct(rates, 10), "p50": _pct(rates, 50), "p90": _pct(rates, 90),
@@ -439,7 +443,7 @@ def site_remote_distances(sites: Mapping[str, Any], remotes: Mapping[str, Any]) 
             a, b = (sv or {}).get("location"), (rv or {}).get("location")
             if a is not None and b is not None:
                 rows.append({"site": s, "remote": r, "distance_km": haversine_km(a, b)})
-    return pd.DataFrame(rows, columns=["site", "remote", "distance_km"])
+    return pd.DataFrame(rows, columns=[*LINK, "distance_km"])
 
 
 class DistanceTrend(NamedTuple):
@@ -462,13 +466,13 @@ def distance_trend(
     """
     ok = ok_rates(transfers)
     ok = ok[ok["direction"] == direction]
-    cols = ["site", "remote", "distance_km", "median_mb_per_s", "transfers"]
+    cols = [*LINK, "distance_km", "median_mb_per_s", "transfers"]
     if ok.empty or distances.empty:
         return DistanceTrend(pd.DataFrame(columns=cols), None, 0)
     pts = (
-        ok.groupby(["site", "remote"], as_index=False)
+        ok.groupby(LINK, as_index=False)
         .agg(median_mb_per_s=("mb_per_s", "median"), transfers=("mb_per_s", "size"))
-        .merge(distances, on=["site", "remote"], how="inner")
+        .merge(distances, on=LINK, how="inner")
     )[cols]
     distinct = int(pts["distance_km"].round(3).nunique())
     fit = linear_fit(pts["distance_km"], pts["median_mb_per_s"]) if distinct >= 3 else None
@@ -516,12 +520,11 @@ def time_budget(steps: pd.DataFrame, transfers: pd.DataFrame) -> pd.DataFrame:
     ``effective_mb_per_s``.
     """
     cols = ["site", *PHASES, "end_to_end_s", "ok_bytes", "raw_mb_per_s", "effective_mb_per_s"]
-    parts = []
+    parts, timed = [], ["site", "step", "started_utc", "seconds"]
     if not steps.empty:
-        parts.append(steps[["site", "step", "started_utc", "seconds"]])
-    if not transfers.empty:
-        t = transfers[["site", "direction", "started_utc", "seconds"]]
-        parts.append(t.rename(columns={"direction": "step"}))
+        parts.append(steps[timed])
+    if not transfers.empty:  # a transfer is a step named by its direction
+        parts.append(transfers.rename(columns={"direction": "step"})[timed])
     if not parts:
         return pd.DataFrame(columns=cols)
     long = pd.concat(parts, ignore_index=True)
@@ -568,6 +571,13 @@ class Prices:
 NO_PRICES = "no prices configured for this remote (set prices: in the config)"
 
 
+def _stored_bytes(t: pd.DataFrame) -> float:
+    """The bytes the campaign's uploads left on the remote: each upload that arrived holds
+    its dataset (``bytes_requested``), once, however many bytes its retries sent."""
+    arrived = (t["direction"] == "upload") & (t["status"] != "failed")
+    return float(pd.to_numeric(t.loc[arrived, "bytes_requested"], errors="coerce").fillna(0).sum())
+
+
 def campaign_cost(transfers: pd.DataFrame, prices: Mapping[str, Prices | None]) -> pd.DataFrame:
     """What the campaign cost on each remote, at the configured list prices.
 
@@ -575,8 +585,10 @@ def campaign_cost(transfers: pd.DataFrame, prices: Mapping[str, Prices | None]) 
       replaced or a kill cut short: the store billed their bytes too; the column
       ``bytes_moved_all_attempts`` where the table has it) / 10⁹ x ``egress_per_gb``;
       uploads (ingress) are assumed free;
-    * storage = bytes of every upload (each repeat and layout is a copy kept on the
-      remote) / 10⁹ x ``storage_per_gb_month``, for one month;
+    * storage = the dataset's bytes (``bytes_requested``) of every upload that arrived (each
+      repeat and layout is a copy kept on the remote; a failed upload's partial objects and
+      the bytes a retry sent again are not stored data) / 10⁹ x ``storage_per_gb_month``,
+      for one month;
     * requests (API calls), minimum storage durations, taxes and discounts are not included.
 
     Costs are NaN, with ``note`` saying why, for a remote without prices.
@@ -594,7 +606,7 @@ def campaign_cost(transfers: pd.DataFrame, prices: Mapping[str, Prices | None]) 
         down = float(billed[t["direction"] == "download"].sum()) if not t.empty else 0.0
         tries = pd.to_numeric(t.get("attempts", pd.Series(dtype=float)), errors="coerce")
         attempts = int(tries[t["direction"] == "download"].fillna(1).sum()) if not t.empty else 0
-        up = float(moved[t["direction"] == "upload"].sum()) if not t.empty else 0.0
+        up = _stored_bytes(t) if not t.empty else 0.0
         p = prices.get(remote)
         row = {
             "remote": remote,
@@ -639,12 +651,12 @@ def per_tb(summary: pd.DataFrame, prices: Mapping[str, Prices | None]) -> pd.Dat
     """For each site x remote x direction x layout: hours to move 1 TB at the measured median
     (P50) rate, the egress cost of downloading 1 TB (uploads: 0, ingress assumed free), and
     the cost of keeping 1 TB on the remote for one month."""
-    rows = []
+    rows, keys = [], keys_without("tool", "strategy", "setting", "repeat")
     for r in summary.itertuples(index=False):
         p = prices.get(r.remote)
         tb_gb = BYTES_PER_TB / BYTES_PER_GB
         rows.append({
-            "site": r.site, "remote": r.remote, "direction": r.direction, "layout": r.layout,
+            **{k: getattr(r, k) for k in keys},
             "median_mb_per_s": r.p50, "hours_per_tb": hours_per_tb(r.p50),
             "currency": p.currency if p else "",
             "egress_cost_per_tb": (tb_gb * p.egress_per_gb if r.direction == "download"
@@ -655,10 +667,7 @@ def per_tb(summary: pd.DataFrame, prices: Mapping[str, Prices | None]) -> pd.Dat
     return pd.DataFrame(
         rows,
         columns=[
-            "site",
-            "remote",
-            "direction",
-            "layout",
+            *keys,
             "median_mb_per_s",
             "hours_per_tb",
             "currency",

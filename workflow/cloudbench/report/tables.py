@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cloudbench.sizes import size_label
-from cloudbench.report import headline, stats
+from cloudbench.campaign.identity import GROUP, LABELS, NAMED, keys_without
 from cloudbench.intervals import INTERVALS_NOTE
+from cloudbench.report import headline, stats
 from cloudbench.report.labels import NA, with_interval
+from cloudbench.sizes import size_label
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
@@ -110,11 +111,7 @@ def _ran_on(transfers: pd.DataFrame) -> str:
 def transfers_html(transfers: pd.DataFrame, missing: pd.DataFrame, path: Path) -> None:
     """Every transfer, one row each; rows that are not ``ok`` are highlighted."""
     cols = [
-        "site",
-        "remote",
-        "direction",
-        "layout",
-        "repeat",
+        *keys_without(*NAMED, "setting"),  # the page names a transfer by its layout
         "status",
         "mb_per_s",
         "seconds",
@@ -140,8 +137,7 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
     of outliers and of failed or corrupt transfers."""
     sm = summary
     t = pd.DataFrame({
-        "site": sm["site"], "remote": sm["remote"], "direction": sm["direction"],
-        "layout": sm["layout"], "setting": sm["setting"], "n ok": sm["n"], "mean": sm["mean"],
+        **{k: sm[k] for k in GROUP}, "n ok": sm["n"], "mean": sm["mean"],
         "P10": sm["p10"],
         "P50": sm["p50"], "P90": sm["p90"],
         "sustained median [interval] coverage": [
@@ -187,12 +183,7 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
     else:
         o = out[
             [
-                "site",
-                "remote",
-                "direction",
-                "layout",
-                *(["setting"] if "setting" in out else []),
-                "repeat",
+                *(k for k in LABELS if k in out),
                 "started_utc",
                 "mb_per_s",
                 "group_median",
@@ -208,9 +199,8 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
         body += html_table(
             bad[
                 [
-                    *["site", "remote", "direction", "layout"],
-                    *(["setting"] if "setting" in bad else []),
-                    *["repeat", "status", "retries", "error"],
+                    *(k for k in LABELS if k in bad),
+                    *["status", "retries", "error"],
                 ]
             ],
             wrap={"error"},

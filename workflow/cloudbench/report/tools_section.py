@@ -13,21 +13,24 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from cloudbench.campaign.clients import NAMES
+from cloudbench.campaign.identity import LINK, ROUTE
+from cloudbench.intervals import level_text
 from cloudbench.report import latency
 from cloudbench.report.figures import DIRECTIONS, RATE_LABEL, grid, placeholder, save
-from cloudbench.intervals import level_text
 from cloudbench.report.tables import html_table, page
 
 NO_ROWS = "no successful transfers yet"
 ONE_TOOL = (
     "one tool measured ({tool}): its rates are under Transfers; list several under tools: "
-    "(rclone, s5cmd, aws, command) to compare them here"
+    f"({', '.join(NAMES)}) to compare them here"
 )
 NO_PROBES = (
     "no latency probes with times: the probe measures S3 remotes only (other remotes get a "
@@ -57,7 +60,7 @@ def _tool_colors(tools) -> dict[str, tuple]:
 
 def _panels(rates: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
     """One panel per site, remote and direction (only the keys the table has)."""
-    keys = [k for k in ("site", "remote", "direction") if k in rates.columns]
+    keys = [k for k in ROUTE if k in rates.columns]
     return list(rates.groupby(keys, sort=False)) if keys else [((), rates)]
 
 
@@ -113,16 +116,26 @@ def tools_png(transfers: pd.DataFrame, path: Path) -> None:
     save(fig, path)
 
 
-def tools_html(transfers: pd.DataFrame, path: Path) -> None:
-    """The tool x strategy medians with intervals, failure rates, and per-object costs."""
+def tools_html(transfers: pd.DataFrame, path: Path, info: Mapping[str, Any] | None = None) -> None:
+    """The tool x strategy medians with intervals, failure rates, and per-object costs; every
+    bandwidth cap the rates ran under is named above them, as on the front page (a capped
+    rclone beside an uncapped s5cmd is no comparison of the tools)."""
+    from cloudbench.report.headline import rate_caps
+
     transfers = with_tool(transfers)
+    caps = rate_caps(info or {}, transfers)
+    capped = (
+        '<p style="color:#b00"><b>Capped rates</b>: ' + html.escape("; ".join(caps)) + ".</p>"
+        if caps
+        else ""
+    )
     if transfers.empty:
         empty = pd.DataFrame(columns=latency.TOOL_COLUMNS)
         path.write_text(page("Tools", f'<p class="note">{NO_ROWS}</p>' + html_table(empty)))
         return
     rates = latency.tool_strategy_rates(transfers)
     body = [
-        "<h2>Rate per tool and strategy</h2>"
+        capped + "<h2>Rate per tool and strategy</h2>"
         '<p class="note">median MB/s of the ok transfers (n) of each measurement (site, '
         "remote, direction, tool, layout, clients and concurrency: nothing pooled), with "
         "the order-statistic interval of the median and its real coverage (75% for 3 "
@@ -184,7 +197,7 @@ def latency_png(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> No
 
 def _rate_vs_rtt_panel(ax, p: pd.DataFrame, fit) -> None:
     ax.scatter(p["rtt_ms"], p["mb_per_s"], alpha=0.6, s=28, color="#0072B2", zorder=3)
-    for (site, remote), q in p.groupby(["site", "remote"]):
+    for (site, remote), q in p.groupby(LINK):
         ax.annotate(f"{site}→{remote}", (q["rtt_ms"].iloc[0], q["mb_per_s"].median()),
                     xytext=(6, 4), textcoords="offset points", fontsize=8)  # fmt: skip
     if fit is not None:
@@ -204,7 +217,7 @@ def _rate_vs_rtt_panel(ax, p: pd.DataFrame, fit) -> None:
 def _ttfb_panel(ax, times: pd.DataFrame) -> None:
     labels, x = [], 0
     colors = ["#009E73", "#E69F00", "#D55E00"]
-    for (site, remote), g in times.groupby(["site", "remote"], sort=True):
+    for (site, remote), g in times.groupby(LINK, sort=True):
         for k, op in enumerate(("get", "put")):
             vals = [g[f"{op}_ttfb_{q}_ms"].median() for q in QUANTILES]
             for m, (q, v) in enumerate(zip(QUANTILES, vals, strict=True)):
@@ -236,14 +249,14 @@ def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> N
         # no probe measured a time (none ran, or every remote was skipped): say so and list
         # which were skipped, rather than a table of dashes under headings without numbers
         note = f"<p><b>{html.escape(NO_PROBES)}.</b></p>"
-        shown = [c for c in ("site", "remote", "when", "status", "reason") if c in probes.columns]
+        shown = [c for c in (*LINK, "when", "status", "reason") if c in probes.columns]
         listed = html_table(
             probes[shown]
             if shown and not probes.empty
             else pd.DataFrame(columns=latency.PROBE_COLUMNS),  # what a probe would give
             wrap={"reason"},
         )
-        path.write_text(page("Latency", note + listed + _visibility_html(transfers)))
+        path.write_text(page("Latency", note + listed + _visibility_html(transfers, probes)))
         return
     body = [
         "<h2>Probes</h2>"
@@ -286,20 +299,26 @@ def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> N
         body.append('<p class="note">window unknown: no ceiling stated</p>')
     else:
         body.append(html_table(ceilings, flag=ceilings["of_ceiling"] > 0.8))
-    body.append(_visibility_html(transfers))
+    body.append(_visibility_html(transfers, probes))
     path.write_text(page("Latency", "\n".join(body)))
 
 
-def _visibility_html(transfers: pd.DataFrame) -> str:
+def _visibility_html(transfers: pd.DataFrame, probes: pd.DataFrame | None = None) -> str:
     """The cross-site half of visibility: publication at the upload site to first read at
-    each download site (:func:`cloudbench.report.latency.copy_visibility`)."""
+    each download site (:func:`cloudbench.report.latency.copy_visibility`), on the store's
+    one clock where the probes measured each site's offset from it."""
     return (
         "<h2>Cross-site visibility</h2>"
-        '<p class="note">Seconds from the upload site\'s publication of a copy (its manifest, '
-        "that site's clock) until a download site read it whole (its own clock), per "
-        "download site and remote: an upper bound on how long the store takes to show a new "
-        "object elsewhere. The smallest is the tightest bound; the rest mostly says how long "
-        "after the upload the site ran. Clock offsets between sites add to it (NTP keeps "
-        "them to milliseconds). The list- and read-after-write probe above measures the "
-        "same delay at one site.</p>" + html_table(latency.copy_visibility(transfers))
+        '<p class="note">copy age: seconds from the upload site\'s publication of a copy (its '
+        "manifest, on that site's clock) until a download site read it whole (on its own "
+        "clock), per download site and remote. Two clocks: if the reader's is behind, the age "
+        "reads short and bounds nothing. So each site's probe measures its clock against the "
+        "store's (the Date header of its responses, whole seconds, narrowed by many "
+        "responses: clock_ahead_low_s/high_s in probes.tsv), and the smallest age is given "
+        "again on the store's one clock, as the interval it lies in "
+        "(min_age_store_clock_low_s to high_s; empty where a site's offset is unknown). "
+        "That smallest age bounds how long the store takes to show a new object elsewhere; "
+        "the rest mostly says how long after the upload the site ran. The list- and "
+        "read-after-write probe above measures the same delay at one site.</p>"
+        + html_table(latency.copy_visibility(transfers, probes))
     )

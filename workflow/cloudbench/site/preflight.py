@@ -7,7 +7,6 @@ together, so a user fixes everything in one go instead of one failure per hour-l
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -17,12 +16,12 @@ from typing import Any
 
 from cloudbench.campaign import paths
 from cloudbench.campaign.secrets import redact, secret_values
-from cloudbench.sizes import size_label
+from cloudbench.measure import clients
 from cloudbench.measure import rclone as rc
-from cloudbench.measure import tools
+from cloudbench.measure.clients.s3 import not_configured, remote_env_prefix
 from cloudbench.records import clip_tail, host_info, utc_now, write_json
 from cloudbench.site import exchange
-from cloudbench.site.jobenv import upload_in_this_run
+from cloudbench.sizes import size_label
 
 FREE_SPACE_OVERRIDE = "CLOUDBENCH_FREE_BYTES"  # for tests on machines without a small fs
 
@@ -43,7 +42,7 @@ class PreflightSpec:
     remote_prefixes: dict[str, str] = field(default_factory=dict)
     upload_site: str = ""
     needs_upload: bool = False  # downloads, uploads not: the upload must be on the remote
-    # (unless the upload site runs in this same run: jobenv.upload_in_this_run)
+    # (false when the upload site runs in this same run: campaign.jobs.RunSpec)
     upload_prefix: str = ""  # where the campaign's manifest is looked for
     tools: tuple[str, ...] = ()
     command_template: str | None = None
@@ -73,23 +72,8 @@ def check_tools(spec: PreflightSpec) -> list[str]:
     """
     problems = []
     for tool in spec.tools:
-        if tool == "command":
-            if spec.command_template:
-                exe = shlex.split(spec.command_template)[0]
-                if not (shutil.which(exe) or Path(exe).is_file()):
-                    problems.append(f"command_template: {exe} not found on this site's PATH")
-            continue
-        if tool not in tools.S3_TOOLS:
-            continue
-        try:
-            tools.find_tool(tool)
-        except tools.ToolError as err:
-            problems.append(str(err))
-        for prefix in spec.remote_prefixes.values():
-            try:
-                tools.s3_access(prefix, tool=tool)
-            except tools.ToolError as err:
-                problems.append(f"tools: {err}")
+        client = clients.load(tool)
+        problems += client.check(list(spec.remote_prefixes.values()), spec.command_template)
     return problems
 
 
@@ -112,7 +96,7 @@ def _access_denied(prefix: str, stderr: str) -> str | None:
         return None
     name = prefix.split(":", 1)[0].lstrip(":").split(",", 1)[0]
     where = (
-        f"rclone's config for '{name}:' or the {tools.remote_env_prefix(name)}* variables"
+        f"rclone's config for '{name}:' or the {remote_env_prefix(name)}* variables"
         if name and ":" in prefix
         else "rclone's config"
     )
@@ -124,7 +108,7 @@ def _not_configured(prefix: str, stderr: str) -> str | None:
     name = prefix.split(":", 1)[0]
     if "didn't find section in config file" not in stderr or not name or ":" not in prefix:
         return None
-    return tools.not_configured(name)
+    return not_configured(name)
 
 
 def missing_keys(prefix: str, env: Mapping[str, str]) -> str | None:
@@ -134,7 +118,7 @@ def missing_keys(prefix: str, env: Mapping[str, str]) -> str | None:
     name = prefix.split(":", 1)[0]
     if not name or name.startswith(":") or ":" not in prefix:
         return None
-    var = tools.remote_env_prefix(name)
+    var = remote_env_prefix(name)
     if env.get(var + "TYPE", "").lower() != "s3":
         return None
     if env.get(var + "ACCESS_KEY_ID") or env.get(var + "SECRET_ACCESS_KEY"):
@@ -232,7 +216,7 @@ def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
             p = check_remote(binary, name, prefix, spec.site, spec.flags)
             if p:
                 problems.append(p)
-    if binary and version and spec.needs_upload and not upload_in_this_run() and not problems:
+    if binary and version and spec.needs_upload and not problems:
         prefix = spec.upload_prefix or next(iter(spec.remote_prefixes.values()))
         if not exchange.campaign_manifest_exists(prefix, spec.flags):
             problems.append(

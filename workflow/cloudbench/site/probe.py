@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.campaign.secrets import redact, secret_values
-from cloudbench.measure.tools import S3Access, ToolError, remote_name, s3_access
+from cloudbench.measure.clients.base import ClientError as ToolError
+from cloudbench.measure.clients.s3 import S3Access, remote_name, s3_access
 from cloudbench.records import host_info, utc_now, write_json
 
 DEFAULT_COUNT = 16
@@ -177,6 +178,14 @@ def tls_handshake_s(ep: Endpoint, timeout: float = TIMEOUT_S) -> float:
             return time.perf_counter() - t0
 
 
+CLOCK_NOTE = (
+    "clock_ahead_of_store_s: this node's clock minus the store's, in seconds (positive: this "
+    "node ahead), between low and high: every PUT and GET response's Date header (whole "
+    "seconds) bounds it by when the request left and the answer came; the intersection of "
+    "all bounds. It puts two sites' times on the store's one clock (cross-site visibility)"
+)
+
+
 class _Timed(http.client.HTTPResponse):
     """A response that notes when its first byte arrived (its status line was read)."""
 
@@ -213,10 +222,12 @@ def signed_request(
     key: str,
     body: bytes = b"",
     query: str = "",
+    clock: list[tuple[float, float]] | None = None,
 ) -> tuple[int, float, bytes]:
     """(status, seconds from the request's first byte sent to the response's first byte
     received, body) of one signed request (to the bucket itself when ``key`` is empty, e.g.
-    a listing with its ``query``); the connection is opened before the clock."""
+    a listing with its ``query``); the connection is opened before the clock. ``clock``
+    collects what the response's Date says of this node's clock (:func:`clock_bound`)."""
     host, path = object_target(access, ep, bucket, key)
     if not key:
         path = path.rstrip("/") or "/"
@@ -228,11 +239,44 @@ def signed_request(
     conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
     for name, value in headers.items():
         conn.putheader(name, value)
+    sent_epoch = time.time()
     t0 = time.perf_counter()
     conn.endheaders(body if body else None)
     resp = conn.getresponse()
+    received_epoch = sent_epoch + (resp.first_byte_at - t0)  # type: ignore[attr-defined]
     data = resp.read()
+    if clock is not None:
+        bound = clock_bound(sent_epoch, received_epoch, resp.getheader("Date"))
+        if bound is not None:
+            clock.append(bound)
     return resp.status, resp.first_byte_at - t0, data  # type: ignore[attr-defined]
+
+
+def clock_bound(sent: float, received: float, date: str | None) -> tuple[float, float] | None:
+    """What one response says of this node's clock minus the store's (seconds; positive:
+    this node is ahead): the store stamped its ``Date`` (whole seconds, cut down) between
+    our request leaving and its answer arriving, so the difference lies in
+    (sent - Date - 1, received - Date]. None without a readable Date."""
+    from email.utils import parsedate_to_datetime
+
+    try:
+        stamped = parsedate_to_datetime(date).timestamp() if date else None
+    except (TypeError, ValueError):
+        return None
+    return None if stamped is None else (sent - stamped - 1.0, received - stamped)
+
+
+def clock_ahead(bounds: Sequence[tuple[float, float]]) -> dict[str, Any] | None:
+    """This node's clock minus the store's, from every response's bound: they all hold, so
+    the difference lies in their intersection, narrower than a second once the requests
+    fall at different fractions of a second. None without a bound, or when they do not
+    meet (a clock stepped during the probe): no number is better than a wrong one."""
+    if not bounds:
+        return None
+    low, high = max(b[0] for b in bounds), min(b[1] for b in bounds)
+    if low > high:
+        return None
+    return {"low": round(low, 4), "high": round(high, 4), "responses": len(bounds)}
 
 
 def split_bucket_path(bucket_path: str) -> tuple[str, str]:
@@ -329,6 +373,7 @@ def probe(
     gets: list[float] = []
     lists: list[float] = []
     reads: list[float] = []
+    clock: list[tuple[float, float]] = []
     try:
         for _ in range(count):
             try:
@@ -339,11 +384,12 @@ def probe(
             except OSError as err:
                 patience.failed(f"connect: {type(err).__name__}: {err}")
         _requests(access, ep, bucket, prefix, count, object_bytes, timeout, patience,
-                  (puts, gets, lists, reads))  # fmt: skip
+                  (puts, gets, lists, reads), clock)  # fmt: skip
     except _GaveUp:
         pass
-    return _probe_record(access, ep, started, count, object_bytes, errors,
-                         (connects, handshakes, puts, gets, lists, reads))  # fmt: skip
+    record = _probe_record(access, ep, started, count, object_bytes, errors,
+                           (connects, handshakes, puts, gets, lists, reads))  # fmt: skip
+    return record | {"clock_ahead_of_store_s": clock_ahead(clock), "clock": CLOCK_NOTE}
 
 
 def _requests(
@@ -356,6 +402,7 @@ def _requests(
     timeout: float,
     patience: _Patience,
     times_of: tuple[list[float], list[float], list[float], list[float]],
+    clock: list[tuple[float, float]] | None = None,
 ) -> None:
     """The timed requests of one probe (PUT, GET, list and read after write), then the
     untimed clean-up; each sample goes to its list in ``times_of``."""
@@ -370,7 +417,14 @@ def _requests(
             for key in keys:
                 try:
                     status, seconds, data = signed_request(
-                        conn, access, ep, method, bucket, key, body if method == "PUT" else b""
+                        conn,
+                        access,
+                        ep,
+                        method,
+                        bucket,
+                        key,
+                        body if method == "PUT" else b"",
+                        clock=clock,
                     )
                 except (OSError, http.client.HTTPException) as err:
                     conn.close()

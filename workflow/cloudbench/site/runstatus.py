@@ -49,11 +49,7 @@ def counts(campaign: Any, site: str, results: str | Path) -> dict[str, int]:
 
     out = {"ok": 0, "failed": 0, "left": 0, "total": 0}
     for m in campaign.measurements(campaign.site_named(site)):
-        record = Path(
-            paths.transfer_record(
-                results, m.site, m.direction, m.remote, m.layout.label, m.setting.label, m.repeat
-            )
-        )
+        record = Path(paths.transfer_record(results, m.identity))
         out["total"] += 1
         try:
             status = json.loads(record.read_text()).get("status")

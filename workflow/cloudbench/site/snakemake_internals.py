@@ -2,17 +2,22 @@
 
 When Snakemake is stopped (Ctrl-C to it alone), it waits for its running jobs but leaves
 their outputs marked incomplete, so the next run would measure a finished transfer again.
-The ``onerror`` handler (workflow/rules/common.smk) clears those marks for transfers whose
+The end of a run (cloudbench.site.lifecycle.stopped) clears those marks for transfers whose
 record is complete and ok. That needs three things Snakemake does not promise: the job list
-of the DAG, the persistence's ``incomplete`` coroutine and its ``cleanup_metadata``.
+of the DAG, the persistence's ``incomplete`` coroutine and its ``cleanup_metadata``. The
+workflow also reads two of the run's settings Snakemake does not document for a Snakefile
+(whether jobs run in conda envs, the group components) and puts its filter on Snakemake's
+logger (cloudbench.site.terminal).
 :func:`api_problems` names any that an upgrade changed; a test calls it, so an upgrade fails
 loudly in CI instead of silently re-measuring.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 TRANSFER_RULES = ("upload", "download")
@@ -35,10 +40,30 @@ def forget_incomplete(workflow: Any, path: str) -> None:
     workflow.persistence.cleanup_metadata(path)
 
 
+def uses_conda(workflow: Any) -> bool:
+    """Whether this run's jobs run in conda envs (--sdm conda)."""
+    from snakemake.settings.types import DeploymentMethod
+
+    return DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+
+
+def group_components(workflow: Any) -> Mapping[str, int]:
+    """The run's ``group-components`` (how many of a group's parts one group job holds)."""
+    return workflow.group_settings.group_components
+
+
+def logger() -> logging.Logger:
+    """Snakemake's logger, whose terminal handler cloudbench.site.terminal filters."""
+    from snakemake.logging import logger as snakemake_logger
+
+    return snakemake_logger
+
+
 def api_problems() -> list[str]:
     """What of the private API above the installed Snakemake no longer has ([] if all)."""
     import snakemake.api  # noqa: F401  (imports the modules below in an order that works)
     from snakemake import dag, persistence, workflow
+    from snakemake import logging as snakemake_logging
 
     problems = []
     base = getattr(persistence, "PersistenceBase", None)
@@ -55,4 +80,28 @@ def api_problems() -> list[str]:
     for name in ("dag", "persistence", "async_run"):
         if not hasattr(workflow.Workflow, name):
             problems.append(f"Workflow.{name} is gone")
+    problems += _settings_problems(workflow.Workflow)
+    if not isinstance(getattr(snakemake_logging, "logger", None), logging.Logger):
+        problems.append("snakemake.logging.logger is no longer a logging.Logger")
+    return problems
+
+
+def _settings_problems(workflow_class: type) -> list[str]:
+    """What of the run's settings read above the installed Snakemake no longer has."""
+    from snakemake.settings import types
+
+    def names(cls: type) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+
+    problems = []
+    for attr, cls, field in (
+        ("deployment_settings", types.DeploymentSettings, "deployment_method"),
+        ("group_settings", types.GroupSettings, "group_components"),
+    ):
+        if attr not in names(workflow_class):
+            problems.append(f"Workflow.{attr} is gone")
+        if field not in names(cls):
+            problems.append(f"{cls.__name__}.{field} is gone")
+    if not hasattr(types.DeploymentMethod, "CONDA"):
+        problems.append("DeploymentMethod.CONDA is gone")
     return problems

@@ -25,6 +25,7 @@ def describe(rows: list[dict[str, Any]], results: Path | None = None) -> str:
     """What is not ok, one line each; for a download kept as found (corrupt, unverified),
     which a rerun does not measure again, the ``--forcerun`` that does (with ``results``)."""
     from cloudbench.campaign import paths
+    from cloudbench.campaign.identity import MeasurementId
 
     failed = sum(r["status"] not in KEPT_AS_FOUND for r in rows)
     again = f" (a rerun measures the {failed} failed again)" if failed else ""
@@ -34,10 +35,7 @@ def describe(rows: list[dict[str, Any]], results: Path | None = None) -> str:
         what = " ".join(str(k) for k in keys if isinstance(k, str) and k)
         lines.append(f"  {r['status']}: {what} r{r['repeat']}: {r.get('error')}")
         if results is not None and r["status"] in KEPT_AS_FOUND:
-            record = paths.transfer_record(
-                results, r["site"], r["direction"], r["remote"], r["layout"], r["setting"],
-                r["repeat"],
-            )  # fmt: skip
+            record = paths.transfer_record(results, MeasurementId.of(r))
             lines.append(
                 f"    kept as found, a rerun does not measure it again: {forcerun([record])}"
             )

@@ -1,25 +1,28 @@
 """The one small protocol every client follows, and what a timed copy hands it.
 
-A client does three things, and nothing else: it *plans* a copy (finds and versions its
-binary, builds its command line for a share of objects at a concurrency, names the only
-credentials it needs in its own environment, says where its per-second progress comes
-from), and after the copy it *reads the outcome* (how many bytes and objects it moved and
-by whose count, its retries and errors, its series). Timing, the timeout, progress lines,
-redaction, the series file and the record are :func:`cloudbench.measure.copy.measure`'s,
-the same for every client.
+A client does four things, and nothing else: it *checks* that it can run at a site (its
+binary, its remotes), it *plans* a copy (finds and versions its binary, builds its command
+line for a share of objects at a concurrency, names the only credentials it needs in its
+own environment, says where its per-second progress comes from), after the copy it *reads
+the outcome* (how many bytes and objects it moved and by whose count, its retries and
+errors, its series), and at any time later it *recounts its evidence*: the bytes and
+seconds of a record, recomputed from the raw files kept beside it (its own log, and the
+destination's listing where the log has no sizes or times). Timing, the timeout, progress
+lines, redaction, the series file and the record are
+:func:`cloudbench.measure.copy.measure`'s, the same for every client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from cloudbench.measure import tools
-from cloudbench.measure.arrival import MOVED_FROM_LISTING
+from cloudbench.binaries import Binary, BinaryError, find, version_or_none
+from cloudbench.measure.arrival import MOVED_FROM_LISTING, read_listing
 from cloudbench.measure.series import Point
-from cloudbench.measure.tools import ToolCommand
 
 # Where a client's per-second progress comes from.
 PROGRESS_FROM_LOG = "log"  # the client's own log (rclone's JSON stats lines)
@@ -110,8 +113,77 @@ class Outcome:
     corrupt: bool = False
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """A record's bytes and seconds recomputed from the raw files its client left beside it
+    (``paths.transfer_log``, ``paths.listing``), so a row can be traced to what the client
+    and the destination said."""
+
+    bytes: int | None  # None: the evidence does not say
+    objects: int | None
+    seconds: float | None  # from the copy's start to its last byte, by the evidence's clock
+    source: str  # which files said it
+
+
+@dataclass(frozen=True)
+class Kept:
+    """The raw files kept beside one record (``campaign.paths``), and its start."""
+
+    log: Path  # the client's own output or log (paths.transfer_log)
+    listing: Path | None  # what the copy left at its destination (paths.listing)
+    series: Path | None  # the per-second series (paths.series)
+    started_epoch: float
+
+
+# An S3 store keeps an object's time to the second: the last object of a short copy may
+# seem to land this much before the copy's start
+LISTING_CLOCK_S = 1.0
+
+
+def timed_evidence(kept: Kept) -> Evidence:
+    """The listing's bytes and seconds; where its times are the source's (a download by a
+    tool that sets each file's time to the object's), the seconds at which the series
+    (the destination sampled every second) first held those bytes."""
+    ev = listing_evidence(kept.listing, kept.started_epoch)
+    if ev.seconds is not None or ev.bytes is None or kept.series is None:
+        return ev
+    from cloudbench.measure import series
+
+    points = series.read(kept.series) if kept.series.exists() else []
+    whole = [t for t, moved in points if moved >= ev.bytes]
+    if not whole:
+        return ev
+    return replace(ev, seconds=whole[0], source=f"{ev.source}; seconds from {kept.series.name}")
+
+
+def listing_evidence(listing: Path | None, started_epoch: float) -> Evidence:
+    """Bytes and objects of the destination's listing, and seconds from the copy's start to
+    when its last object was written (the store's clock after an upload, to the second on
+    S3; this node's after a download). A tool that keeps the source's times (rclone, and
+    a store that shows them as its own) leaves times from before the copy: then the
+    listing has no seconds to say (None), rather than a wrong number."""
+    if listing is None or not listing.exists():
+        return Evidence(None, None, None, "no listing")
+    entries = read_listing(listing)
+    times = [t for _size, t in entries.values() if t is not None]
+    last = max(times) - started_epoch if times else None
+    kept_source_times = last is not None and last < -LISTING_CLOCK_S
+    return Evidence(
+        bytes=sum(size for size, _t in entries.values()),
+        objects=len(entries),
+        seconds=None if kept_source_times else last,
+        source=f"listing ({listing.name})"
+        + (": its times are the source's, not the copy's" if kept_source_times else ""),
+    )
+
+
 class Client(Protocol):
     name: str
+
+    def check(self, remote_prefixes: Sequence[str], template: str | None) -> list[str]:
+        """Before any data is made (a site's preflight): whether this client can run here
+        against these remotes, one line per problem; no network."""
+        ...
 
     def plan(self, job: CopyJob) -> Plan:
         """Find and version the binary, build the copy's command; raise ClientError with
@@ -122,9 +194,78 @@ class Client(Protocol):
         """Read what the copy did (its log, the destination), after it exited."""
         ...
 
+    def evidence(self, kept: Kept) -> Evidence:
+        """The copy's bytes and seconds recomputed from the files kept beside its record:
+        its raw log, the destination's listing and the series, all free of credentials."""
+        ...
+
 
 class ClientError(RuntimeError):
     """A client cannot take this copy: one line that says why and what to do."""
+
+
+@dataclass(frozen=True)
+class CopyRequest:
+    """What a client's command line is built from: the timed copy of ``files`` (names
+    relative to the local directory and to the remote prefix; None: everything under it)
+    between a local directory and ``name:bucket/prefix``, ``concurrency`` objects at once
+    (``streams``: parts of one object at once, where the tool can). Small files the command
+    needs go to ``workdir``. ``access`` and ``binary``: given, not looked up (tests)."""
+
+    src: str
+    dst: str
+    concurrency: int
+    workdir: Path
+    files: Sequence[str] | None = None
+    access: Any = field(default=None, repr=False)
+    binary: str | None = None
+    template: str | None = None
+    streams: int = 1
+
+
+@dataclass(frozen=True)
+class ToolCommand:
+    """One timed copy: its argv, the variables its process needs on top of the caller's
+    environment (credentials live only here), and small files to write before it runs.
+
+    ``remove_env``: the caller's variables the tool must not see (an AWS profile that would
+    override the remote's keys). ``whole_environment``: the tool sees every variable of
+    the caller (the user's own native client), not only what it needs."""
+
+    tool: str
+    argv: list[str]
+    env: dict[str, str] = field(repr=False)
+    files: dict[Path, str] = field(default_factory=dict)
+    remove_env: tuple[str, ...] = ()
+    whole_environment: bool = False
+
+    def write_files(self) -> None:
+        for path, text in self.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+
+    def environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The child's full environment: ``base`` (default os.environ) plus ours.
+
+        A client gets only what it needs: every ``RCLONE_CONFIG_*`` variable, every rclone
+        credential (by rclone's own metadata: ``RCLONE_B2_KEY``...) and other clouds'
+        credentials (``AZURE_*``, ``GOOGLE_*``, ``OS_PASSWORD``...) are dropped; PATH,
+        HOME, locale, proxies, TMPDIR and the user's AWS_* variables stay. The ``command``
+        tool keeps the whole environment: it is the user's own native client (azcopy,
+        uplink, globus-url-copy), which may need the user's own variables and
+        credentials, and cloudbench cannot know which; its template is refused if it holds
+        a credential, and its output is redacted like every tool's.
+        """
+        from cloudbench.campaign.secrets import without_credentials
+
+        if self.whole_environment:
+            env = dict(os.environ if base is None else base)
+        else:
+            env = without_credentials(base)
+        for name in self.remove_env:
+            env.pop(name, None)
+        env.update(self.env)
+        return env
 
 
 def listed_bytes(root: Path, objects: tuple[str, ...] | list[str]) -> int:
@@ -149,32 +290,54 @@ def clip_output(output: str, limit: int = 500) -> str:
 class ExternalClient:
     """A client that reports nothing of its own while it runs (s5cmd, the AWS CLI, a
     site's native tool): a download's destination is sampled for its series and bytes;
-    an upload is counted by the listing after the copy (``cloudbench.measure.arrival``)."""
+    an upload is counted by the listing after the copy (``cloudbench.measure.arrival``).
+
+    A module declares its ``binary`` (how it is found and versioned) and builds its
+    command line (:meth:`command`); planning, the outcome and the preflight check are here."""
 
     name = "external"
+    binary: Binary | None = None  # None: the command line names its own executable
+    backend: str | None = None  # the protocol it speaks, for the record (s3)
 
-    def command(self, job: CopyJob) -> ToolCommand:
-        """The copy's command line, environment and small files: ``tools.copy_command``
-        holds every external tool's command line, so a client is its name (and version)."""
-        return tools.copy_command(
-            self.name,
-            job.src,
-            job.dst,
-            concurrency=max(1, job.threads),
-            files=list(job.objects),
-            workdir=job.workdir,
-            template=job.template,
-        )
+    def command(self, copy: CopyRequest) -> ToolCommand:
+        """The timed copy's command line, environment and small files."""
+        raise NotImplementedError
+
+    def find(self) -> str:
+        """This client's binary (its override variable, where ``make`` installs it, PATH)."""
+        if self.binary is None:
+            raise ClientError(f"{self.name}: its command line names its own executable")
+        try:
+            return find(self.binary)
+        except BinaryError as err:
+            raise ClientError(str(err)) from None
 
     def version(self, binary: str) -> str | None:
-        return tools.tool_version(self.name, binary)
+        return version_or_none(self.binary, binary) if self.binary else None
+
+    def check(self, remote_prefixes: Sequence[str], template: str | None) -> list[str]:
+        try:
+            self.find()
+        except ClientError as err:
+            return [str(err)]
+        return []
+
+    def evidence(self, kept: Kept) -> Evidence:
+        """No timed, machine-readable log: the destination's listing (and series) say it."""
+        return timed_evidence(kept)
 
     def plan(self, job: CopyJob) -> Plan:
-        try:
-            cmd = self.command(job)
-            version = self.version(cmd.argv[0])
-        except tools.ToolError as err:
-            raise ClientError(str(err)) from None
+        cmd = self.command(
+            CopyRequest(
+                job.src,
+                job.dst,
+                concurrency=max(1, job.threads),
+                workdir=job.workdir,
+                files=list(job.objects),
+                template=job.template,
+            )
+        )
+        version = self.version(cmd.argv[0])
         conc = max(1, job.threads)
         in_flight = min(conc, len(job.objects)) or 1
         download = job.direction == "download"
@@ -187,7 +350,7 @@ class ExternalClient:
                 "objects_in_flight": in_flight,
                 "streams_per_object": 1,
                 "connections": in_flight,
-                "backend": "s3" if self.name in ("s5cmd", "aws") else None,
+                "backend": self.backend,
                 "backend_concurrency": None,
             },
             progress=PROGRESS_FROM_DESTINATION if download else NO_PROGRESS,
@@ -212,5 +375,4 @@ class ExternalClient:
             series_from=SERIES_FROM_DESTINATION if download else NO_UPLOAD_SERIES,
             points=run.samples if download else (),
             error=error,
-            columns={"rclone_exit": None, "rclone_version": None, "rclone_errors": None},
         )

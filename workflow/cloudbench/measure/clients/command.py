@@ -3,14 +3,41 @@ template: ``{src}``, ``{dst}``, ``{threads}`` and ``{files_from}`` filled in per
 
 from __future__ import annotations
 
-from cloudbench.measure.clients.base import ExternalClient
+import shlex
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from cloudbench.campaign.template import TemplateError, template_argv
+from cloudbench.measure.clients.base import ClientError, CopyRequest, ExternalClient, ToolCommand
 
 
 class Command(ExternalClient):
     name = "command"
 
+    def command(self, copy: CopyRequest) -> ToolCommand:
+        if not copy.template:
+            raise ClientError("tool command needs a template (tools.command)")
+        listing = copy.workdir / "files-from.txt"
+        out_files = {listing: "".join(f"{n}\n" for n in copy.files or ())}
+        values = {"src": copy.src, "dst": copy.dst, "threads": str(copy.concurrency)}
+        try:
+            argv = template_argv(copy.template, values | {"files_from": str(listing)})
+        except TemplateError as err:
+            raise ClientError(str(err)) from None
+        return ToolCommand(self.name, argv, {}, out_files, whole_environment=True)
+
     def version(self, binary: str) -> str | None:
         return None  # a template's tool has no known way to say its version
+
+    def check(self, remote_prefixes: Sequence[str], template: str | None) -> list[str]:
+        """The template's executable is on this site's PATH (or a file)."""
+        if not template:
+            return []
+        exe = shlex.split(template)[0]
+        if shutil.which(exe) or Path(exe).is_file():
+            return []
+        return [f"command_template: {exe} not found on this site's PATH"]
 
 
 CLIENT = Command()

@@ -21,6 +21,8 @@ from cloudbench.measure.clients.base import (
     SERIES_FROM_LOG,
     ClientError,
     CopyJob,
+    Evidence,
+    Kept,
     Outcome,
     Plan,
     Run,
@@ -56,6 +58,11 @@ def _lines(path: Path):
 
 class Rclone:
     name = "rclone"
+
+    def check(self, remote_prefixes, template: str | None) -> list[str]:
+        """Nothing of its own: a site's preflight checks rclone (its version, each remote)
+        for every campaign, since cloudbench's own bookkeeping runs on it."""
+        return []
 
     def plan(self, job: CopyJob) -> Plan:
         try:
@@ -163,6 +170,21 @@ class Rclone:
                 # DEBUG lines: counted only where the log is at -vv, which says its version
                 "low_level_retries": log.low_level_retries if log and log.version else None,
             },
+        )
+
+    def evidence(self, kept: Kept) -> Evidence:
+        """rclone's JSON log says both: its last stats line's bytes and transfers, and that
+        line's time stamp on the record's clock."""
+        log = kept.log
+        parsed = parse_rclone_log(_lines(log)) if log.exists() else None
+        if parsed is None or parsed.final is None:
+            return Evidence(None, None, None, f"no stats line in {log.name}")
+        points = on_wall_clock(parsed.samples, kept.started_epoch)
+        return Evidence(
+            bytes=parsed.final.bytes,
+            objects=parsed.final.transfers,
+            seconds=points[-1].elapsed if points else parsed.final.elapsed,
+            source=f"rclone's JSON log ({log.name})",
         )
 
 

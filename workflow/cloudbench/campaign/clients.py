@@ -1,0 +1,86 @@
+"""Every client that can move a copy, by name: what it can do, and where its code lives.
+
+The campaign's catalogue of clients: the campaign model, the rules and the report ask this
+table what a client can do (its capabilities), never its name; the code that runs a client
+(``cloudbench.measure.clients.<name>``) is imported only by the job that measures with it
+(:func:`cloudbench.measure.clients.load`). Adding a client is one module in
+``measure/clients/`` (a ``CLIENT`` that follows :class:`cloudbench.measure.clients.base.Client`)
+and one line here. Here, below the measuring stage, so that the campaign can check a
+campaign file against it without importing any client's code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    name: str
+    module: str  # the module whose CLIENT runs it
+    s3_only: bool = False  # speaks S3 only: needs a named rclone remote of type s3
+    multithread: bool = False  # can split one file into parallel streams (strategy multithread)
+    needs_template: bool = False  # the campaign's command_template is its command line
+    # counts what it moved itself (rclone's stats): an upload's bytes_moved is its count,
+    # not the listing's after the copy
+    counts_own_bytes: bool = False
+    # runs under the campaign's rclone.flags, so a --bwlimit there caps each of its
+    # processes (the report says a clients sweep then shows the cap, not the store)
+    capped_by_rclone_flags: bool = False
+
+
+REGISTRY: dict[str, ClientInfo] = {
+    info.name: info
+    for info in (
+        ClientInfo(
+            "rclone",
+            "cloudbench.measure.clients.rclone",
+            multithread=True,
+            counts_own_bytes=True,
+            capped_by_rclone_flags=True,
+        ),
+        ClientInfo("s5cmd", "cloudbench.measure.clients.s5cmd", s3_only=True),
+        ClientInfo("aws", "cloudbench.measure.clients.aws", s3_only=True),
+        ClientInfo("s3cmd", "cloudbench.measure.clients.s3cmd", s3_only=True),
+        ClientInfo("command", "cloudbench.measure.clients.command", needs_template=True),
+    )
+}
+NAMES = tuple(REGISTRY)
+S3_ONLY = tuple(n for n, info in REGISTRY.items() if info.s3_only)
+TEMPLATED = tuple(n for n, info in REGISTRY.items() if info.needs_template)
+
+# The one pattern of an rclone remote's name (rclone allows letters, digits, ``_``, ``.``,
+# ``-`` and spaces inside, as in ``my store:``), for every module that tells a remote from
+# a path: ``name:bucket/prefix``; ``C:\`` is a path (a one-letter name is a drive).
+REMOTE_NAME = r"[A-Za-z0-9_.][A-Za-z0-9_. -]*?"
+_REMOTE_RE = re.compile(rf"^({REMOTE_NAME}):(.*)$", re.DOTALL)
+
+
+def info_of(name: str) -> ClientInfo:
+    """The registry's line for ``name``; one line naming the known clients if none."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown client {name!r}: use one of {', '.join(NAMES)}") from None
+
+
+def capped_by_rclone_flags(name: str) -> bool:
+    """Whether ``name``'s rates ran under the campaign's rclone flags (an unknown name, a
+    client of an older table: no)."""
+    info = REGISTRY.get(str(name))
+    return bool(info and info.capped_by_rclone_flags)
+
+
+def split_remote(path: str) -> tuple[str, str] | None:
+    """``(name, bucket/prefix)`` of ``name:bucket/prefix``; None for a local path (``C:\\``
+    is one) or a connection string (``:s3,...:``)."""
+    m = _REMOTE_RE.match(path)
+    if not m or len(m.group(1)) < 2:
+        return None
+    return m.group(1), m.group(2)
+
+
+def is_remote(path: str) -> bool:
+    """``name:bucket/prefix`` (a named rclone remote), not a local path (``C:\\`` is one)."""
+    return split_remote(path) is not None

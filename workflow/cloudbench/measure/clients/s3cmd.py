@@ -1,0 +1,105 @@
+"""s3cmd (the S3 command-line client many HPC centres document for their object stores)
+as a client: S3 remotes only.
+
+Its credentials come from the rclone remote in the AWS variables s3cmd reads when its
+config file holds no keys (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``), never on its command line; the config file it is given (in the
+job's private directory) holds only the endpoint, the addressing style and the region.
+
+It moves one object at a time (large ones in sequential parts): its record says so
+(``transfers`` and ``connections`` 1), whatever concurrency the setting asked; more
+streams come from more clients. Its evidence is its own output, kept as the
+measurement's log: one line per object (or part) with its bytes and seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from cloudbench.binaries import Binary
+from cloudbench.measure.clients.base import CopyJob, Evidence, Kept, Plan
+from cloudbench.measure.clients.s3 import S3Access, S3Client, S3Copy
+
+# upload: 'src' -> 's3://b/k' (3145728 bytes in 0.1 seconds, 57.17 MB/s) [1 of 2]
+_MOVED_RE = re.compile(
+    r"^(?:upload|download): '(?P<src>.*)' -> '(?P<dst>.*)' "
+    r"\((?P<bytes>\d+) bytes in (?P<seconds>[\d.]+) seconds, [^)]*\)"
+)
+
+
+def config_text(access: S3Access) -> str:
+    """s3cmd's config file: where and how to reach the store, no keys (s3cmd then reads
+    them from the AWS variables). Path-style addressing is a host_bucket without the
+    bucket in it; signature v4 in the remote's region."""
+    if access.endpoint:
+        parts = urlsplit(access.endpoint)
+        host, https = parts.netloc, parts.scheme == "https"
+    else:
+        host, https = "s3.amazonaws.com", True
+    bucket_host = host if access.path_style else f"%(bucket)s.{host}"
+    lines = [
+        "[default]",
+        f"host_base = {host}",
+        f"host_bucket = {bucket_host}",
+        f"use_https = {https}",
+        "signature_v2 = False",
+        f"bucket_location = {access.region}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def moved(output: str) -> dict[str, tuple[int, float]]:
+    """Each object s3cmd says it moved, by its destination: bytes and seconds (its parts
+    added up)."""
+    out: dict[str, tuple[int, float]] = {}
+    for line in output.splitlines():
+        m = _MOVED_RE.match(line.strip())
+        if m:
+            size, seconds = out.get(m["dst"], (0, 0.0))
+            out[m["dst"]] = (size + int(m["bytes"]), seconds + float(m["seconds"]))
+    return out
+
+
+class S3cmd(S3Client):
+    name = "s3cmd"
+    binary = Binary("s3cmd", "CLOUDBENCH_S3CMD", "run `make` (installs it)")
+
+    def s3_command(self, copy: S3Copy) -> tuple[list[str], dict[str, str], dict[Path, str]]:
+        """``s3cmd put|get --recursive``; an exact object list as ``--exclude '*'`` and one
+        anchored regex per name (``--rinclude-from``: a glob would also take ``sub/name``).
+        ``--no-preserve``: a downloaded file's time is when it arrived, not the source's."""
+        config = copy.workdir / "s3cmd.cfg"
+        verb = "put" if copy.direction == "upload" else "get"
+        local = copy.local.rstrip("/") + "/"
+        pair = [local, copy.url] if copy.direction == "upload" else [copy.url, local]
+        argv = [copy.binary, "--config", str(config), verb, "--recursive", "--no-progress"]
+        argv += ["--no-preserve", "--force"]
+        files = {config: config_text(copy.access)}
+        if copy.files is not None:
+            names = copy.workdir / "s3cmd.objects"
+            files[names] = "".join(f"^{re.escape(n)}$\n" for n in copy.files)
+            argv += ["--exclude", "*", "--rinclude-from", str(names)]
+        return [*argv, *pair], {}, files
+
+    def plan(self, job: CopyJob) -> Plan:
+        plan = super().plan(job)
+        one = {"transfers": 1, "objects_in_flight": 1, "streams_per_object": 1, "connections": 1}
+        return replace(plan, columns={**plan.columns, **one})
+
+    def evidence(self, kept: Kept) -> Evidence:
+        """Its own output says both: each object's bytes and seconds (one at a time, so the
+        seconds add up; its start-up and listing are not in them)."""
+        log = kept.log
+        said = moved(log.read_text(errors="replace")) if log.exists() else {}
+        return Evidence(
+            bytes=sum(b for b, _s in said.values()),
+            objects=len(said),
+            seconds=round(sum(s for _b, s in said.values()), 3),
+            source=f"s3cmd's output ({log.name})",
+        )
+
+
+CLIENT = S3cmd()

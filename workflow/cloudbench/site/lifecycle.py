@@ -1,0 +1,207 @@
+"""What a run does when it starts and when it ends: the workflow's onstart, onerror and
+onsuccess hooks (workflow/rules/common.smk) call one function each of this module.
+
+Starting: refuse a run that cannot work (a scheduler variable unset, several clients with no
+launcher, one allocation without its group setting) before anything is submitted; watch the
+stores' breakers; say each failed job in one line. Ending: keep the transfers that finished
+while Snakemake stopped, say what a stopped run leaves and what to do, one line each.
+Snakemake skips onerror when a run ends in an exception (Ctrl-C landing while it evaluates
+a job's resources: an InputFunctionException), so :func:`started` also registers the end
+at exit; whichever comes first says it, once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cloudbench.campaign import jobs, paths, precision
+from cloudbench.campaign.model import Campaign, Measurement
+from cloudbench.campaign.schema import stop
+from cloudbench.site import breaker, jobenv, snakemake_internals, terminal
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the hooks know of the run: its campaign, where its results go, how a
+    measurement's records are named (common.smk's path functions)."""
+
+    campaign: Campaign
+    results: str
+    spec_path: str  # the run's spec (campaign.jobs.RunSpec; paths.run_spec)
+    record: Callable[[Measurement], str]
+    verify_record: Callable[[Measurement], str]
+    # onerror, onsuccess or the exit said how the run ended: nothing is left to say
+    ended: list[bool] = field(default_factory=list)
+
+
+def store_down_policy(c: Campaign) -> breaker.Policy:
+    """The campaign's store_down, as the jobs read it (cloudbench.site.breaker)."""
+    sd = c.store_down
+    return breaker.Policy(sd.after_failures, sd.stall_s, sd.wait_s)
+
+
+def breaker_places(c: Campaign) -> list[tuple[str, str, str]]:
+    """Every (scratch, site, remote) whose breaker this run's jobs keep."""
+    return [(str(s.scratch), s.name, r.name) for s in c.active_sites for r in c.remotes]
+
+
+def started(
+    run: Run,
+    workflow: Any,
+    config: Mapping[str, Any],
+    one_allocation: bool,
+    transfer_group: str,
+) -> None:
+    """onstart: before any job runs or is submitted, but not on a dry run (-n needs no
+    account)."""
+    # a failed or interrupted job is one line on the terminal, never its logs' contents
+    if no_one_line := terminal.install(snakemake_internals.logger()):
+        print(no_one_line, file=sys.stderr)
+    c = run.campaign
+    # Checked where jobs are submitted; batch jobs themselves do not see the variables.
+    most_clients = {
+        s.name: max((m.setting.clients for m in c.measurements(s)), default=1)
+        for s in c.active_sites
+    }
+    if no_launcher := jobenv.launcher_problem(
+        config.get("launcher_required"), most_clients, os.environ
+    ):
+        stop(no_launcher)
+    # the group settings are known only once the run starts
+    if problem := jobenv.group_problem(
+        one_allocation, transfer_group, snakemake_internals.group_components(workflow)
+    ):
+        stop(problem)
+    if missing := jobenv.missing_variables(config.get("required_env")):
+        stop(
+            f"this profile needs {', '.join(missing)} set in the environment "
+            f"(e.g. export {missing[0]}=...): scheduler account/partition/queue never live in files"
+        )
+    jobs.write_run(run.spec_path, jobs.run(c, time.time()))
+    jobenv.compile_package(Path(workflow.basedir) / "cloudbench")
+    atexit.register(stopped, run, workflow)
+    # a store that stops answering ends the run: no job is submitted for it (site.breaker)
+    if not c.store_down.wait_s:
+        breaker.watch(breaker_places(c), store_down_policy(c), breaker.stop_submitting)
+
+
+def stopped(run: Run, workflow: Any) -> None:
+    """onerror (and the exit, see the module): keep the transfers that finished while
+    stopping, and print the one line a stopped run ends with; done once."""
+    if run.ended:
+        return
+    run.ended.append(True)
+    try:
+        keep_finished_transfers(workflow)
+    except Exception as e:  # at exit, Snakemake's persistence may be closed already
+        print(
+            f"cloudbench: finished transfers not checked ({e}): a rerun measures them again",
+            file=sys.stderr,
+        )
+    # "all measurements ok" was the word of a run that finished; this one did not
+    Path(paths.status_file(run.results)).unlink(missing_ok=True)
+    c = run.campaign
+    for line in breaker.summary(breaker_places(c), store_down_policy(c)):
+        print(f"cloudbench: {line}: its measurements at this site stopped", file=sys.stderr)
+    say_what_scratch_holds(c, finished=False)
+    print(stopped_line(run), file=sys.stderr)
+
+
+def succeeded(run: Run) -> None:
+    """onsuccess: the run finished; the bulk data it left in scratch, if any, and why."""
+    run.ended.append(True)
+    say_what_scratch_holds(run.campaign, finished=True)
+
+
+def keep_finished_transfers(workflow: Any) -> None:
+    """Register the transfers that finished while Snakemake was stopping (see
+    cloudbench.site.status.finished_while_stopping), so the next run does not measure them
+    again: their incomplete marks go (cloudbench.site.snakemake_internals, the one place that
+    touches Snakemake's private API).
+    """
+    from cloudbench.site.snakemake_internals import (
+        forget_incomplete,
+        marked_incomplete,
+        transfer_jobs,
+    )
+    from cloudbench.site.status import finished_while_stopping
+
+    for job in transfer_jobs(workflow):
+        outputs = [job.output.record, *(f for f in job.output if f != job.output.record)]
+        marked = marked_incomplete(workflow, job)
+        if finished_while_stopping([Path(f) for f in outputs], marked):
+            for f in outputs:
+                forget_incomplete(workflow, f)
+            print(
+                f"cloudbench: kept {job.output.record}: it finished while Snakemake stopped",
+                file=sys.stderr,
+            )
+
+
+def say_what_scratch_holds(c: Campaign, finished: bool) -> None:
+    """The run's sites' bulk data still in scratch, one line each, and why (site.scratch)."""
+    from cloudbench.site.scratch import bulk_left, describe
+
+    places = [s.scratch for s in c.active_sites]
+    for line in describe(bulk_left(places, c.name), finished):
+        print(f"cloudbench: {line}", file=sys.stderr)
+
+
+def rounds_asked_so_far(run: Run, site: str) -> list[Measurement]:
+    """With ``repeats: auto``, the later rounds the site's precision files on disk asked for
+    (a stopped run may not have measured them yet)."""
+    c = run.campaign
+    if c.precision is None:
+        return []
+    return [
+        jobs.decided_measurement(site, d, d["repeat"])
+        for d in precision.asked_so_far(
+            lambda k: Path(paths.precision_round(run.results, site, k)), c.repeats
+        )
+    ]
+
+
+def preflight_outputs_and_logs(run: Run) -> Iterator[tuple[str, str]]:
+    """Every preflight of this run's sites (their own, and each remote-and-tool gate) with
+    its job log: a missing output beside a log is a preflight that failed."""
+    c, results = run.campaign, run.results
+    for s in c.active_sites:
+        yield paths.preflight(results, s.name), paths.job_log(results, s.name, "preflight")
+        for r in c.remotes:
+            for tool in c.tools:
+                yield (
+                    paths.preflight_gate(results, s.name, r.name, tool),
+                    paths.job_log(results, s.name, "preflight", r.name, tool),
+                )
+
+
+def stopped_line(run: Run) -> str:
+    """What a stopped run (Ctrl-C, a failed job) leaves, and what to do: one line."""
+    from cloudbench.site.status import stopped_summary
+
+    c = run.campaign
+    return stopped_summary(
+        [
+            Path(run.record(m))
+            for s in c.active_sites
+            for m in [*c.measurements(s), *rounds_asked_so_far(run, s.name)]
+        ],
+        [
+            Path(log)
+            for out, log in preflight_outputs_and_logs(run)
+            if not Path(out).exists() and Path(log).exists()
+        ],
+        {
+            Path(run.record(m)): Path(run.verify_record(m))
+            for s in c.active_sites
+            for m in c.measurements(s)
+            if m.direction == "download"
+        },
+    )
