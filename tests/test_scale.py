@@ -28,6 +28,22 @@ CAP = CAP_MIB_S * 2**20 / 1e6  # MB/s
 FILES, SIZE_MIB = 8, 4  # 4 clients: two 4 MiB files each, 4 s at the cap
 
 
+def _late(row, n: int) -> float:
+    """The share of a group's seconds its clients were all moving data: the group's seconds
+    run from the first client's start to the last one's end, so the clients' start skew
+    (a few tenths of a second of a 2-4 s copy here, more when srun or pbsdsh start a client
+    late on a loaded machine) is in them, and the row reports it."""
+    ideal = row["bytes_requested"] / (n * CAP * 1e6)
+    return ideal / (ideal + (row["start_skew_s"] if n > 1 else 0.0))
+
+
+def _near_cap(row, n: int) -> bool:
+    """N clients that ran together moved N x the per-client cap: within 10% above, and
+    within 10% below once the start skew the row reports is allowed for (in the stop-43 CI
+    run a pbsdsh pair read 0.894 of 2 x the cap, its second client started late)."""
+    return n * CAP * _late(row, n) * 0.9 <= row["mb_per_s"] <= n * CAP * 1.1
+
+
 def _campaign(
     tmp_path, clients, files=FILES, size=f"{SIZE_MIB}MiB", concurrency=1, site="edi", download=False
 ):
@@ -96,8 +112,7 @@ def test_local_clients_run_together_and_add_up(tmp_path, store):
             # group's seconds run from the first client's start to the last one's end, so
             # the clients' start skew (a few tenths of a second of a 4 s copy here) is in
             # them: the lower bound allows for the skew the row itself reports.
-            ideal = df.loc[n, "bytes_requested"] / (n * CAP * 1e6)
-            late = ideal / (ideal + (df.loc[n, "start_skew_s"] if n > 1 else 0.0))
+            late = _late(df.loc[n], n)
             # More clients than cores (4 here, with the server, on 2 cores) share them: in
             # ci18 each of 4 clients reached 89-90% of its cap (88.8% together), where 1 and
             # 2 clients reached 99.5% and 98.4%; one after the other they would reach 25%.
@@ -183,7 +198,7 @@ def test_pbs_starts_each_client_on_a_chunk_of_its_own_with_pbsdsh(slurm_cluster,
     row = _rows(tmp_path).loc[2]
     assert row["status"] == "ok"
     if row["bytes_moved"] == row["bytes_requested"]:  # nothing re-sent (serve s3's odd 500)
-        assert row["mb_per_s"] == pytest.approx(2 * CAP, rel=0.10)
+        assert _near_cap(row, 2)
     else:
         assert store == SERVE_S3, row["bytes_moved"]
     rec = json.loads(
@@ -258,7 +273,7 @@ def test_one_allocation_puts_each_client_on_a_node_of_its_own(slurm_cluster, tmp
     for n in (1, 2, 3):
         assert len(set(df.loc[n, "host"].split(","))) == n, df.loc[n, "host"]
         if not resent[n]:
-            assert df.loc[n, "mb_per_s"] == pytest.approx(n * CAP, rel=0.10), n
+            assert _near_cap(df.loc[n], n), (n, df.loc[n, "start_skew_s"])
     ran = df.sort_values("started_utc")  # one after the other inside the one job
     ends = pd.to_datetime(ran["started_utc"]) + pd.to_timedelta(ran["seconds"], unit="s")
     assert (pd.to_datetime(ran["started_utc"]).iloc[1:].values >= ends.iloc[:-1].values).all()
