@@ -452,3 +452,39 @@ def test_destination_sampler_sees_a_throttled_download_grow(server, dataset, tmp
     assert middle, f"no partial sample: {run.points}"
     got = series.rates(run.points)
     assert all(rate >= 0 for _t, _b, rate in got) and max(r for *_x, r in got) > 0
+
+
+def test_a_client_whose_output_is_its_log_leaves_it_when_its_job_is_killed(tmp_path):
+    """s5cmd, aws, s3cmd and command templates write their log as they run (not once they
+    exit), with a second name: a job killed outright (SIGKILL) leaves what its client said,
+    and the rerun keeps it in <record>.attempts/ after Snakemake deleted the declared log."""
+    import signal
+    import subprocess
+    import sys
+
+    from cloudbench.campaign.paths import live_log
+    from cloudbench.measure.attempts import set_aside_unrecorded
+
+    log = tmp_path / "client-logs/r1.log"
+    job = (
+        "import sys; from pathlib import Path\n"
+        "from cloudbench.measure.copy import Watch, run\n"
+        "run(['sh', '-c', 'echo cp one.bin s3://bkt/one.bin; exec sleep 60'],\n"
+        f"    None, Watch('s5cmd', 0, output_path=Path({str(log)!r})))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", job])
+    try:
+        deadline = time.monotonic() + 30
+        while not (log.exists() and "one.bin" in log.read_text()):
+            assert time.monotonic() < deadline and proc.poll() is None, "no live output"
+            time.sleep(0.1)
+        assert live_log(log).exists()  # the second name, made before the client started
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    log.unlink()  # what Snakemake does to a job's declared log before it runs it again
+    record = tmp_path / "transfers/r1.json"
+    set_aside_unrecorded(record, [log])
+    (kept,) = (tmp_path / "transfers/r1.attempts").glob("*.unrecorded.r1.log")
+    assert "cp one.bin s3://bkt/one.bin" in kept.read_text()
+    assert not live_log(log).exists()

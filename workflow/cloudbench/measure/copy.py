@@ -10,6 +10,7 @@ it had), redaction of its output, the series file and the record.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shlex
@@ -18,11 +19,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from cloudbench.campaign.paths import live_log
 from cloudbench.campaign.secrets import redact, secret_values
 from cloudbench.measure import record, series
 from cloudbench.measure.clients import load
@@ -205,6 +207,10 @@ class Watch:
     expected_bytes: int
     log_path: Path | None = None
     destination: Path | None = None
+    # where the client's own output goes as it is written (a client whose output is its
+    # log), with a second name (paths.live_log) so that a job killed outright leaves it for
+    # the rerun to keep; None: a private temporary file
+    output_path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +223,23 @@ class Finished:
     timed_out: bool
     stalled: str | None = None  # the network cause a stalled copy was ended on
     moved_last_s: float | None = None  # a stalled copy: when it last moved bytes (its clock)
+
+
+@contextlib.contextmanager
+def _output_file(path: Path | None) -> Iterator[IO[str]]:
+    """The file a client's stdout and stderr go to while it runs: ``path`` (truncated, and
+    given its second name at once) or an anonymous temporary file. Written as the client
+    writes, so a job killed with SIGKILL leaves what its client had said."""
+    if path is None:
+        with tempfile.TemporaryFile("w+") as f:
+            yield f
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    live_log(path).unlink(missing_ok=True)
+    with path.open("w+") as f:
+        with contextlib.suppress(OSError):  # a filesystem without hard links: no second name
+            os.link(path, live_log(path))
+        yield f
 
 
 def _progress_line(watch: Watch, tail, sampler, t0: float) -> str:
@@ -249,7 +272,7 @@ def run(
     tail = LogTail(watch.log_path) if watch.log_path is not None else None
     timed_out = False
     stalled: str | None = None
-    with tempfile.TemporaryFile("w+") as captured:
+    with _output_file(watch.output_path) as captured:
         epoch = time.time()
         t0 = time.perf_counter()
         sampler = None
@@ -354,13 +377,13 @@ def measure(
             job.expected_bytes,
             job.log_path if plan.progress == PROGRESS_FROM_LOG else None,
             job.local if plan.progress == PROGRESS_FROM_DESTINATION else None,
+            job.log_path if plan.output_is_log else None,
         )
         done = run(plan.argv, plan.environ, watch, timeout, stall_s=stall_s)
         seconds, epoch = done.seconds, done.start_epoch
         started = utc_now(epoch)  # the copy's own start, the clock its seconds run on
         output = redact(done.output, secret_values(plan.environ) if plan.environ else secrets)
-        if plan.output_is_log:
-            job.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if plan.output_is_log:  # rewritten in place, scrubbed (its second name follows)
             job.log_path.write_text(output)
         outcome = client.outcome(
             job,
