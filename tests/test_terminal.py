@@ -84,6 +84,34 @@ def test_a_failed_job_is_one_line_with_its_last_word_and_its_logs_paths(tmp_path
     assert "CalledProcessError" in kept.getvalue()  # the log file keeps every record
 
 
+def test_a_job_killed_by_a_signal_says_so(tmp_path):
+    """A job killed outright ends its log on a progress line: its one line says what ended
+    it, from Snakemake's report of the failed command (the shell killed, or its command)."""
+    job_log = tmp_path / "r1.log"
+    job_log.write_text("s3cmd-1x1: 2 min 10 s elapsed (this client reports no progress)\n")
+    logger, shown, _ = _terminal(tmp_path)
+    for exc in (
+        "Command 'set -euo pipefail; cloudbench upload ...' died with <Signals.SIGKILL: 9>.",
+        "Command 'set -euo pipefail; cloudbench upload ...' returned non-zero exit status 137.",
+        "Command 'set -euo pipefail; cloudbench upload ...' returned non-zero exit status 1.",
+    ):
+        logger.error(
+            f"RuleException:\nCalledProcessError in file x.smk, line 66:\n{exc}",
+            extra={"event": LogEvent.ERROR},
+        )
+        logger.error("Error in rule upload", extra=_job_error([str(job_log)]))
+    logger.error("Error in rule upload", extra=_job_error([str(job_log)]))  # no report before
+    said = "s3cmd-1x1: 2 min 10 s elapsed (this client reports no progress)"
+    assert shown.getvalue().splitlines() == [
+        f"failed: rule upload: killed by SIGKILL: {said} (log: {job_log})",
+        f"failed: rule upload: killed by SIGKILL (exit status 137): {said} (log: {job_log})",
+        f"failed: rule upload: {said} (log: {job_log})",
+        f"failed: rule upload: {said} (log: {job_log})",
+    ]
+    assert terminal.killed_by("returned non-zero exit status 200") is None  # no such signal
+    assert terminal.killed_by("returned non-zero exit status 130") is None  # Ctrl-C: said
+
+
 def test_a_group_failure_is_one_line_and_other_errors_pass(tmp_path):
     """A one-allocation group (every transfer in one batch job) failed: one line for the
     group with its batch log, none for each of its jobs (Snakemake lists them all); an

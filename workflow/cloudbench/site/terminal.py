@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -49,12 +51,41 @@ def last_word(log: str | os.PathLike[str]) -> str | None:
     return said if len(said) <= LAST_WORD_CHARS else said[: LAST_WORD_CHARS - 3] + "..."
 
 
-def job_error_line(rule: str, logs: Sequence[str], message: str | None = None) -> str:
-    """One failed job in one line: its rule, what it said last, and where its logs are."""
+# How Python's CalledProcessError says a job's shell was ended by a signal: the shell itself
+# ("died with <Signals.SIGKILL: 9>"), or the command it waited for (exit status 128 + N)
+_DIED_WITH = re.compile(r"died with <Signals\.(SIG[A-Z0-9]+): \d+>")
+_EXIT_STATUS = re.compile(r"non-zero exit status (\d+)")
+
+
+def killed_by(message: str) -> str | None:
+    """``killed by SIGKILL`` when Snakemake's report of a failed shell command says a signal
+    ended it, else None. A job killed outright (``kill -9``, the out-of-memory killer) never
+    writes a last word of its own: its log ends on a progress line, which alone reads as a
+    job that failed while it copied."""
+    if m := _DIED_WITH.search(message):
+        name, said = m.group(1), f"killed by {m.group(1)}"
+    elif (m := _EXIT_STATUS.search(message)) and 128 < int(m.group(1)) < 128 + signal.NSIG:
+        try:
+            name = signal.Signals(int(m.group(1)) - 128).name
+        except ValueError:
+            return None
+        said = f"killed by {name} (exit status {m.group(1)})"
+    else:
+        return None
+    return None if name == "SIGINT" else said  # Ctrl-C: the job's own last word says it
+
+
+def job_error_line(
+    rule: str, logs: Sequence[str], message: str | None = None, cause: str | None = None
+) -> str:
+    """One failed job in one line: its rule, how it ended where a signal ended it, what it
+    said last, and where its logs are."""
     said = next((w for w in map(last_word, logs[:1]) if w), None)
     parts = [f"failed: {rule}"]
     if message:
         parts.append(str(message).replace("\n", " ")[:LAST_WORD_CHARS])
+    if cause:
+        parts.append(cause)
     if said:
         parts.append(said)
     where = f" (log: {', '.join(logs)})" if logs else ""
@@ -70,12 +101,16 @@ class OneLinePerFailedJob(logging.Filter):
     def __init__(self, stream: Any) -> None:
         super().__init__()
         self.stream = stream
+        # Snakemake reports a local job's failed shell command (the exception, whose text
+        # says a signal) just before the job error: kept for that job's line
+        self._cause: str | None = None
 
     def filter(self, record: logging.LogRecord) -> bool:
         event = getattr(record, "event", None)
         if event == LogEvent.JOB_ERROR:
             if not getattr(record, "indent", False):  # indented: a job of a group's report
-                self._say(_job_line(record.__dict__))
+                self._say(_job_line(record.__dict__, self._cause))
+            self._cause = None
             return False
         if event == LogEvent.GROUP_ERROR:
             jobs = getattr(record, "job_error_info", None) or []
@@ -84,6 +119,7 @@ class OneLinePerFailedJob(logging.Filter):
             self._say(job_error_line(f"group of {len(jobs)} jobs ({', '.join(rules)})", logs))
             return False
         if event == LogEvent.ERROR and "CalledProcessError in file" in record.getMessage():
+            self._cause = killed_by(record.getMessage())
             return False
         return True
 
@@ -91,9 +127,9 @@ class OneLinePerFailedJob(logging.Filter):
         print(line, file=self.stream, flush=True)
 
 
-def _job_line(info: dict[str, Any]) -> str:
+def _job_line(info: dict[str, Any], cause: str | None = None) -> str:
     logs = [str(p) for p in info.get("log") or []]
-    return job_error_line(f"rule {info.get('rule_name')}", logs, info.get("rule_msg"))
+    return job_error_line(f"rule {info.get('rule_name')}", logs, info.get("rule_msg"), cause)
 
 
 def install(logger: logging.Logger) -> str | None:
