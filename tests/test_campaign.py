@@ -223,6 +223,27 @@ def test_columns_page_is_the_record_definition():
     assert documented == TRANSFER_COLUMNS
 
 
+def test_a_client_that_moves_one_object_at_a_time_is_not_swept_over_concurrency(
+    demo_config, monkeypatch
+):
+    """s3cmd ignores a concurrency: each value of a sweep would be the same command under
+    another label (and another row, and a Scaling 'recommendation' between equals)."""
+    monkeypatch.setenv("RCLONE_CONFIG_S3X_TYPE", "s3")
+    demo_config["remote"] = "s3x:bench"
+    demo_config["tools"] = ["rclone", "s3cmd"]
+    demo_config["clients"] = [1, 2]
+    demo_config["dataset"]["files"] = 4
+    demo_config["concurrency"] = {"plain": [2, 8], "chunked": "auto"}
+    c = load_campaign(demo_config)
+    tursa = c.site_named("tursa")
+    assert [s.label for s in c.settings(tursa, "plain")] == [
+        "rclone-1x2", "rclone-1x8", "rclone-2x2", "rclone-2x8", "s3cmd-1x1", "s3cmd-2x1",
+    ]  # fmt: skip
+    assert [s.label for s in c.settings(tursa, "chunked")] == [
+        "rclone-1xauto", "rclone-2xauto", "s3cmd-1x1", "s3cmd-2x1",
+    ]  # fmt: skip
+
+
 def test_sweeps_multiply_measurements_and_downloads_read_an_uploaded_copy(demo_config):
     demo_config["clients"] = [1, 2]
     demo_config["sites"]["tesseract"]["clients"] = [1, 4]

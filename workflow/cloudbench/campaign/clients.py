@@ -28,6 +28,10 @@ class ClientInfo:
     # runs under the campaign's rclone.flags, so a --bwlimit there caps each of its
     # processes (the report says a clients sweep then shows the cap, not the store)
     capped_by_rclone_flags: bool = False
+    # moves several objects at once, as many as the setting's concurrency; False (s3cmd):
+    # one at a time whatever it is asked, so it is measured at concurrency 1 only (a sweep
+    # would run the same command again under another label)
+    objects_at_once: bool = True
 
 
 REGISTRY: dict[str, ClientInfo] = {
@@ -42,7 +46,9 @@ REGISTRY: dict[str, ClientInfo] = {
         ),
         ClientInfo("s5cmd", "cloudbench.measure.clients.s5cmd", s3_only=True),
         ClientInfo("aws", "cloudbench.measure.clients.aws", s3_only=True),
-        ClientInfo("s3cmd", "cloudbench.measure.clients.s3cmd", s3_only=True),
+        ClientInfo(
+            "s3cmd", "cloudbench.measure.clients.s3cmd", s3_only=True, objects_at_once=False
+        ),
         ClientInfo("command", "cloudbench.measure.clients.command", needs_template=True),
     )
 }

@@ -210,12 +210,16 @@ class Campaign:
         return dict(self.concurrency).get(strategy, (None,))
 
     def settings(self, site: Site, strategy: str) -> list[Setting]:
-        """Every tool x clients x concurrency combination a site measures for a strategy."""
+        """Every tool x clients x concurrency combination a site measures for a strategy; a
+        client that moves one object at a time (s3cmd) at concurrency 1 only: every value of
+        the sweep would run the same command."""
         return [
             Setting(t, n, c)
             for t in self.tools_for(strategy)
             for n in site.clients
-            for c in self.concurrency_of(strategy)
+            for c in (
+                self.concurrency_of(strategy) if clients.REGISTRY[t].objects_at_once else (1,)
+            )
         ]
 
     def template_for(self, tool: str) -> str | None:
