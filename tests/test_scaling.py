@@ -135,6 +135,10 @@ def test_a_sweep_that_still_grows_at_its_end_is_said_to_have_no_knee():
     assert "no knee yet" not in capped and "sweep further" not in capped
     assert "each rclone process has its own bandwidth cap" in capped
     assert "lift the cap" in capped
+    # two repeats per setting: no interval, so "still grows" is not claimed (user check)
+    (few,) = recommendations(df[df["repeat"] < 3])
+    assert "no knee yet" not in few and "sweep further" not in few
+    assert "by medians of as few as 2 repeat(s), too few for an interval" in few
 
 
 def _sweep(tool: str, medians: dict[int, float], statuses: dict[int, list[str]] | None = None):

@@ -255,9 +255,16 @@ def recommendations(
         # the cheapest setting that reaches the target is the largest swept: nothing larger
         # was tried, so it is no knee
         edge = [a for a in AXES if pick[a] == g[a].max() and g[a].nunique() > 1]
+        fewest = int(g["n"].min())
         further = (
             f" The rate still grows at the largest {' and '.join(edge)} swept: no knee yet,"
             " sweep further."
+            if edge and fewest >= MIN_REPEATS_FOR_INTERVAL
+            # medians of 1 or 2 repeats rank by noise as much as by the setting: that the
+            # curve "still grows" is no finding until each point has an interval
+            else f" It is the largest {' and '.join(edge)} swept, by medians of as few as "
+            f"{fewest} repeat(s), too few for an interval: measure "
+            f"{MIN_REPEATS_FOR_INTERVAL} or more before reading a knee or sweeping further."
             if edge
             else ""
         )
