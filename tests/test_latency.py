@@ -97,6 +97,21 @@ def test_failure_rate_per_tool():
     assert (f.loc["s5cmd", "failed"], f.loc["s5cmd", "corrupt"]) == (1, 1)
     assert f.loc["rclone", "failure_rate"] == 0.0 and f.loc["rclone", "rows"] == 5
     assert latency.failure_rate_by_tool(pd.DataFrame()).empty
+    assert f.loc["rclone", "attempt_failure_rate"] == 0.0  # no attempts column: one each
+
+
+def test_attempt_failure_rate_counts_failures_a_rerun_measured_again():
+    """A tool that failed twice before each of two ok rows ends with a failure rate of 0
+    (its rows): its attempt failure rate says 4 of 6 tries failed."""
+    df = _transfers().assign(attempts=1)
+    df.loc[df["tool"] == "rclone", "attempts"] = [3, 3, 1, 1, 1]
+    df.loc[(df["tool"] == "s5cmd") & (df["status"] == "failed"), "attempts"] = 2
+    f = latency.failure_rate_by_tool(df).set_index("tool")
+    assert f.loc["rclone", "failure_rate"] == 0.0
+    assert (f.loc["rclone", "attempts"], f.loc["rclone", "failed_attempts"]) == (9, 4)
+    assert f.loc["rclone", "attempt_failure_rate"] == pytest.approx(4 / 9)
+    # s5cmd: 2 ok rows, a failed row tried twice, a corrupt row: 3 of 5 attempts failed
+    assert (f.loc["s5cmd", "attempts"], f.loc["s5cmd", "failed_attempts"]) == (5, 3)
 
 
 def test_tool_strategy_medians_with_intervals():

@@ -12,7 +12,11 @@ Definitions (captions repeat them; change both together):
   ``streams`` parallel streams at most ``streams`` times that. Stated only where the
   window is known (a site's configured or measured window), never guessed.
 * **failure rate** of a tool: rows whose status is not ``ok`` (failed, corrupt,
-  unverified) over all its rows, as SaladCloud tabulated it.
+  unverified) over all its rows, as SaladCloud tabulated it: what a campaign ended with.
+  A failure that a rerun measured again is gone from the rows but kept as an attempt, so
+  the **attempt failure rate** (failed attempts over every attempt, each killed one
+  included) is what a user's copy meets: a tool that fails every other try and succeeds
+  on the rerun has a failure rate of 0 and an attempt failure rate of 50%.
 * **tool x strategy rate**: per measurement identity, median of the ``ok`` rates with its
   order-statistic interval and coverage (:mod:`cloudbench.intervals`; none below 3 repeats).
 """
@@ -47,7 +51,10 @@ CEILING_COLUMNS = [
 ]  # fmt: skip
 # The buffer that bounds a direction's window at the site: it receives downloads, sends uploads.
 WINDOW_OF = {"download": "tcp_rmem_max_bytes", "upload": "tcp_wmem_max_bytes"}
-FAILURE_COLUMNS = ["tool", "direction", "rows", "not_ok", "failed", "corrupt", "failure_rate"]
+FAILURE_COLUMNS = [
+    "tool", "direction", "rows", "not_ok", "failed", "corrupt", "failure_rate",
+    "attempts", "failed_attempts", "attempt_failure_rate",
+]  # fmt: skip
 # A measurement's identity less the repeat, in the order tables show it: a statistic pools
 # the repeats of one identity and nothing else (a table without a column has one value of it)
 IDENTITY = MEASUREMENT
@@ -239,18 +246,24 @@ def per_object_by_tool(transfers: pd.DataFrame) -> pd.DataFrame:
 
 
 def failure_rate_by_tool(transfers: pd.DataFrame) -> pd.DataFrame:
-    """Per tool and direction: rows, rows not ``ok``, of which failed and corrupt, and the
-    failure rate (not ok / rows)."""
+    """Per tool and direction: rows, rows not ``ok``, of which failed and corrupt, the
+    failure rate (not ok / rows); and every attempt (a row's ``attempts``; 1 in a table
+    without the column), those that failed (all but the ok row's last), and their rate."""
     if transfers.empty:
         return pd.DataFrame(columns=FAILURE_COLUMNS)
     rows = []
     for (tool, direction), g in transfers.groupby(["tool", "direction"], sort=True):
         not_ok = int((g["status"] != "ok").sum())
+        tries = g["attempts"].fillna(1).clip(lower=1) if "attempts" in g else pd.Series(1, g.index)
+        attempts = int(tries.sum())
+        failed_attempts = attempts - (len(g) - not_ok)
         rows.append({
             "tool": tool, "direction": direction, "rows": len(g), "not_ok": not_ok,
             "failed": int((g["status"] == "failed").sum()),
             "corrupt": int((g["status"] == "corrupt").sum()),
             "failure_rate": not_ok / len(g),
+            "attempts": attempts, "failed_attempts": failed_attempts,
+            "attempt_failure_rate": failed_attempts / attempts,
         })  # fmt: skip
     return pd.DataFrame(rows, columns=FAILURE_COLUMNS)
 

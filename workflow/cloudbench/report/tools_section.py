@@ -147,12 +147,14 @@ def tools_html(transfers: pd.DataFrame, path: Path, info: Mapping[str, Any] | No
             | {"ci_level": "coverage"},
         ),
         "<h2>Failure rate per tool</h2>"
-        '<p class="note">rows not ok over all rows of the tool and direction: failed (the '
-        "tool exited non-zero or moved too few bytes) and corrupt (the data did not match the "
-        "manifest).</p>",
+        '<p class="note">failure_rate: rows not ok over all rows of the tool and direction, '
+        "what the campaign ended with: failed (the tool exited non-zero or moved too few "
+        "bytes) and corrupt (the data did not match the manifest). attempt_failure_rate: "
+        "failed attempts over every attempt, the ones a rerun measured again and the killed "
+        "ones included: how often a copy by this tool fails when it is tried.</p>",
     ]
     fails = latency.failure_rate_by_tool(transfers)
-    body.append(html_table(fails, flag=fails["failure_rate"] > 0))
+    body.append(html_table(fails, flag=fails["attempt_failure_rate"] > 0))
     per = latency.per_object_by_tool(transfers)
     body.append(
         "<h2>Per object</h2>"
