@@ -115,8 +115,22 @@ def test_sustained_rate_is_order_independent():
 def test_interval_rates_merge_the_closing_stats_line():
     s = series([(1.0, 10), (2.0, 30), (3.0, 50), (3.004, 50)])
     r = interval_rates(s)
-    assert list(r["elapsed_s"]) == [1.0, 2.0, 3.0]
-    assert list(r["mb_per_s"].round(6)) == [10.0, 20.0, 20.0]  # no drop to zero at the end
+    assert list(r["elapsed_s"]) == [1.0, 2.0, 3.004]
+    # no drop to zero at the end: the closing line's interval is its neighbour's, widened
+    assert list(r["mb_per_s"].round(3)) == [10.0, 20.0, 19.92]
+
+
+def test_interval_rates_are_timeseries_tsvs_numbers_unclamped(tmp_path):
+    """One convention: the figure's and the burst's rates are the series file's (and so
+    timeseries.tsv's), a byte count that went down included (user-visible, never hidden)."""
+    from cloudbench.measure import series as series_file
+
+    pts = [(1.0, 10_000_000), (2.0, 30_000_000), (3.0, 25_000_000), (4.0, 45_000_000)]
+    series_file.write(tmp_path / "r1.series.tsv", pts)
+    written = pd.read_csv(tmp_path / "r1.series.tsv", sep="\t")
+    r = interval_rates(written)
+    assert list(r["mb_per_s"].round(6)) == list(written["mb_per_s"].round(6))
+    assert r["mb_per_s"].min() == pytest.approx(-5.0)  # not clamped to 0
 
 
 # --- speed-up ------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from cloudbench.campaign.identity import ROUTE
+from cloudbench.measure.series import rates as series_rates
 
 MIN_SIDE_S = 3.0
 MIN_DROP = 0.2  # the rate after the burst is at least 20% lower
@@ -80,15 +81,14 @@ def noise_sigma(values: np.ndarray) -> float:
 def find_burst(elapsed_s: np.ndarray, cumulative_bytes: np.ndarray) -> Burst | None:
     """The burst of one transfer from its samples (elapsed seconds and cumulative bytes since
     the copy started, as in timeseries.tsv), or None (module docstring)."""
-    t = np.asarray(elapsed_s, dtype=float)
-    b = np.asarray(cumulative_bytes, dtype=float)
-    if t.size < 2 * MIN_SIDE_S:
+    if np.asarray(elapsed_s).size < 2 * MIN_SIDE_S:
         return None
-    dt = np.diff(np.r_[0.0, t])
-    db = np.diff(np.r_[0.0, b])
-    rates = db / np.where(dt > 0, dt, np.nan) / 1e6
-    keep = np.isfinite(rates)
-    t, b, rates = t[keep], b[keep], rates[keep]
+    # the one rate convention of every series (cloudbench.measure.series.rates)
+    times = np.asarray(elapsed_s, float).tolist()
+    points = series_rates(zip(times, np.asarray(cumulative_bytes).tolist(), strict=True))
+    t = np.array([p[0] for p in points], dtype=float)
+    b = np.array([p[1] for p in points], dtype=float)
+    rates = np.array([p[2] for p in points], dtype=float) / 1e6
     k, gain = change_point(rates)
     if k == 0:
         return None

@@ -275,7 +275,10 @@ def rate_vs_time(
         ax.set_title(cell.title)
         ax.set_xlabel("seconds since the rclone run started")
         ax.set_ylabel(RATE_LABEL)
-        ax.set_ylim(0, max(1.0, float(d["mb_per_s"].max())) * 1.15)
+        # from 0, or below it where a byte count went down (the series keeps that anomaly)
+        ax.set_ylim(
+            min(0.0, float(d["mb_per_s"].min()) * 1.15), max(1.0, float(d["mb_per_s"].max())) * 1.15
+        )
         ax.set_xlim(left=0)
     _legend(
         fig,

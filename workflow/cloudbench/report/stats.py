@@ -52,6 +52,7 @@ from cloudbench.intervals import (
     ratio_interval,
 )
 from cloudbench.measure.record import STALL_NOTED_MIN_S, STALL_NOTED_S, STALL_NOTED_SHARE
+from cloudbench.measure.series import rates as rates_of
 from cloudbench.report import burst
 
 RAMP_FRACTION = 0.10
@@ -63,7 +64,6 @@ MIN_WINDOW_S = 1.5
 OUTLIER_FRACTION = 0.5
 OUTLIER_MIN_REPEATS = 3
 EARTH_RADIUS_KM = 6371.0088  # IUGG mean Earth radius
-MIN_SAMPLE_GAP_S = 0.1
 BYTES_PER_GB = 10**9
 BYTES_PER_TB = 10**12
 
@@ -135,33 +135,24 @@ def sustained_rate(
     )
 
 
-def interval_rates(series: pd.DataFrame, min_gap_s: float = MIN_SAMPLE_GAP_S) -> pd.DataFrame:
-    """Per-interval rates (MB/s) of one transfer, for plotting rate against time.
-
-    rclone writes a last stats line as it exits, often a few milliseconds after the previous
-    one; its interval would plot as a spurious drop to zero. A sample closer than
-    ``min_gap_s`` to the previous kept sample is merged into it (its byte count kept, its
-    time dropped). Returns ``elapsed_s``, ``bytes``, ``mb_per_s`` (rate over the interval
-    ending at ``elapsed_s``; the first interval starts at 0 s with 0 bytes).
+def interval_rates(series: pd.DataFrame) -> pd.DataFrame:
+    """Per-interval rates (MB/s) of one transfer, for plotting rate against time and for
+    the burst: the one rate convention of every series (:func:`cloudbench.measure.series.rates`,
+    the same numbers as ``mb_per_s`` of timeseries.tsv): rclone's closing stats line, a few
+    milliseconds after the one before, is merged into it rather than drawn as a drop to
+    zero; a byte count that went down shows as a negative rate, never clamped away.
+    Returns ``elapsed_s``, ``bytes``, ``mb_per_s`` (rate over the interval ending at
+    ``elapsed_s``; the first interval starts at 0 s with 0 bytes).
     """
     t, b = _samples(series)
-    kept_t: list[float] = []
-    kept_b: list[float] = []
-    for ti, bi in zip(t, b, strict=True):
-        if kept_t and ti - kept_t[-1] < min_gap_s:
-            kept_b[-1] = max(kept_b[-1], bi)
-            continue
-        kept_t.append(float(ti))
-        kept_b.append(float(bi))
-    if not kept_t:
-        return pd.DataFrame({"elapsed_s": [], "bytes": [], "mb_per_s": []})
-    tt = np.array(kept_t)
-    bb = np.array(kept_b)
-    dt = np.diff(np.r_[0.0, tt])
-    db = np.diff(np.r_[0.0, bb])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(dt > 0, db / dt / 1e6, np.nan)
-    return pd.DataFrame({"elapsed_s": tt, "bytes": bb, "mb_per_s": np.maximum(rate, 0.0)})
+    out = rates_of(zip(t.tolist(), b.tolist(), strict=True))
+    return pd.DataFrame(
+        {
+            "elapsed_s": [p[0] for p in out],
+            "bytes": [float(p[1]) for p in out],
+            "mb_per_s": [p[2] / 1e6 for p in out],
+        }
+    )
 
 
 # --- intervals ---------------------------------------------------------------------------------
