@@ -668,12 +668,8 @@ def fetch_copy_manifest(spec: TransferSpec) -> dict[str, Any] | None:
 def _failed_upload(upload_record: Path | None) -> str | None:
     if upload_record is None or not upload_record.exists():
         return None
-    rec = read_json(upload_record)
-    return (
-        None
-        if rec["status"] == "ok"
-        else f"upload of this copy {rec['status']}: {rec.get('error')}"
-    )
+    rec = transfer.read(upload_record)  # the upload's record, checked as every record is
+    return None if rec.status == "ok" else f"upload of this copy {rec.status}: {rec.error}"
 
 
 def download(
@@ -916,7 +912,7 @@ def campaign_manifest(
     hashes = _file_hashes(checksum_jsons)
     copies = []
     for p in upload_records:
-        r = read_json(p)
+        r = transfer.read(p)  # an upload's record, checked as every record is
         copies.append(
             {
                 k: r.get(k)

@@ -153,7 +153,7 @@ def clients_table(transfers: pd.DataFrame, results: Path) -> pd.DataFrame:
     for key in transfers.to_dict("records"):
         if not key.get("clients") or int(key["clients"]) < 2:
             continue
-        rec = _load(_record_path(results, key))
+        rec = transfer.read(Path(_record_path(results, key)))  # checked, as every row's
         first = rec.get("started_epoch")
         for c in rec.get("per_client") or []:
             start = c.get("started_epoch")
