@@ -63,6 +63,12 @@ def moved(output: str) -> dict[str, tuple[int, float]]:
     return out
 
 
+def lines_said(output: str) -> int:
+    """How many lines of s3cmd's output say a transfer (one per object, or per part of a
+    large one): each rounds its seconds to a tenth, so their sum is good to 0.05 s each."""
+    return sum(1 for line in output.splitlines() if _MOVED_RE.match(line.strip()))
+
+
 class S3cmd(S3Client):
     name = "s3cmd"
     binary = Binary("s3cmd", "CLOUDBENCH_S3CMD", "run `make` (installs it)")
