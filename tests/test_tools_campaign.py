@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,7 +18,7 @@ from cloudbench.campaign.model import ConfigError, load_campaign
 from cloudbench.measure.arrival import MOVED_FROM_LISTING
 from cloudbench.measure.clients.base import MOVED_FROM_DESTINATION
 from tests.infra.s3 import serve_s3, store_params
-from tests.infra.workflow import BIN, snakemake, write_config
+from tests.infra.workflow import BIN, snakemake, trace_command, write_config
 from tests.test_report_browser import (
     browser,
     check_outputs_in_browser,
@@ -245,16 +243,6 @@ def test_trace_names_the_row_whose_kept_files_were_changed(tools_campaign, tmp_p
     assert "NOT TRACED: 2 of 20 ok rows" in run.stdout
     # the campaign itself is untouched: it still traces
     assert trace_command(campaign / "results/tools", "--allow-untimed").returncode == 0
-
-
-def trace_command(results: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    """``cloudbench trace`` over a campaign's results, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "cloudbench", "trace", str(results), *flags],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _check_traced(results: Path, transfers: pd.DataFrame) -> None:
