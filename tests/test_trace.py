@@ -153,3 +153,18 @@ def test_row_of_reads_a_tables_cells():
     assert row.label == "edi download main plain/aws-2x2/r1"
     assert (row.clients, row.bytes_moved, row.objects, row.seconds) == (2, 6 * MIB, 2, 0.5)
     assert tr.row_of(cells | {"bytes_moved": "", "seconds": "nan"}).bytes_moved is None
+
+
+def test_a_groups_digest_notes_are_not_counted_as_the_copys(tmp_path):
+    """A group's download clients write a digest note beside each file after the timed
+    copy: cloudbench's file, not the copy's (a listing kept before this fix held them)."""
+    from cloudbench.data.checksums import digest_note_path, is_digest_note
+    from cloudbench.measure.arrival import write_listing
+    from cloudbench.measure.clients.base import listing_evidence
+
+    note = str(digest_note_path(tmp_path / "d/f1.bin").relative_to(tmp_path))
+    assert is_digest_note(note) and not is_digest_note("d/f1.bin")
+    listing = tmp_path / "r1.listing.tsv"
+    write_listing(listing, {"d/f1.bin": (3 * MIB, 1001.5), note: (248, 1004.0)})
+    ev = listing_evidence(listing, started_epoch=1000.0)
+    assert (ev.bytes, ev.objects, ev.seconds) == (3 * MIB, 1, 1.5)

@@ -246,8 +246,8 @@ def summary(traced: Sequence[Traced], allow_untimed: bool = False) -> list[str]:
         out.append("seconds windows (evidence against the row):")
         for kind in sorted(windows):
             w = windows[kind]
-            low = "no lower bound" if w.below_s is None else f"{w.below_s:g} s below"
-            out.append(f"  {kind}: {low}, {w.above_s:g} s above ({w.why})")
+            low = "no lower bound" if w.below_s is None else f"{w.below_s:.2f} s below"
+            out.append(f"  {kind}: {low}, {w.above_s:.2f} s above ({w.why})")
     bad = [t for t in traced if not passes(t, allow_untimed)]
     untimed = sum(t.verdict == UNTIMED for t in traced)
     ok_rows = sum(t.row.status == "ok" for t in traced)

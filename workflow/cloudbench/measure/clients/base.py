@@ -164,7 +164,11 @@ def listing_evidence(listing: Path | None, started_epoch: float) -> Evidence:
     listing has no seconds to say (None), rather than a wrong number."""
     if listing is None or not listing.exists():
         return Evidence(None, None, None, "no listing")
-    entries = read_listing(listing)
+    from cloudbench.data.checksums import is_digest_note
+
+    # a group's download listing once held its clients' digest notes (written after the
+    # timed copy): cloudbench's files, not the copy's
+    entries = {n: e for n, e in read_listing(listing).items() if not is_digest_note(n)}
     times = [t for _size, t in entries.values() if t is not None]
     last = max(times) - started_epoch if times else None
     kept_source_times = last is not None and last < -LISTING_CLOCK_S
