@@ -39,8 +39,8 @@ def test_a_row_that_its_evidence_says_again_is_traced():
     [
         (Evidence(6 * MIB - 1, 2, 1.8, "listing"), "bytes 6291455 in the evidence"),
         (Evidence(6 * MIB, 1, 1.8, "listing"), "objects 1 in the evidence, 2 in the row"),
-        (Evidence(6 * MIB, 2, 0.5, "listing"), "seconds 0.500 in the evidence, 2.000"),
-        (Evidence(6 * MIB, 2, 2.2, "listing"), "outside local listing -1.00..+0.05 s"),
+        (Evidence(6 * MIB, 2, -0.5, "listing"), "seconds -0.500 in the evidence, 2.000"),
+        (Evidence(6 * MIB, 2, 2.2, "listing"), "outside local listing -2.00..+0.05 s"),
     ],
 )
 def test_a_row_its_evidence_contradicts_is_a_mismatch_that_says_which(evidence, needle):
@@ -77,9 +77,9 @@ def test_a_failed_row_is_shown_with_its_evidence_not_judged():
         (tr.RCLONE_LOG, 5.0, (4.01, 5.04), (3.9, 5.1)),
         # an S3 store's LastModified is to the second: the last object may seem to land a
         # second early, and the client exits after it
-        (tr.STORE_LISTING, 0.8, (-0.3, 1.7), (-1.3, 1.9)),
-        (tr.LOCAL_LISTING, 3.0, (2.1, 3.04), (1.9, 3.1)),
-        (tr.SERIES, 3.0, (2.1, 3.0), (1.9, 3.2)),
+        (tr.STORE_LISTING, 0.8, (-0.3, 1.7), (-2.3, 1.9)),
+        (tr.LOCAL_LISTING, 3.0, (1.1, 3.04), (0.9, 3.1)),
+        (tr.SERIES, 3.0, (1.1, 3.4), (0.9, 3.6)),
     ],
 )
 def test_each_kind_of_evidence_has_its_window(kind, row_s, inside, outside):
