@@ -264,7 +264,7 @@ def _check_traced(results: Path, transfers: pd.DataFrame) -> None:
     assert all(" upload " in x and "[command]" in x and "source's" in x for x in untimed)
     strict = trace_command(results)  # untimed rows fail the check unless allowed
     assert strict.returncode == (1 if untimed else 0), strict.stdout[-2000:]
-    assert "seconds windows" in run.stdout and "rclone log: 1.00 s below" in run.stdout
+    assert "seconds windows" in run.stdout and "log time stamps: 1.00 s below" in run.stdout
 
 
 def _check_sections(figures: Path, tools) -> None:

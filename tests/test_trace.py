@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from cloudbench.measure.clients.base import Evidence
+from cloudbench.measure.clients.base import (
+    TIMED_BY_LISTING,
+    TIMED_BY_LOG_STAMPS,
+    TIMED_BY_OBJECT_SECONDS,
+    TIMED_BY_SERIES,
+    Evidence,
+)
 from cloudbench.report import trace as tr
 
 pytestmark = pytest.mark.unit
@@ -74,7 +80,7 @@ def test_a_failed_row_is_shown_with_its_evidence_not_judged():
     ("kind", "row_s", "inside", "outside"),
     [
         # rclone's last stats line: as it ends, at worst a stats interval before
-        (tr.RCLONE_LOG, 5.0, (4.01, 5.04), (3.9, 5.1)),
+        (tr.LOG_STAMPS, 5.0, (4.01, 5.04), (3.9, 5.1)),
         # an S3 store's LastModified is to the second: the last object may seem to land a
         # second early, and the client exits after it
         (tr.STORE_LISTING, 0.8, (-0.3, 1.7), (-2.3, 1.9)),
@@ -88,43 +94,54 @@ def test_each_kind_of_evidence_has_its_window(kind, row_s, inside, outside):
     assert not any(win.holds(row_s, s) for s in outside)
 
 
-def test_s3cmd_bounds_the_row_above_by_its_output_resolution_only():
-    """Its per-object seconds leave out its start-up: any amount below, a twentieth of a
-    second per line above (each to a tenth)."""
-    win = tr.window(tr.S3CMD_OUTPUT, lines=4)
+def test_per_object_seconds_bound_the_row_above_by_their_resolution_only():
+    """s3cmd's per-object seconds leave out its start-up: any amount below; above, their
+    rounding (a twentieth of a second per line, each to a tenth: the evidence says it)."""
+    from cloudbench.measure.clients.s3cmd import ROUNDING_S
+
+    win = tr.window(tr.OBJECT_SECONDS, resolution_s=4 * ROUNDING_S)
     assert win.below_s is None and "any" in win.text()
     assert win.holds(10.0, 0.0) and win.holds(1.0, 1.2)
     assert not win.holds(1.0, 1.3)
-    assert tr.window(tr.S3CMD_OUTPUT, lines=40).above_s > win.above_s
+    assert tr.window(tr.OBJECT_SECONDS, resolution_s=40 * ROUNDING_S).above_s > win.above_s
 
 
 def test_a_groups_clock_uncertainty_widens_its_window():
-    plain, group = tr.window(tr.RCLONE_LOG), tr.window(tr.RCLONE_LOG, clock_uncertainty_s=0.2)
+    plain = tr.window(tr.LOG_STAMPS)
+    group = tr.window(tr.LOG_STAMPS, clock_uncertainty_s=0.2)
     assert group.below_s == pytest.approx(plain.below_s + 0.2)
     assert group.above_s == pytest.approx(plain.above_s + 0.2)
 
 
 @pytest.mark.parametrize(
-    ("tool", "direction", "source", "kind"),
+    ("timed_by", "direction", "kind"),
     [
-        ("rclone", "upload", "rclone's JSON log (r1.log)", tr.RCLONE_LOG),
-        ("s3cmd", "download", "s3cmd's output (r1.log)", tr.S3CMD_OUTPUT),
-        ("aws", "upload", "listing (r1.listing.tsv)", tr.STORE_LISTING),
-        ("s5cmd", "download", "s5cmd's JSON lines, times from listing", tr.LOCAL_LISTING),
-        ("aws", "download", "listing (...): source's; seconds from r1.series.tsv", tr.SERIES),
+        (TIMED_BY_LOG_STAMPS, "upload", tr.LOG_STAMPS),
+        (TIMED_BY_OBJECT_SECONDS, "download", tr.OBJECT_SECONDS),
+        (TIMED_BY_LISTING, "upload", tr.STORE_LISTING),  # the store's clock, to the second
+        (TIMED_BY_LISTING, "download", tr.LOCAL_LISTING),  # this node's
+        (TIMED_BY_SERIES, "download", tr.SERIES),
+        (None, "upload", None),
     ],
 )
-def test_the_kind_is_read_from_the_tool_and_the_evidence(tool, direction, source, kind):
-    assert tr.kind_of(tool, direction, source) == kind
+def test_the_kind_is_what_the_evidence_says_timed_it(timed_by, direction, kind):
+    assert tr.kind_of(timed_by, direction) == kind
+
+
+def test_seconds_by_no_known_kind_are_not_passed():
+    t = tr.judge(_row(), Evidence(6 * MIB, 2, 1.9, "a new client's log"), None)
+    assert t.verdict == tr.MISMATCH and "not judged" in t.problems[0]
 
 
 def test_a_group_adds_its_clients_up_and_spans_first_start_to_last_end():
+    stamps = {"timed_by": TIMED_BY_LOG_STAMPS}
     parts = [
-        (0.0, Evidence(4 * MIB, 1, 2.0, "rclone's JSON log (r1.client-0.log)")),
-        (0.3, Evidence(4 * MIB, 1, 2.5, "rclone's JSON log (r1.client-1.log)")),
+        (0.0, Evidence(4 * MIB, 1, 2.0, "rclone's JSON log (r1.client-0.log)", **stamps)),
+        (0.3, Evidence(4 * MIB, 1, 2.5, "rclone's JSON log (r1.client-1.log)", **stamps)),
     ]
     ev = tr.combine(parts, Evidence(None, None, None, "no stats line in r1.log"))
     assert (ev.bytes, ev.objects, ev.seconds) == (8 * MIB, 2, pytest.approx(2.8))
+    assert ev.timed_by == TIMED_BY_LOG_STAMPS
     assert ev.source.startswith("2 clients:") and "group's" not in ev.source
 
 
@@ -135,8 +152,8 @@ def test_a_group_whose_clients_cannot_say_the_seconds_takes_the_groups_listing()
         (0.0, Evidence(3 * MIB, 1, None, "no listing")),
         (0.1, Evidence(3 * MIB, 1, None, "x")),
     ]
-    ev = tr.combine(parts, Evidence(0, 0, 1.4, "listing (r1.listing.tsv)"))
-    assert (ev.bytes, ev.objects, ev.seconds) == (6 * MIB, 2, 1.4)
+    ev = tr.combine(parts, Evidence(0, 0, 1.4, "listing (r1.listing.tsv)", TIMED_BY_LISTING))
+    assert (ev.bytes, ev.objects, ev.seconds, ev.timed_by) == (6 * MIB, 2, 1.4, TIMED_BY_LISTING)
     assert "the group's listing" in ev.source
     # the AWS CLI's clients count nothing: the group's listing says the bytes too
     none = [(0.0, Evidence(None, None, None, "no listing"))] * 2
@@ -167,4 +184,4 @@ def test_a_groups_digest_notes_are_not_counted_as_the_copys(tmp_path):
     listing = tmp_path / "r1.listing.tsv"
     write_listing(listing, {"d/f1.bin": (3 * MIB, 1001.5), note: (248, 1004.0)})
     ev = listing_evidence(listing, started_epoch=1000.0)
-    assert (ev.bytes, ev.objects, ev.seconds) == (3 * MIB, 1, 1.5)
+    assert (ev.bytes, ev.objects, ev.seconds, ev.timed_by) == (3 * MIB, 1, 1.5, TIMED_BY_LISTING)

@@ -25,15 +25,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudbench.measure.clients.base import LISTING_CLOCK_S, Evidence
+from cloudbench.measure.clients.base import (
+    LISTING_CLOCK_S,
+    TIMED_BY_LISTING,
+    TIMED_BY_LOG_STAMPS,
+    TIMED_BY_OBJECT_SECONDS,
+    TIMED_BY_SERIES,
+    Evidence,
+)
 
 # --- the kinds of evidence, and how far each one's seconds may lie from the row's ----------
 
-RCLONE_LOG = "rclone log"  # its last stats line's time stamp
-S3CMD_OUTPUT = "s3cmd output"  # its per-object seconds, added up
+LOG_STAMPS = TIMED_BY_LOG_STAMPS  # the client's last log line (rclone's last stats line)
+OBJECT_SECONDS = TIMED_BY_OBJECT_SECONDS  # the client's per-object seconds, added (s3cmd)
 STORE_LISTING = "store listing"  # an upload: the store's time of the last object
 LOCAL_LISTING = "local listing"  # a download: this node's time of the last file written
-SERIES = "series"  # a download whose files keep the source's times: the sampled destination
+SERIES = TIMED_BY_SERIES  # a download whose files keep the source's times: sampled instead
 
 # rclone writes a stats line every second (measure.rclone.JSON_LOG_FLAGS) and a last one as it
 # ends: its time stamp is at most one interval before the process's exit
@@ -47,8 +54,6 @@ EXIT_S = 2.0
 # the series' last sample is taken as its sampler stops, just after the copy's clock (a
 # thread joined: milliseconds alone, longer on a busy node)
 SERIES_STOP_S = 0.5
-# s3cmd prints each object's (or part's) seconds to a tenth
-S3CMD_ROUNDING_S = 0.05
 
 # a row's verdicts
 TRACED = "traced"
@@ -81,35 +86,35 @@ class Window:
         return f"{self.kind} {low}..+{self.above_s:.2f} s"
 
 
-def kind_of(tool: str, direction: str, source: str) -> str:
-    """Which kind of evidence said the seconds, from the client and the evidence's source."""
-    if tool == "rclone":
-        return RCLONE_LOG
-    if tool == "s3cmd":
-        return S3CMD_OUTPUT
-    if "series" in source:
-        return SERIES
-    return STORE_LISTING if direction == "upload" else LOCAL_LISTING
+def kind_of(timed_by: str | None, direction: str) -> str | None:
+    """Which kind of evidence said the seconds (None: none did): what the client says timed
+    them, a listing told apart by whose clock it is on (the store's, or this node's)."""
+    if timed_by == TIMED_BY_LISTING:
+        return STORE_LISTING if direction == "upload" else LOCAL_LISTING
+    return timed_by
 
 
-def window(kind: str, lines: int = 0, clock_uncertainty_s: float = 0.0) -> Window:
-    """How far a kind of evidence's seconds may lie from the row's, and why. ``lines``: the
-    lines of s3cmd's output added up; ``clock_uncertainty_s``: a group's clients' clocks
-    against the group's one clock (cloudbench.measure.group.ClockOffset)."""
-    c = clock_uncertainty_s
-    if kind == RCLONE_LOG:
+def window(kind: str, resolution_s: float = 0.0, clock_uncertainty_s: float = 0.0) -> Window:
+    """How far a kind of evidence's seconds may lie from the row's, and why.
+    ``resolution_s``: the evidence's own rounding (s3cmd's seconds, each to a tenth);
+    ``clock_uncertainty_s``: a group's clients' clocks against the group's one clock
+    (cloudbench.measure.group.ClockOffset)."""
+    c = clock_uncertainty_s + resolution_s
+    if kind == LOG_STAMPS:
         return Window(
             kind,
             STATS_INTERVAL_S + c,
             CLOCK_S + c,
-            "rclone's last stats line is written as it ends, at worst a stats interval before",
+            "the last log line (rclone's last stats line) is written as the client ends, at "
+            "worst a stats interval before",
         )
-    if kind == S3CMD_OUTPUT:
+    if kind == OBJECT_SECONDS:
         return Window(
             kind,
             None,
-            S3CMD_ROUNDING_S * max(lines, 1) + CLOCK_S + c,
-            "s3cmd's per-object seconds, each to a tenth, leave out its start-up and listing",
+            CLOCK_S + c,
+            "the client's own seconds per object (s3cmd's, each to a tenth) leave out its "
+            "start-up and listing",
         )
     if kind == STORE_LISTING:
         return Window(
@@ -172,7 +177,9 @@ def judge(row: Row, ev: Evidence, win: Window | None) -> Traced:
             problems.append(f"bytes {ev.bytes} in the evidence, {row.bytes_moved} in the row")
         if ev.objects != row.objects:
             problems.append(f"objects {ev.objects} in the evidence, {row.objects} in the row")
-        if ev.seconds is not None and row.seconds is not None and win is not None:
+        if ev.seconds is not None and win is None:
+            problems.append(f"seconds {ev.seconds:.3f} by no known kind of evidence: not judged")
+        elif ev.seconds is not None and row.seconds is not None and win is not None:
             if not win.holds(row.seconds, ev.seconds):
                 problems.append(
                     f"seconds {ev.seconds:.3f} in the evidence, {row.seconds:.3f} in the row: "
@@ -208,14 +215,16 @@ def combine(parts: Sequence[tuple[float, Evidence]], whole: Evidence) -> Evidenc
 
     ends = [start + ev.seconds for start, ev in parts if ev.seconds is not None]
     if parts and len(ends) == len(parts):
-        seconds = max(ends)
+        seconds, timed_by = max(ends), evs[0].timed_by
+        resolution = max(ev.resolution_s for ev in evs)
     else:
         seconds, used_whole = whole.seconds, True
+        timed_by, resolution = whole.timed_by, whole.resolution_s
     nbytes, objects = total("bytes"), total("objects")
     said = f"{len(parts)} clients: {'; '.join(sorted({ev.source for ev in evs}))}"
     if used_whole:
         said += f"; the group's {whole.source}"
-    return Evidence(nbytes, objects, seconds, said)
+    return Evidence(nbytes, objects, seconds, said, timed_by, resolution)
 
 
 # --- lines -----------------------------------------------------------------------------------
@@ -306,14 +315,6 @@ def row_of(cells: Mapping[str, str]) -> Row:
     )
 
 
-def _lines_said(tool: str, logs: Sequence[Path]) -> int:
-    if tool != "s3cmd":
-        return 0
-    from cloudbench.measure.clients.s3cmd import lines_said
-
-    return sum(lines_said(p.read_text(errors="replace")) for p in logs if p.exists())
-
-
 def evidence_of(results: Path, cells: Mapping[str, str]) -> tuple[Evidence, Window | None]:
     """The evidence of one row, from the files beside its record, and its window."""
     from cloudbench.campaign import paths
@@ -337,7 +338,6 @@ def evidence_of(results: Path, cells: Mapping[str, str]) -> tuple[Evidence, Wind
         Kept(log, paths.listing(record), Path(paths.series(str(record))), float(started))
     )
     per = rec.get("per_client") or []
-    logs = [log]
     uncertainty = 0.0
     if int(rec.get("clients") or 1) > 1 and per:
         folder = paths.clients_dir(record)
@@ -356,9 +356,8 @@ def evidence_of(results: Path, cells: Mapping[str, str]) -> tuple[Evidence, Wind
             parts.append((float(c["started_epoch"]) - float(started), client.evidence(own)))
             uncertainty = max(uncertainty, float(c.get("clock_uncertainty_s") or 0.0))
         whole = combine(parts, whole)
-        logs = [paths.client_log(log, k) for k in range(len(per))]
-    kind = kind_of(cells["tool"], cells["direction"], whole.source)
-    return whole, window(kind, _lines_said(cells["tool"], logs), uncertainty)
+    kind = kind_of(whole.timed_by, cells["direction"])
+    return whole, None if kind is None else window(kind, whole.resolution_s, uncertainty)
 
 
 def read_rows(transfers: Path) -> list[dict[str, str]]:
