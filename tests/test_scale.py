@@ -20,7 +20,7 @@ import pytest
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.s3 import SERVE_S3, VERSITYGW, serve_s3, store_params, versitygw_binary
 from tests.infra.slurm import PBS_BIN, PBS_STANDIN_VARIABLE
-from tests.infra.workflow import BIN, snakemake, write_config
+from tests.infra.workflow import BIN, snakemake, trace_command, write_config
 
 pytestmark = pytest.mark.slow
 CAP_MIB_S = 2  # per client
@@ -78,6 +78,12 @@ def test_local_clients_run_together_and_add_up(tmp_path, store):
         run = snakemake(tmp_path, cfg, env=env)
         assert run.returncode == 0, run.stderr[-3000:]
         every = pd.read_csv(tmp_path / "results/scale/transfers.tsv", sep="\t")
+        # every row traces to its own raw files; a group's, to its clients' own rclone logs
+        # added up, from the first client's start to the last one's end
+        traced = trace_command(tmp_path / "results/scale")
+        assert traced.returncode == 0, traced.stdout[-3000:] + traced.stderr[-2000:]
+        assert traced.stdout.count("-> traced") == len(every), traced.stdout
+        assert "4 clients: rclone's JSON log (r1.client-0.log)" in traced.stdout
         down = every[every["direction"] == "download"].set_index("clients")
         assert (down["status"] == "ok").all(), down["error"]  # each verified against the manifest
         for n in (1, 2, 4):

@@ -73,3 +73,14 @@ def snakemake(
         text=True,
         timeout=timeout,
     )
+
+
+def trace_command(results: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``cloudbench trace`` over a campaign's results, as a user runs it: every row
+    recomputed from the raw files beside its record (exit 0 only when every one traced)."""
+    return subprocess.run(
+        [sys.executable, "-m", "cloudbench", "trace", str(results), *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -426,7 +426,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         epilog=(
             "Commands for people, beside the steps above: watch (live progress of a "
             "campaign's transfers: cloudbench watch --help), compare (one campaign against "
-            "another: cloudbench compare --help), launch (start every site's run over ssh, "
+            "another: cloudbench compare --help), trace (every row of a campaign recomputed "
+            "from the raw files beside its record: cloudbench trace --help), launch (start "
+            "every site's run over ssh, "
             "detached; --status, --follow: cloudbench launch --help), config-doc (every "
             "campaign key, from the schema), columns-doc (every column of transfers.tsv)."
         ),
@@ -634,6 +636,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_watch(argv[1:])
     if argv[:1] == ["compare"]:
         return cmd_compare(argv[1:])
+    if argv[:1] == ["trace"]:
+        from cloudbench.report.trace import main as trace_main
+
+        return trace_main(argv[1:])
     if argv[:1] == ["launch"]:
         from cloudbench.site.launch import main as launch_main
 

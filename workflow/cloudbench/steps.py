@@ -20,7 +20,7 @@ from cloudbench.campaign import paths
 from cloudbench.campaign.clients import info_of
 from cloudbench.campaign.secrets import redact, secret_values
 from cloudbench.campaign.spec import TransferSpec
-from cloudbench.data.checksums import hash_stream, xxh128sum_line
+from cloudbench.data.checksums import hash_stream, is_digest_note, xxh128sum_line
 from cloudbench.data.chunking import chunks_of, concatenate
 from cloudbench.data.steps import (
     DatasetSpec,
@@ -709,8 +709,12 @@ def download(
     rec = timed_copy(
         spec, threads, source, str(local), man, record, log, series, timeout, policy.stall_s
     )
-    # what arrived, kept beside the record (a client without a timed log is traced by it)
-    arrival.write_listing(paths.listing(record), rc.local_objects(local))
+    # what arrived, kept beside the record (a client without a timed log is traced by it);
+    # not the digest notes a group's clients wrote beside their files after the timed copy
+    arrived = rc.local_objects(local)
+    arrival.write_listing(
+        paths.listing(record), {n: v for n, v in arrived.items() if not is_digest_note(n)}
+    )
     if rec.status == "failed":
         shutil.rmtree(local, ignore_errors=True)  # partial data: nothing will read it
     _record_copy(spec, record, log, rec, timeout, seen, outage)

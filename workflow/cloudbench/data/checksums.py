@@ -129,8 +129,18 @@ def hash_stream(
 _NOTE_KEYS = ("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
 
 
+DIGEST_NOTE_SUFFIX = ".xxh128.json"
+
+
 def digest_note_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.xxh128.json")
+    return path.with_name(f".{path.name}{DIGEST_NOTE_SUFFIX}")
+
+
+def is_digest_note(name: str) -> bool:
+    """Whether a file (by its path) is a digest note: cloudbench's, written beside a file a
+    client of a group downloaded once its transfer was timed, never part of the copy."""
+    base = name.rsplit("/", 1)[-1]
+    return base.startswith(".") and base.endswith(DIGEST_NOTE_SUFFIX)
 
 
 def write_digest_note(path: Path, digest: str, nbytes: int, source: str = "reassemble") -> None:

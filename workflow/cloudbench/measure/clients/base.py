@@ -113,6 +113,14 @@ class Outcome:
     corrupt: bool = False
 
 
+# What said an Evidence's seconds: each has its own clock and resolution, so a checker
+# (cloudbench.report.trace) judges each by its own window.
+TIMED_BY_LOG_STAMPS = "log time stamps"  # the time stamp of the client's last log line
+TIMED_BY_OBJECT_SECONDS = "per-object seconds"  # the client's own seconds per object, added
+TIMED_BY_LISTING = "listing"  # the destination's time of the last object written
+TIMED_BY_SERIES = "series"  # the destination sampled every second
+
+
 @dataclass(frozen=True)
 class Evidence:
     """A record's bytes and seconds recomputed from the raw files its client left beside it
@@ -123,6 +131,8 @@ class Evidence:
     objects: int | None
     seconds: float | None  # from the copy's start to its last byte, by the evidence's clock
     source: str  # which files said it
+    timed_by: str | None = None  # what said the seconds (TIMED_BY_*); None: nothing did
+    resolution_s: float = 0.0  # how far the seconds may be off by the evidence's own rounding
 
 
 @dataclass(frozen=True)
@@ -153,7 +163,12 @@ def timed_evidence(kept: Kept) -> Evidence:
     whole = [t for t, moved in points if moved >= ev.bytes]
     if not whole:
         return ev
-    return replace(ev, seconds=whole[0], source=f"{ev.source}; seconds from {kept.series.name}")
+    return replace(
+        ev,
+        seconds=whole[0],
+        source=f"{ev.source}; seconds from {kept.series.name}",
+        timed_by=TIMED_BY_SERIES,
+    )
 
 
 def listing_evidence(listing: Path | None, started_epoch: float) -> Evidence:
@@ -164,7 +179,11 @@ def listing_evidence(listing: Path | None, started_epoch: float) -> Evidence:
     listing has no seconds to say (None), rather than a wrong number."""
     if listing is None or not listing.exists():
         return Evidence(None, None, None, "no listing")
-    entries = read_listing(listing)
+    from cloudbench.data.checksums import is_digest_note
+
+    # a group's download listing once held its clients' digest notes (written after the
+    # timed copy): cloudbench's files, not the copy's
+    entries = {n: e for n, e in read_listing(listing).items() if not is_digest_note(n)}
     times = [t for _size, t in entries.values() if t is not None]
     last = max(times) - started_epoch if times else None
     kept_source_times = last is not None and last < -LISTING_CLOCK_S
@@ -174,6 +193,7 @@ def listing_evidence(listing: Path | None, started_epoch: float) -> Evidence:
         seconds=None if kept_source_times else last,
         source=f"listing ({listing.name})"
         + (": its times are the source's, not the copy's" if kept_source_times else ""),
+        timed_by=None if kept_source_times or last is None else TIMED_BY_LISTING,
     )
 
 

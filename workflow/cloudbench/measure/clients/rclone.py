@@ -19,6 +19,7 @@ from cloudbench.measure.clients.base import (
     MOVED_FROM_CLIENT_STATS,
     PROGRESS_FROM_LOG,
     SERIES_FROM_LOG,
+    TIMED_BY_LOG_STAMPS,
     ClientError,
     CopyJob,
     Evidence,
@@ -185,6 +186,7 @@ class Rclone:
             objects=parsed.final.transfers,
             seconds=points[-1].elapsed if points else parsed.final.elapsed,
             source=f"rclone's JSON log ({log.name})",
+            timed_by=TIMED_BY_LOG_STAMPS,
         )
 
 

