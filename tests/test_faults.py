@@ -381,3 +381,41 @@ def test_secret_never_written_anywhere(tmp_path, demo_config):
         assert value not in run.stdout + run.stderr
         leaks = [p for p in tmp_path.rglob("*") if p.is_file() and value.encode() in p.read_bytes()]
         assert leaks == [], value
+
+
+def test_a_campaign_made_with_the_retired_retry_param_measures_nothing_again(tmp_path, demo_config):
+    """Until 2026-11-26 each transfer had a ``retry`` param. Snakemake compares the set of a
+    job's params with the set it stored, so removing it would measure every finished
+    transfer of an existing campaign again. The first run after the upgrade brings the
+    stored params up to date and stops with one line; the next measures nothing."""
+    cfg_d = _small(demo_config, size="2MiB")
+    cfg_d.update(strategies=["plain"], repeats=1)
+    cfg = write_config(tmp_path, cfg_d)
+    first = snakemake(tmp_path, cfg)
+    assert first.returncode == 0, first.stderr[-2000:]
+    records = set((tmp_path / "results/demo/sites").glob("*/transfers/*/*/*/*/r1.json"))
+    started = {p: json.loads(p.read_text())["started_utc"] for p in records}
+    assert len(records) == 3, records  # tursa's upload and download, tesseract's download
+    # what the earlier cloudbench stored: the same params and the retry token ('' if ok)
+    aged = 0
+    for meta in (tmp_path / ".snakemake/metadata").iterdir():
+        path = base64.urlsafe_b64decode(meta.name + "=" * (-len(meta.name) % 4)).decode()
+        rec = json.loads(meta.read_text())
+        if rec.get("rule") in ("upload", "download") and rec.get("params") is not None:
+            rec["params"] = sorted([*rec["params"], "''"])
+            meta.write_text(json.dumps(rec))
+            aged += "/transfers/" in path and path.endswith("r1.json")
+    assert aged == 3
+    dry = snakemake(tmp_path, cfg, "-n")  # what the upgrade alone would do: measure again
+    assert "params" in dry.stdout + dry.stderr and "rule upload" in dry.stdout + dry.stderr
+    upgraded = snakemake(tmp_path, cfg)
+    assert upgraded.returncode != 0
+    assert (
+        "cloudbench: 3 transfers of this campaign were recorded by an earlier cloudbench"
+        in upgraded.stderr
+    ), upgraded.stderr[-2000:]
+    again = snakemake(tmp_path, cfg)
+    assert again.returncode == 0, again.stderr[-2000:]
+    for p, when in started.items():  # measured once, never again
+        assert json.loads(p.read_text())["started_utc"] == when
+    assert "Nothing to be done" in snakemake(tmp_path, cfg).stderr

@@ -3,7 +3,6 @@
 import functools
 import json
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 from cloudbench.site import jobenv, lifecycle, snakemake_internals
@@ -43,7 +42,6 @@ W = {
 }
 
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
-RUN_STARTED = datetime.now(timezone.utc).isoformat()
 # What this run tells its jobs that must never re-run one (campaign.jobs.RunSpec): written
 # when the run starts (site.lifecycle.started), named on the jobs' command lines
 RUN_SPEC = paths.run_spec(RESULTS, [s.name for s in CAMPAIGN.active_sites])
@@ -170,20 +168,6 @@ def copy_timeout_s(wildcards):
     """The campaign's copy_timeout in whole seconds (0: auto, the walltime decides): a
     resource, not a param, so a new timeout never measures a finished transfer again."""
     return int(CAMPAIGN.copy_timeout_s or 0)
-
-
-def retry_token(direction):
-    """A param that changes once per failed attempt, so the next run measures it again.
-
-    Snakemake re-runs a job whose params differ from those stored when it last ran. The
-    token counts the failed attempts kept beside the record: a failure adds one (the next
-    run differs, so it measures again), and a success adds none (every later run agrees).
-    """
-
-    def fn(wildcards):
-        return jobenv.retry_token(record(measurement_of(wildcards, direction)))
-
-    return fn
 
 
 def dataset_args():
@@ -496,12 +480,6 @@ def aggregate_inputs(wildcards):
         + compared
         + precision_records(CAMPAIGN.active_sites)
     )
-
-
-def pull_token(wildcards):
-    """A new value every invocation: other sites' results are pulled afresh by every run
-    that aggregates them (Snakemake re-runs a job whose params changed)."""
-    return RUN_STARTED
 
 
 def exchange_spec():

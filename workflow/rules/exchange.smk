@@ -28,7 +28,6 @@ rule pull:
         "../../envs/cloudbench.yaml"
     params:
         spec=exchange_spec(),
-        pulled_at=pull_token,
         local=lambda w, output: Path(output[0]).parent,
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench pull --site {wildcards.site} --spec {params.spec:q}"
