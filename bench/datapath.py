@@ -393,16 +393,7 @@ class DataPath(Harness):
             shutil.rmtree(d / "remote", ignore_errors=True)
             self.settle(src / self.name, writes=self.size)
 
-        upload = {
-            "spec": spec.to_json(),
-            "threads": threads,
-            "src": str(src),
-            "chunks": str(d / "chunks"),
-            "sums": str(sums),
-            "record": str(rec_path),
-            "log": str(d / "rclone.jsonl"),
-            "series": str(d / "series.tsv"),
-        }
+        upload = upload_args(spec, threads, src, d, sums, rec_path)
 
         def ours():
             # In a fresh process, as Snakemake runs the transfer job: this process's state
@@ -700,6 +691,21 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def upload_args(spec: Any, threads: int, src: Path, d: Path, sums: Path, record: Path) -> dict:
+    """What :func:`child_main`'s ``upload`` step takes: one timed upload as the transfer job
+    runs it, its files in ``d``."""
+    return {
+        "spec": spec.to_json(),
+        "threads": threads,
+        "src": str(src),
+        "chunks": str(d / "chunks"),
+        "sums": str(sums),
+        "record": str(record),
+        "log": str(d / "rclone.jsonl"),
+        "series": str(d / "series.tsv"),
+    }
 
 
 def _timed_plan(cmd: list[str], d: Path, env: dict[str, str], name: str) -> tuple[float, str]:

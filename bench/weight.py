@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from bench import REPO
-from bench.datapath import SEED, WRAPPER, DataPath, run_child
+from bench.datapath import SEED, WRAPPER, DataPath, run_child, upload_args
 from bench.harness import MIB, Row
 from tests.infra.s3 import VERSITYGW, serve_s3, versitygw_binary
 
@@ -117,16 +117,7 @@ def bench_weight(bench: DataPath) -> None:
             "CB_BENCH_ARGV": str(argv_file),
             "CB_BENCH_TIMES": str(times_file),
         }
-        upload = {
-            "spec": spec.to_json(),
-            "threads": CONCURRENCY,
-            "src": str(src),
-            "chunks": str(d / "chunks"),
-            "sums": str(sums),
-            "record": str(rec_path),
-            "log": str(d / "rclone.jsonl"),
-            "series": str(d / "series.tsv"),
-        }
+        upload = upload_args(spec, CONCURRENCY, src, d, sums, rec_path)
         dst = f"{spec.data_prefix}/objects"
 
         def prep() -> None:
