@@ -176,16 +176,8 @@ def dataset_args():
 
 
 @functools.cache
-def _spec_json(direction, site, remote, layout, setting, repeat):
-    m = Measurement(
-        site,
-        remote,
-        direction,
-        Layout.from_label(layout),
-        int(repeat),
-        Setting.from_label(setting),
-    )
-    return transfer_spec(CAMPAIGN, m).to_json()
+def _transfer_param(m):
+    return jobs.param(transfer_spec(CAMPAIGN, m))
 
 
 def spec_json(direction):
@@ -193,7 +185,7 @@ def spec_json(direction):
     it several times per job while the DAG is built)."""
 
     def fn(w):
-        return _spec_json(direction, w.site, w.remote, w.layout, w.setting, w.repeat)
+        return _transfer_param(measurement_of(w, direction))
 
     return fn
 

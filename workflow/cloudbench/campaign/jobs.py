@@ -23,13 +23,23 @@ from cloudbench.campaign.model import Campaign, Layout, Measurement, Setting, Si
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A job's spec: ``to_json`` is the one place a spec becomes a param."""
+    """A job's spec: ``to_json`` is the one place a spec becomes a param.
+
+    A spec's text is a param Snakemake stores, so it must stay byte for byte what it was
+    (a changed text re-runs the job): each kind keeps the key order and separators it was
+    first written with, and says which fields it leaves out (:meth:`_fields`)."""
 
     # sorted keys: the specs that were written with json.dumps(..., sort_keys=True)
     SORTED: ClassVar[bool] = False
+    # no spaces after , and : (the transfer spec, the longest, on every command line)
+    COMPACT: ClassVar[bool] = False
+
+    def _fields(self) -> dict[str, Any]:
+        return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=self.SORTED)
+        separators = (",", ":") if self.COMPACT else None
+        return json.dumps(self._fields(), sort_keys=self.SORTED, separators=separators)
 
 
 def param(spec: JobSpec | None) -> str:

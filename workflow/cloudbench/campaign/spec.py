@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from cloudbench.campaign.jobs import JobSpec
 from cloudbench.campaign.model import Campaign, Layout, Measurement, Remote, Setting
 from cloudbench.campaign.rclone_options import (
     RCLONE_MULTI_THREAD_CHUNK,
@@ -20,7 +21,10 @@ from cloudbench.campaign.rclone_options import (
 
 
 @dataclass(frozen=True)
-class TransferSpec:
+class TransferSpec(JobSpec):
+    SORTED: ClassVar[bool] = True
+    COMPACT: ClassVar[bool] = True
+
     campaign: str
     bucket: str
     site: str
@@ -104,13 +108,13 @@ class TransferSpec:
             "repeat": self.repeat,
         }
 
-    def to_json(self) -> str:
+    def _fields(self) -> dict[str, Any]:
         # shallow: every field is JSON already (asdict deep-copies each file name, and a
         # large sweep plans thousands of these)
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.copy_repeat is None:  # as before it existed: params unchanged, nothing re-run
             del data["copy_repeat"]
-        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return data
 
     @classmethod
     def from_json(cls, text: str) -> TransferSpec:
