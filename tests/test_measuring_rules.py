@@ -16,6 +16,7 @@ from cloudbench.measure import rclone as rc
 from cloudbench.measure.attempts import keep_attempt
 from cloudbench.records import write_json
 from cloudbench.report.aggregate import expected_steps
+from cloudbench.site.jobenv import retry_token
 from tests.conftest import ROOT
 
 
@@ -23,14 +24,17 @@ def _attempt(record, status, when):
     keep_attempt(record, {"status": status, "started_utc": when})
 
 
-def test_the_retired_retry_params_stored_values_are_recognised_and_nothing_else():
-    """What Snakemake stored of the transfer's retired ``retry`` param (its repr: '' until
-    a failure, then failed:<n>) is carried over once; any other value is a real change."""
-    from cloudbench.site.jobenv import retired_param
-
-    assert retired_param("''") and retired_param("'failed:3'")
-    for other in ("'failed:'", "'/scratch/demo/dataset'", '\'{"bucket": "b"}\'', "3", None):
-        assert not retired_param(other), other
+def test_retry_token_changes_once_per_failure_and_never_after_a_success(tmp_path):
+    record = tmp_path / "r1.json"
+    assert retry_token(str(record)) == ""  # never measured
+    _attempt(record, "failed", "2026-01-01T00:00:00Z")
+    after_failure = retry_token(str(record))
+    assert after_failure == "failed:1"  # differs from what the failed run stored: remeasure
+    _attempt(record, "ok", "2026-01-01T01:00:00Z")
+    assert retry_token(str(record)) == after_failure  # success: stable, nothing remeasured
+    assert retry_token(str(record)) == after_failure  # ... on every later run
+    _attempt(record, "failed", "2026-01-01T02:00:00Z")
+    assert retry_token(str(record)) == "failed:2"
 
 
 @pytest.mark.parametrize(
@@ -423,7 +427,7 @@ def test_a_transfer_rclone_found_corrupt_is_kept_as_found(tmp_path):
     """Counted corrupt by the last line, with its --forcerun, and no input that would make
     a rerun measure it again (a failed one has its newest attempt as one)."""
     from cloudbench.campaign.paths import attempts_dir
-    from cloudbench.site.jobenv import failed_attempt
+    from cloudbench.site.jobenv import failed_attempt, retry_token
     from cloudbench.site.status import stopped_summary
 
     paths = [tmp_path / f"r{i}.json" for i in range(3)]
@@ -434,7 +438,8 @@ def test_a_transfer_rclone_found_corrupt_is_kept_as_found(tmp_path):
     line = stopped_summary(paths)
     assert "(1 ok, 1 failed, 1 corrupt)" in line
     assert f"add --forcerun {paths[1]} to the same command" in line
-    assert failed_attempt(str(paths[0])) == [] and failed_attempt(str(paths[1])) == []
+    assert failed_attempt(str(paths[1])) == [] and retry_token(str(paths[1])) == ""
+    assert retry_token(str(paths[2])) == "failed:1"
     assert failed_attempt(str(paths[2])) == [str(attempts_dir(str(paths[2])) / "a.json")]
 
 

@@ -54,6 +54,7 @@ rule upload:
         copy_timeout_s=copy_timeout_s,
     params:
         spec=spec_json("upload"),
+        retry=retry_token("upload"),
         dataset=paths.dataset_dir(UPLOAD_DATA),
         chunks=paths.chunks_root(UPLOAD_DATA),
     shell:
@@ -92,6 +93,7 @@ rule download:
         copy_timeout_s=copy_timeout_s,
     params:
         spec=spec_json("download"),
+        retry=retry_token("download"),
         upload_record=upload_of,
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench download --spec {params.spec:q} --threads {threads}"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -115,17 +114,30 @@ def missing_variables(required: str | list[str] | None) -> list[str]:
     return [n.strip() for n in names if n.strip() and not os.environ.get(n.strip())]
 
 
-# Until 2026-11-26 a transfer had a ``retry`` param ('' until it failed, then
-# ``failed:<n>``) that made Snakemake measure a failed transfer again; the failed-attempt
-# input (:func:`failed_attempt`) does that alone. What Snakemake stored of that param in an
-# existing campaign is carried over once (site.lifecycle.started), so that its removal never
-# measures a finished transfer again.
-RETIRED_RETRY_PARAM = re.compile(r"^'(failed:\d+)?'$")
+def _failed_attempts(record_path: str) -> int:
+    folder = attempts_dir(record_path)
+    if not folder.is_dir():
+        return 0
+    failed = 0
+    for path in folder.glob("*.json"):
+        try:
+            failed += json.loads(path.read_text()).get("status") not in ("ok", *KEPT_AS_FOUND)
+        except (OSError, ValueError):
+            failed += 1
+    return failed
 
 
-def retired_param(stored: object) -> bool:
-    """Whether a param value Snakemake stored (its repr) is the retired ``retry`` param's."""
-    return isinstance(stored, str) and bool(RETIRED_RETRY_PARAM.match(stored))
+def retry_token(record_path: str) -> str:
+    """'' until a measurement has failed; then ``failed:<n>`` for its n failed attempts
+    (one kept as found, corrupt, is no reason to measure again).
+
+    Stable by construction: it changes only when a new failed attempt is kept, so a rerun
+    that succeeds leaves it as it was and no later run measures that transfer again.
+    """
+    failed = _failed_attempts(record_path)
+    if failed and _gave_up(record_path):  # as it was when the attempt that gave up ran
+        failed -= 1
+    return f"failed:{failed}" if failed else ""
 
 
 def _gave_up(record_path: str) -> bool:
@@ -140,13 +152,14 @@ def failed_attempt(record_path: str) -> list[str]:
     """[the newest kept attempt] while a measurement's record says it failed, else [] (also
     for a record kept as found: rclone's own check found the bytes corrupt).
 
-    This is how a failed transfer is measured again, by Snakemake's own mtime rule and
-    nothing else: the job keeps its attempt just after its record (steps._finish), so as an
-    input the attempt is newer than the output, and the next run measures the transfer
-    again whatever Snakemake stored, even where it stored nothing (the job wrote its failed
-    record, then Ctrl-C came before Snakemake registered it: ci12, ci14). Once the transfer
-    succeeds, the record says ok and the attempt is no input any more, so no later run
-    measures it again; a copy that outran its limit twice (gave_up) is not tried again.
+    The retry token (a param) makes Snakemake measure a failed transfer again only where it
+    stored the params of the failed run. A run stopped while the job was ending stores none:
+    the job wrote its failed record, then Ctrl-C came before Snakemake registered it, and
+    its output was neither kept as finished nor marked incomplete (ci12, ci14). The job
+    keeps its attempt just after its record (steps._finish), so as an input the attempt is
+    newer than the output, and Snakemake measures the transfer again whatever it stored;
+    once the transfer succeeds, the record says ok and the attempt is no input any more, so
+    no later run measures it again.
     """
     try:
         status = json.loads(Path(record_path).read_text()).get("status")

@@ -84,12 +84,6 @@ def started(
             f"this profile needs {', '.join(missing)} set in the environment "
             f"(e.g. export {missing[0]}=...): scheduler account/partition/queue never live in files"
         )
-    if carried := snakemake_internals.carry_over_params(workflow, jobenv.retired_param):
-        stop(
-            f"{carried} transfers of this campaign were recorded by an earlier cloudbench; "
-            "Snakemake's bookkeeping of them is brought up to date (nothing measured, nothing "
-            "lost): run the same command again"
-        )
     jobs.write_run(run.spec_path, jobs.run(c, time.time()))
     jobenv.compile_package(Path(workflow.basedir) / "cloudbench")
     atexit.register(stopped, run, workflow)

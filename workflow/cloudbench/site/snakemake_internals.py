@@ -5,8 +5,6 @@ their outputs marked incomplete, so the next run would measure a finished transf
 The end of a run (cloudbench.site.lifecycle.stopped) clears those marks for transfers whose
 record is complete and ok. That needs three things Snakemake does not promise: the job list
 of the DAG, the persistence's ``incomplete`` coroutine and its ``cleanup_metadata``. The
-start of a run carries a retired param's stored value over (:func:`carry_over_params`),
-through the persistence's records and its params comparison. The
 workflow also reads two of the run's settings Snakemake does not document for a Snakefile
 (whether jobs run in conda envs, the group components) and puts its filter on Snakemake's
 logger (cloudbench.site.terminal).
@@ -19,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 TRANSFER_RULES = ("upload", "download")
@@ -40,33 +38,6 @@ def marked_incomplete(workflow: Any, job: Any) -> bool:
 def forget_incomplete(workflow: Any, path: str) -> None:
     """Clear ``path``'s incomplete mark (what ``--cleanup-metadata`` does for one file)."""
     workflow.persistence.cleanup_metadata(path)
-
-
-def carry_over_params(workflow: Any, retired: Callable[[object], bool]) -> int:
-    """Bring Snakemake's stored params of the DAG's transfer jobs up to date where the only
-    change is the removal of params ``retired`` recognises (by the value Snakemake stored,
-    its repr); returns how many jobs it changed. Snakemake compares the *set* of a job's
-    params with the set it stored, so removing a param from a rule would re-run every job
-    of it once in every existing campaign: every finished transfer measured again. Changing
-    the stored set to the one Snakemake would store now is what a run of the job would do,
-    without the run. The DAG is built before the run starts, so a run that carried anything
-    over must stop and be run again (site.lifecycle.started)."""
-    persistence = workflow.persistence
-    changed = 0
-    for job in transfer_jobs(workflow):
-        change = persistence.params_changed(job)
-        if not change or change.only_new or not all(map(retired, change.only_old)):
-            continue
-        now = persistence._params(job)
-        for f in job.output:
-            key = persistence._get_key(f)
-            record = persistence._read_record(key)
-            if record is not None and record.params is not None:
-                record.params = now
-                persistence._write_record(key, record)
-        changed += 1
-    persistence._clear_cache()
-    return changed
 
 
 def uses_conda(workflow: Any) -> bool:
@@ -104,19 +75,6 @@ def api_problems() -> list[str]:
         problems.append("PersistenceBase.incomplete no longer takes (job)")
     if not callable(getattr(base, "cleanup_metadata", None)):
         problems.append("PersistenceBase.cleanup_metadata is gone")
-    for name in ("params_changed", "_params", "_get_key", "_read_record", "_write_record"):
-        if not callable(getattr(base, name, None)):
-            problems.append(f"PersistenceBase.{name} is gone")
-    if not callable(getattr(base, "_clear_cache", None)):
-        problems.append("PersistenceBase._clear_cache is gone")
-    change = getattr(persistence, "ParamsChange", None)
-    if change is None or not {"only_old", "only_new"} <= {
-        f.name for f in dataclasses.fields(change)
-    }:
-        problems.append("persistence.ParamsChange no longer has only_old and only_new")
-    record = getattr(persistence, "MetadataRecord", None)
-    if record is None or "params" not in getattr(record, "model_fields", {}):
-        problems.append("persistence.MetadataRecord no longer has params")
     if not isinstance(dag.DAG.__dict__.get("jobs"), property):
         problems.append("DAG.jobs is no longer a property")
     for name in ("dag", "persistence", "async_run"):
