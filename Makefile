@@ -55,11 +55,10 @@ sysdeps:
 # measured rates against a bandwidth cap and run alone; the rest run side by side.
 PYTEST := $(BIN)/python -m pytest
 ## TEST_WORKERS: pytest-xdist workers for the tests that do not check rates (2 cores here;
-## much of their time is spent waiting on capped transfers, Slurm's status polls, stores
-## that stop answering and process start-up: a Slurm test used 37 CPU-s in 150 s). Six: on
-## a quiet machine the others session took 649 s with six, 8% of the cores idle
-## (2026-11-26, docs/testing.md)
-TEST_WORKERS ?= 6
+## much of their time is spent waiting on capped transfers, Slurm polls and process
+## start-up). Four: the two cores are busy throughout (vmstat, 2026-11-25); six were no
+## faster on a quiet machine (2026-11-26: 649 s against 624 s, docs/testing.md)
+TEST_WORKERS ?= 4
 ## RATES_WORKERS: the tests that check rates against a bandwidth cap (a few MB/s each, little
 ## CPU) run this many at a time, with nothing else running. Two: with three (the demo's build
 ## among them then), two multi-client tests shared the 2 cores with CPU-bound work, and a

@@ -423,3 +423,25 @@ def test_preflight_refuses_a_named_non_s3_remote_and_a_missing_client(monkeypatc
         "tools: remote 'disk' is of type local: only S3 remotes can use s5cmd "
         "(use rclone or command)",
     ]
+
+
+@pytest.mark.slow
+def test_the_first_screens_figure_and_table_agree_for_every_tool(tools_campaign, monkeypatch):
+    """Short real transfers of five tools: every median the first screen's figure prints
+    is a median of its table, and the other way round (issue: the figure once drew the
+    sustained rate and ranked tools opposite to the table's whole-transfer medians)."""
+    from cloudbench.report import build, figures, headline, stats
+
+    results = tools_campaign[0] / "results/tools"
+    transfers = stats.with_setting(pd.read_csv(results / "transfers.tsv", sep="\t"))
+    series = stats.with_setting(pd.read_csv(results / "timeseries.tsv", sep="\t"))
+    metrics = stats.transfer_metrics(transfers, series)
+    summary = stats.summarise(transfers, series, metrics)
+    drawn = []
+    monkeypatch.setattr(figures, "save", lambda fig, path: drawn.append(fig))
+    figures.whole_rates(build.by_variant(metrics), {"campaign": "tools"}, results / "x.png")
+    shown = sorted(float(t.get_text()) for ax in drawn[0].axes for t in ax.texts)
+    table = headline.rows(metrics, summary)
+    assert len(table) == len(transfers.drop_duplicates(["direction", "layout", "setting"]))
+    assert shown == sorted(float(figures.num(m)) for m in table["median"])
+    assert len(set(transfers["tool"])) == 5
