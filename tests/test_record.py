@@ -157,6 +157,20 @@ def test_a_group_whose_launcher_failed_is_failed_though_its_clients_were_ok():
     assert (rec.status, rec.error, rec.mb_per_s) == ("failed", "client launcher exited 3", None)
 
 
+def test_a_group_whose_client_was_killed_says_by_which_signal():
+    """A client killed outright (kill -9, the OOM killer) leaves no record: the group's
+    error says it did not report and how the launcher saw it end (user check: 'client 0
+    did not report', nothing more)."""
+    failed = _group("failed") | {"error": "client 0 did not report", "mb_per_s": None}
+    for code, said in ((-9, "a client was killed by SIGKILL"), (137, "a client was killed by "
+                       "SIGKILL"), (2, "the client launcher exited 2")):  # fmt: skip
+        rec = transfer.group_measured(
+            KEYS | {"clients": 2}, [None, _client(1)], failed, files=4, launcher="2 local "
+            "processes", launcher_exit=code, src="s", dst="d",
+        )  # fmt: skip
+        assert (rec.status, rec.error) == ("failed", f"client 0 did not report ({said})")
+
+
 def test_a_client_that_could_not_take_part_names_its_measurement_and_why():
     rec = transfer.client_failed(KEYS, 2, "cannot tell which client this is")
     assert (rec.client, rec.status, rec.error, rec.campaign) == (

@@ -539,6 +539,20 @@ def _client_summary(index: int, c: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def launcher_ended(code: int) -> str:
+    """How a group's launcher (its local processes, srun, mpirun, pbsdsh) ended: a negative
+    code is a local client killed by that signal, 128 + N a launcher reporting one."""
+    import signal
+
+    number = -code if code < 0 else code - 128 if 128 < code < 128 + signal.NSIG else None
+    if number is not None:
+        try:
+            return f"a client was killed by {signal.Signals(number).name}"
+        except ValueError:
+            pass
+    return f"the client launcher exited {code}"
+
+
 def group_measured(
     keys: Mapping[str, Any],
     per: Sequence[dict[str, Any] | None],
@@ -568,6 +582,8 @@ def group_measured(
     }
     if launcher_exit != 0 and rec["status"] == "ok":
         rec.update(status="failed", error=f"client launcher exited {launcher_exit}", mb_per_s=None)
+    elif launcher_exit != 0 and rec["status"] != "ok":  # say how a client that left ended
+        rec["error"] = f"{rec.get('error') or 'failed'} ({launcher_ended(launcher_exit)})"
     rec["host"] = ",".join(group["hosts"]) or rec["host"]
     return TransferRecord.of(rec)
 
