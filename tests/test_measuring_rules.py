@@ -309,6 +309,17 @@ def test_a_log_left_by_a_killed_attempt_is_kept_not_overwritten(tmp_path):
     kept = sorted((tmp_path / "r2.attempts").glob("*.unrecorded.r2.jsonl"))
     assert len(kept) == 2 and "cut by SIGKILL" in kept[-1].read_text() + kept[0].read_text()
     assert not live_log(log).exists()
+    # killed before its client said anything (s3cmd writes a line once an object is moved):
+    # the empty log with its second name still counts as an attempt; an empty one without
+    # it is no attempt's
+    log.write_text("")
+    os.link(log, live_log(log))
+    log.unlink()
+    set_aside_unrecorded(record, [log])
+    log.write_text("")
+    set_aside_unrecorded(record, [log])
+    kept = sorted((tmp_path / "r2.attempts").glob("*.unrecorded.r2.jsonl"))
+    assert len(kept) == 3 and sum(p.stat().st_size == 0 for p in kept) == 1
     log.write_text("{}\n")  # an attempt that got its record leaves no second name behind
     os.link(log, live_log(log))
     keep_attempt(record, {"started_utc": "2026-11-23T11:00:00Z"}, log)

@@ -69,7 +69,11 @@ def set_aside_unrecorded(record_path: Path, logs: Sequence[Path]) -> None:
             p.suffix != ".json" and p.stat().st_size == len(data) and p.read_bytes() == data
             for p in folder.iterdir()
         )
-        if data and not kept:
+        # an empty log with its second name is an attempt killed before its client said
+        # anything (s3cmd prints a line per object, once it is moved): kept all the same, so
+        # the attempt counts; an empty log without one is no attempt's
+        started = live_log(log).exists()
+        if (data and not kept) or (found is not None and not data and started):
             when = datetime.fromtimestamp(found.stat().st_mtime, UTC)
             folder.mkdir(parents=True, exist_ok=True)
             kept_as = folder / f"{when:%Y%m%dT%H%M%S.%fZ}.unrecorded.{log.name}"
