@@ -43,6 +43,9 @@ STYLE = (
     # It also centres the page vertically: a headline taller than the window (a sweep has
     # many rows) would start above the top, out of reach. Start it at the top instead.
     ".items-center:has(.cb-headline){align-items:flex-start}"
+    # and centres it across: a headline wider than the window (long setting names) would
+    # overflow on both sides, its left edge under the menu and out of scroll's reach
+    ".justify-center:has(.cb-headline){justify-content:safe center}"
     ".cb-headline table{border-collapse:collapse;margin:.4em 0 .8em 0;font-size:13px}"
     ".cb-headline th,.cb-headline td{border:1px solid #ccc;padding:2px 6px;text-align:right;"
     "white-space:nowrap}"
