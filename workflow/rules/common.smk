@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cloudbench.site import jobenv, lifecycle, snakemake_internals
-from cloudbench.campaign import jobs, order, paths, precision
+from cloudbench.campaign import jobs, order, paths, precision, tune
 from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.model import (
     SETTING_PATTERN,
@@ -179,9 +179,25 @@ def retry_token(direction):
     """
 
     def fn(wildcards):
-        return jobenv.retry_token(record(measurement_of(wildcards, direction)))
+        m = measurement_of(wildcards, direction)
+        return jobenv.retry_token(record(m), settled=_settled(m))
 
     return fn
+
+
+def _settled(m):
+    """A tuning search's finding (campaign.tune): a setting that failed while the store
+    answered is avoided, not measured again."""
+    return CAMPAIGN.tune is not None and tune.is_settled(_latest_tune(m.site), m)
+
+
+@functools.cache
+def _latest_tune(site_name):
+    """The newest state of a site's searches on disk (none before its first round)."""
+    k, state = 1, None
+    while (path := Path(paths.tune_round(RESULTS, site_name, k))).exists():
+        state, k = path, k + 1
+    return json.loads(state.read_text()) if state else None
 
 
 def dataset_args():
@@ -249,7 +265,7 @@ def upload_inputs(wildcards):
         "staged": paths.staged(RESULTS, UPLOAD_SITE, wildcards.layout),
         "all_staged": ancient(paths.staged_all(RESULTS, UPLOAD_SITE)),
         "gate": gate_of(wildcards),
-        "retry": jobenv.failed_attempt(record(measurement_of(wildcards, "upload"))),
+        "retry": _failed_attempt(measurement_of(wildcards, "upload")),
     }
 
 
@@ -296,7 +312,12 @@ def download_inputs(wildcards):
     inputs = [paths.preflight(RESULTS, wildcards.site), gate_of(wildcards)]
     if any(s.name == UPLOAD_SITE for s in CAMPAIGN.active_sites):
         inputs.append(upload_of(wildcards))
-    return inputs + jobenv.failed_attempt(record(measurement_of(wildcards, "download")))
+    return inputs + _failed_attempt(measurement_of(wildcards, "download"))
+
+
+def _failed_attempt(m):
+    """The newest failed attempt of a transfer, as an input: measured again (jobenv)."""
+    return jobenv.failed_attempt(record(m), settled=_settled(m))
 
 
 def verify_inputs(wildcards):
@@ -380,10 +401,55 @@ def final_precision(wildcards):
     return paths.precision_round(RESULTS, wildcards.site, _last_round(wildcards.site))
 
 
+def tune_target():
+    """How the tuning mode's searches decide (a new budget or margin replays them)."""
+    return jobs.param(jobs.tune_target(CAMPAIGN))
+
+
+def _tune_state(site_name, round_):
+    """A site's searches after one round (Snakemake runs the checkpoint first)."""
+    out = checkpoints.tune.get(site=site_name, round=round_).output[0]
+    return json.loads(Path(out).read_text())
+
+
+def _tuned_before(site, round_):
+    """The transfers of a site's searches in the rounds before ``round_``."""
+    ms = list(CAMPAIGN.measurements(site))
+    for k in range(1, round_):
+        ms += tune.next_measurements(CAMPAIGN, site.name, _tune_state(site.name, k))
+    return ms
+
+
+def tune_inputs(wildcards):
+    """Round k's state rests on every record of the site's searches through round k."""
+    site = CAMPAIGN.site_named(wildcards.site)
+    return {"records": [record(m) for m in _tuned_before(site, int(wildcards.round))]}
+
+
+def _last_tune_round(site_name):
+    k = 1
+    while tune.next_measurements(CAMPAIGN, site_name, _tune_state(site_name, k)):
+        k += 1
+    return k
+
+
+def final_tune(wildcards):
+    return paths.tune_round(RESULTS, wildcards.site, _last_tune_round(wildcards.site))
+
+
 def later_rounds(site):
     """With ``repeats: auto``, the transfers of a site beyond the first rounds that its
-    precision checkpoints asked for (decided as the run goes)."""
+    precision checkpoints asked for (decided as the run goes); in the tuning mode, those
+    its searches asked for after their first round."""
     ms = []
+    if CAMPAIGN.tune is not None:
+        k = 1
+        while more := tune.next_measurements(
+            CAMPAIGN, site.name, _tune_state(site.name, k)
+        ):
+            ms += more
+            k += 1
+        return ms
     if CAMPAIGN.precision is None:
         return ms
     k = CAMPAIGN.repeats
@@ -399,7 +465,10 @@ def measured(site):
 
 
 def precision_records(sites):
-    """The final decisions of ``repeats: auto`` of these sites (none without it)."""
+    """The final decisions of ``repeats: auto`` of these sites, or the final state of
+    their searches in the tuning mode (none without either)."""
+    if CAMPAIGN.tune is not None:
+        return [paths.tune_final(RESULTS, s.name) for s in sites]
     if CAMPAIGN.precision is None:
         return []
     return [paths.precision_final(RESULTS, s.name) for s in sites]

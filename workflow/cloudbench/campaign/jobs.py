@@ -141,6 +141,16 @@ class Plan(JobSpec):
     upload_site: str
     # repeats: auto: later rounds are expected as each site's precision.json says
     precision_first: int | None
+    # tune: later rounds are expected as each site's tune.json says, at these repeats
+    tune_repeats: int | None = None
+
+    def _fields(self) -> dict[str, Any]:
+        """Without ``tune_repeats`` when there is no search: an existing campaign's plan
+        stays the text it was (a param; its report is not redrawn for nothing)."""
+        fields = asdict(self)
+        if fields["tune_repeats"] is None:
+            del fields["tune_repeats"]
+        return fields
 
 
 def plan(c: Campaign) -> Plan:
@@ -151,6 +161,7 @@ def plan(c: Campaign) -> Plan:
         [layout.chunk_label for layout in c.layouts if layout.chunk_bytes],
         c.upload_site.name,
         c.repeats if c.precision else None,
+        c.repeats if c.tune else None,
     )
 
 
@@ -174,6 +185,21 @@ class PrecisionTarget(JobSpec):
 def precision_target(c: Campaign) -> PrecisionTarget | None:
     p = c.precision
     return PrecisionTarget(p.width, p.max_repeats) if p else None
+
+
+@dataclass(frozen=True)
+class TuneTarget(JobSpec):
+    """What the tuning mode's searches spend and how they decide (a new budget or margin
+    replays the searches from the same records; nothing measured is measured again)."""
+
+    margin: float
+    budget_bytes: int | None
+    budget_s: float | None
+
+
+def tune_target(c: Campaign) -> TuneTarget | None:
+    t = c.tune
+    return TuneTarget(t.margin, t.budget_bytes, t.budget_s) if t else None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import math
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.precision import Precision, copy_repeat, first_rounds
 from cloudbench.campaign.secrets import credential_flag, credential_in_remote, credential_in_value
 from cloudbench.campaign.template import PLACEHOLDERS, TemplateError, template_argv
+from cloudbench.campaign.tune import Tune
 from cloudbench.data import chunking
 from cloudbench.sizes import SizeError, parse_duration, parse_size, size_label
 
@@ -192,6 +193,7 @@ class Campaign:
     compare_with: Path | None = None  # another campaign's transfers.tsv (report: Comparison)
     compare_margin: float = 0.05  # a change below this is no verdict (schema's default)
     precision: Precision | None = None  # repeats: auto (cloudbench.campaign.precision)
+    tune: Tune | None = None  # the tuning mode (cloudbench.campaign.tune)
 
     @property
     def small_files(self) -> bool:
@@ -212,7 +214,15 @@ class Campaign:
     def settings(self, site: Site, strategy: str) -> list[Setting]:
         """Every tool x clients x concurrency combination a site measures for a strategy; a
         client that moves one object at a time (s3cmd) at concurrency 1 only: every value of
-        the sweep would run the same command."""
+        the sweep would run the same command. In the tuning mode, the first round's: each
+        tool at the fewest clients and concurrency (the search decides the rest)."""
+        if self.tune is not None:  # a search starts at the fewest clients and connections
+            return [
+                Setting(t, min(site.clients), min(self.concurrency_of(strategy)))
+                if clients.REGISTRY[t].objects_at_once
+                else Setting(t, min(site.clients), 1)
+                for t in self.tools_for(strategy)
+            ]
         return [
             Setting(t, n, c)
             for t in self.tools_for(strategy)
@@ -620,6 +630,40 @@ def _repeats(value: Any, target: Mapping[str, Any]) -> tuple[int, Precision | No
     return first, Precision(width, most)
 
 
+def _tune(raw: Mapping[str, Any], c: Campaign) -> Tune:
+    """The tuning mode's budget and margin, and what a search needs of the campaign: a
+    number of repeats (3 or more: a step's median needs an interval) and concurrency
+    values that are numbers (a ladder to climb)."""
+    if c.precision is not None:
+        raise ConfigError(
+            "tune: needs a number of repeats (3 or more), not repeats: auto; a search "
+            "measures each step with the same repeats"
+        )
+    if c.repeats < 3:
+        raise ConfigError(
+            f"tune: needs repeats: 3 or more (got {c.repeats}); a step's median needs an "
+            "interval to be set against the next"
+        )
+    for strategy in c.strategies:
+        if None in c.concurrency_of(strategy):
+            raise ConfigError(
+                f"concurrency.{strategy}: tune climbs a list of numbers, e.g. [1, 2, 4, 8, 16, "
+                "32]; 'auto' (or no list) gives it nothing to climb"
+            )
+    margin = _share("tune.margin", raw["margin"], "of a median rate", "10% or 0.1")
+    budget = raw["budget"]
+    try:
+        return Tune(margin, budget_bytes=parse_size(budget))
+    except SizeError:
+        pass
+    try:
+        return Tune(margin, budget_s=parse_duration(budget))
+    except SizeError:
+        raise ConfigError(
+            f"tune.budget: {budget!r} is neither bytes moved (20GiB) nor time (2h, 90m)"
+        ) from None
+
+
 @dataclass(frozen=True)
 class StoreDown:
     """The campaign's ``store_down``: when a site stops trying a store (site.breaker)."""
@@ -828,6 +872,8 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
             "compare_margin", cfg["compare_margin"], "of the median rate", "5% or 0.05", zero=True
         ),
     )
+    if "tune" in cfg:
+        campaign = replace(campaign, tune=_tune(cfg["tune"], campaign))
     if campaign.site not in RESERVED_SITE_NAMES:
         campaign.site_named(campaign.site)  # raises with the list of known sites
     return campaign

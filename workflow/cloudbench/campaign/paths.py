@@ -155,6 +155,16 @@ def precision_final(results, site) -> str:
     return f"{sites_dir(results)}/{site}/precision.json"
 
 
+def tune_round(results, site, round_) -> str:
+    """The state of a site's searches after one round of the tuning mode (a checkpoint's)."""
+    return f"{sites_dir(results)}/{site}/tune/round-{round_}.json"
+
+
+def tune_final(results, site) -> str:
+    """A site's searches once over: each one's best setting, and how it got there."""
+    return f"{sites_dir(results)}/{site}/tune.json"
+
+
 def published(results, site) -> str:
     """This site's results are on the remote (written by the publish rule)."""
     return f"{sites_dir(results)}/{site}/published.json"

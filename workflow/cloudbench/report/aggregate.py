@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from cloudbench.campaign import paths, precision
+from cloudbench.campaign import paths, precision, tune
 from cloudbench.campaign.identity import KEYS, LABELS, MeasurementId, keys_without
 from cloudbench.measure import record as transfer
 from cloudbench.measure.rclonelog import longest_stall, parse_rclone_log
 from cloudbench.measure.record import TRANSFER_COLUMNS, WHOLE_TRANSFER_COLUMNS
+from cloudbench.report import tuned
 from cloudbench.report.outputs import TABLES
 
 # One row per client of a measurement with several clients (its row in transfers.tsv is the
@@ -224,12 +225,29 @@ def precision_table(results: Path, plan: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(precision.COLUMNS))
 
 
+def _new(labels: list[dict], planned: list[dict]) -> list[dict]:
+    """The labels not planned already (a search's first round is in the plan)."""
+    seen = {tuple(sorted(m.items())) for m in planned}
+    out = []
+    for m in labels:
+        key = tuple(sorted(m.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(m)
+    return out
+
+
 def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
     """``plan``: the campaign's expected ``measurements`` (site, direction, remote, layout,
     repeat), its dataset ``files``, chunk size labels ``chunks`` and ``upload_site``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     decided = precision_table(results, plan)
     later = precision.later_rounds(decided.to_dict("records"), plan.get("precision_first") or 0)
+    found = tuned.states(results, {m["site"] for m in plan["measurements"]})
+    later += _new(
+        [m for state in found for m in tune.measured_labels(state, plan.get("tune_repeats") or 0)],
+        plan["measurements"],
+    )
     transfers, missing = transfers_table(results, [*plan["measurements"], *later])
     paths = {name: out_dir / t.path for name, t in TABLES.items()}
     transfers.to_csv(paths["transfers"], sep="\t", index=False)
@@ -239,6 +257,7 @@ def write_tables(results: Path, plan: dict, out_dir: Path) -> dict[str, Path]:
     sites = {m["site"] for m in plan["measurements"]}
     probes_table(results, sites).to_csv(paths["probes"], sep="\t", index=False)
     decided.to_csv(paths["precision"], sep="\t", index=False)
+    tuned.tuned_table(found).to_csv(paths["tuned"], sep="\t", index=False)
     # a missing measurement as the plan names it: its labels
     pd.DataFrame(missing, columns=LABELS).to_csv(paths["missing"], sep="\t", index=False)
     return paths

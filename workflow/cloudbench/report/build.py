@@ -111,11 +111,11 @@ def build_report(
         for name in ("transfers", "timeseries", "steps", "missing")
     )
     transfers, series = stats.with_setting(transfers), stats.with_setting(series)
-    clients, probes, decided = (
+    clients, probes, decided, tuned = (
         _read(Path(paths.table(tables, name)))
         if Path(paths.table(tables, name)).exists()
         else pd.DataFrame()
-        for name in ("clients", "probes", "precision")
+        for name in ("clients", "probes", "precision", "tuned")
     )
     man_path = Path(paths.campaign_manifest(tables))
     try:  # optional: the report does not wait for the campaign manifest
@@ -186,6 +186,7 @@ def build_report(
             drift.drift_sentences(trend),
             comparison,
             decided,
+            tuned,
         )
     )
 

@@ -462,6 +462,7 @@ def headline_html(
     drifts: Sequence[str] = (),
     comparison: pd.DataFrame | None = None,
     decided: pd.DataFrame | None = None,
+    tuned: pd.DataFrame | None = None,
 ) -> str:
     """The fragment the report's front page shows (HTML without <html>/<body>); ``drifts``
     are the lines of :func:`cloudbench.report.drift.drift_sentences`, ``comparison`` the
@@ -495,6 +496,10 @@ def headline_html(
         + legend(table)
         + "</p>",
     ]
+    if tuned is not None and not tuned.empty:  # the tuning mode's answer comes first
+        from cloudbench.report.tuned import tuned_html
+
+        parts.append(tuned_html(tuned))
     if (info.get("dataset") or {}).get("small_files"):
         lines = per_object_lines(metrics)
         if lines:

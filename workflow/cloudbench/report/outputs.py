@@ -31,6 +31,7 @@ TABLES: dict[str, ReportOutput] = {
     "clients": ReportOutput("clients.tsv", "clients_tsv", "Tables"),
     "probes": ReportOutput("probes.tsv", "probes_tsv", "Tables"),
     "precision": ReportOutput("precision.tsv", "precision_tsv", "Tables"),
+    "tuned": ReportOutput("tuned.tsv", "tuned_tsv", "Tables"),
 }
 
 # By name: the key of build_report's ``out`` and, with - for _, the figure CLI option.

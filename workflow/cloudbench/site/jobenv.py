@@ -127,15 +127,17 @@ def _failed_attempts(record_path: str) -> int:
     return failed
 
 
-def retry_token(record_path: str) -> str:
+def retry_token(record_path: str, settled: bool = False) -> str:
     """'' until a measurement has failed; then ``failed:<n>`` for its n failed attempts
     (one kept as found, corrupt, is no reason to measure again).
 
     Stable by construction: it changes only when a new failed attempt is kept, so a rerun
     that succeeds leaves it as it was and no later run measures that transfer again.
+    ``settled``: the failure is a finding (a tuning search's collapse, campaign.tune), not
+    tried again, like a copy that gave up.
     """
     failed = _failed_attempts(record_path)
-    if failed and _gave_up(record_path):  # as it was when the attempt that gave up ran
+    if failed and (settled or _gave_up(record_path)):  # as it was when the last attempt ran
         failed -= 1
     return f"failed:{failed}" if failed else ""
 
@@ -148,7 +150,7 @@ def _gave_up(record_path: str) -> bool:
         return False
 
 
-def failed_attempt(record_path: str) -> list[str]:
+def failed_attempt(record_path: str, settled: bool = False) -> list[str]:
     """[the newest kept attempt] while a measurement's record says it failed, else [] (also
     for a record kept as found: rclone's own check found the bytes corrupt).
 
@@ -164,6 +166,7 @@ def failed_attempt(record_path: str) -> list[str]:
     try:
         status = json.loads(Path(record_path).read_text()).get("status")
         failed = status not in ("ok", *KEPT_AS_FOUND) and not _gave_up(record_path)
+        failed = failed and not settled
     except (OSError, ValueError):  # none yet (or cut short: Snakemake reruns it anyway)
         return []
     kept = list(attempts_dir(record_path).glob("*.json")) if failed else []

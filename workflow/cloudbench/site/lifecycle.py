@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cloudbench.campaign import jobs, paths, precision
+from cloudbench.campaign import jobs, paths, precision, tune
 from cloudbench.campaign.model import Campaign, Measurement
 from cloudbench.campaign.schema import stop
 from cloudbench.site import breaker, jobenv, snakemake_internals, terminal
@@ -158,6 +158,8 @@ def rounds_asked_so_far(run: Run, site: str) -> list[Measurement]:
     """With ``repeats: auto``, the later rounds the site's precision files on disk asked for
     (a stopped run may not have measured them yet)."""
     c = run.campaign
+    if c.tune is not None:
+        return tune.asked_so_far(c, site, lambda k: Path(paths.tune_round(run.results, site, k)))
     if c.precision is None:
         return []
     return [
