@@ -34,4 +34,4 @@ rule precision_final:
         release=release_after_last_round,
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench precision-final --decisions {input} --out {output}"
-        " --release {params.release:q} 2> {log}"
+        " --release={params.release:q} 2> {log}"

@@ -39,4 +39,4 @@ rule tune_final:
         release=release_after_last_round,
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench precision-final --decisions {input} --out {output}"
-        " --release {params.release:q} 2> {log}"
+        " --release={params.release:q} 2> {log}"
