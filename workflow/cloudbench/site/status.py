@@ -21,6 +21,29 @@ def failures(transfers_tsv: Path) -> list[dict[str, Any]]:
         return [r for r in csv.DictReader(fh, delimiter="\t") if r["status"] in BAD]
 
 
+def avoided_by_search(results: Path) -> set[tuple[str, ...]]:
+    """The settings a tuning search found failing while the store answered (each site's
+    tune.json, campaign.tune): a finding the search avoids, not a failure of the run.
+    As (site, remote, direction, layout, setting)."""
+    found = set()
+    for path in sorted(Path(results, "sites").glob("*/tune.json")):
+        state = json.loads(path.read_text())
+        for s in state["searches"]:
+            for c in s["settled"]:
+                found.add((state["site"], s["remote"], s["direction"], c["layout"], c["setting"]))
+    return found
+
+
+def split_avoided(
+    rows: list[dict[str, Any]], avoided: set[tuple[str, ...]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The failed rows that are a run's failures, and those a tuning search avoids."""
+    from cloudbench.campaign.identity import GROUP
+
+    mine = [r for r in rows if tuple(r[k] for k in GROUP) not in avoided]
+    return mine, [r for r in rows if tuple(r[k] for k in GROUP) in avoided]
+
+
 def describe(rows: list[dict[str, Any]], results: Path | None = None) -> str:
     """What is not ok, one line each; for a download kept as found (corrupt, unverified),
     which a rerun does not measure again, the ``--forcerun`` that does (with ``results``)."""
