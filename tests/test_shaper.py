@@ -180,6 +180,7 @@ def test_one_connection_moves_at_its_cap_each_way():
         print(f"1 connection: {rates.of(PER_CONNECTION)}")
         assert near(rates.up, PER_CONNECTION), rates
         assert near(rates.down, PER_CONNECTION), rates
+        _wait_for(lambda: link.open_connections == 0)  # its pumps have ended, counted
         assert (link.bytes_up, link.bytes_down) == (size, size)
         assert (link.connections_opened, link.peak_connections) == (1, 1)
 
@@ -231,8 +232,8 @@ def test_the_link_stops_its_threads_and_closes_its_port_when_the_block_ends():
             idle = socket.create_connection(("127.0.0.1", link.port))
             busy.sendall(b"go")  # the endpoint answers with 10 MB, at 50 kB/s
             assert busy.recv(1024)
-            _wait_for(lambda: link.open_connections == 2)
-            assert len(_shaper_threads(link.port)) == 5  # accept + 2 x 2 pumps
+            _wait_for(lambda: len(_shaper_threads(link.port)) == 5)  # accept + 2 x 2 pumps
+            assert link.open_connections == 2 and len(_shaper_threads(link.port)) == 5
             port = link.port
             leaving = time.monotonic()
         took = time.monotonic() - leaving
@@ -304,6 +305,7 @@ def test_rclone_copies_to_a_real_s3_server_keep_to_the_links_caps(tmp_path):
             down1 = _copy_rate(env, one.stat().st_size, "s3t:four/f0.bin", str(tmp_path / "back"))
             up6 = _copy_rate(env, _bytes(six), str(six), "s3t:six", transfers=6)
             assert (link.peak_connections, link.collapses) == (6, 1)
+            _wait_for(lambda: link.open_connections == 0)
             forwarded = link.bytes_up
     print(
         f"rclone: 4 uploads {up4 / TOTAL:.3f} of the total, 1 download "
