@@ -1,0 +1,282 @@
+"""A link of known capacity on loopback: a TCP proxy on 127.0.0.1 in front of a real server
+that forwards the bytes both ways untouched (no HTTP parsing, so S3 signatures still check)
+at most ``per_connection_bytes_per_s`` per connection and ``total_bytes_per_s`` for all its
+connections together, in each direction. The caps on a copy's rate are then the network
+path's, as at a site, not the client's own flags (``--bwlimit`` caps one process; a link
+caps whatever crosses it, however many processes and connections).
+
+With N connections moving data, a direction carries ``min(N * per_connection, total)``: the
+knee is at ``total / per_connection`` connections.
+
+Collapse (optional, ``collapse_above``): while more than ``collapse_above`` connections are
+open at once, the total cap of each direction falls to ``total_bytes_per_s *
+collapse_factor`` (congestion collapse: more connections move less in all than fewer did),
+and it returns when no more than ``collapse_above`` are open. A connection counts from its
+accept to its close, idle keep-alive ones included, as a router's flow table counts them.
+The per-connection cap stays. A search for the best concurrency must find the knee and stay
+below the collapse.
+
+Shaping: token buckets, one per connection and direction and one shared per direction,
+refilling at their rate up to ``burst_bytes``. A piece read (up to 64 KiB) waits for its
+tokens from its connection's bucket, then from the shared one, and is sent then; a bucket
+may run into debt, so over any interval from the start a direction has forwarded at most
+rate x interval + burst. What waits queues in the proxy's receive buffers (about 256 KiB
+per connection and direction, ``RCVBUF``), as at a bottleneck's router: a sender sees its
+first bytes leave faster than the link, never the receiver. Waiting is sleeping, not
+spinning: the CPU cost is a few reads and writes per 64 KiB (0.1 CPU-seconds for 6 s at
+3 MB/s).
+
+Runs in threads of the calling process (an accept thread, two per connection) for the
+``with`` block; leaving it closes every socket and joins the threads within a bounded time.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+
+PIECE = 64 * 1024  # bytes read at a time
+# Each socket's receive buffer, set before the connection is made: left to autotuning, a
+# slow reader's buffer stays small and a read returns what a window of under 64 KiB let in,
+# a different amount on each connection; the shared bucket serves reads in turn, so
+# connections with smaller reads got less of the link (0.70 against 0.92 MB/s of 4 sharing
+# 3 MB/s). With room for several pieces, every read of a busy connection is a whole one.
+RCVBUF = 4 * PIECE
+BURST = 64 * 1024  # a bucket's depth: about 50 ms at 1 MB/s
+COLLAPSE_FACTOR = 0.3
+STOP_TIMEOUT = 5.0  # seconds to join every thread when the block ends
+CONNECT_TIMEOUT = 5.0
+UP, DOWN = "up", "down"  # client -> server, server -> client
+
+
+class TokenBucket:
+    """``rate`` bytes/s, at most ``burst`` saved up; :meth:`take` may run into debt (a piece
+    larger than the burst still passes), which later takers wait out in turn."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = float(burst)
+        self.stamp = time.monotonic()
+        self.lock = threading.Lock()
+
+    def _refill(self, now: float) -> None:
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def take(self, n: int) -> float:
+        """Take ``n`` tokens: the seconds to wait before sending them (0: now)."""
+        with self.lock:
+            self._refill(time.monotonic())
+            self.tokens -= n
+            return max(0.0, -self.tokens / self.rate)
+
+    def set_rate(self, rate: float) -> None:
+        with self.lock:
+            self._refill(time.monotonic())
+            self.rate = rate
+
+
+@dataclass
+class Shaper:
+    """The link, and its counters (read them while it runs or after the block)."""
+
+    port: int
+    target_port: int
+    per_connection_bytes_per_s: float
+    total_bytes_per_s: float
+    collapse_above: int | None = None
+    collapse_factor: float = COLLAPSE_FACTOR
+    burst_bytes: int = BURST
+    bytes_up: int = field(default=0, init=False)  # client -> server, forwarded
+    bytes_down: int = field(default=0, init=False)  # server -> client, forwarded
+    connections_opened: int = field(default=0, init=False)
+    open_connections: int = field(default=0, init=False)
+    peak_connections: int = field(default=0, init=False)
+    collapses: int = field(default=0, init=False)  # times more than collapse_above came open
+    collapsed: bool = field(default=False, init=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    shared: dict[str, TokenBucket] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.shared = {d: TokenBucket(self.total_bytes_per_s, self.burst_bytes) for d in (UP, DOWN)}
+
+    @property
+    def total_cap(self) -> float:
+        """The total cap of each direction now, bytes/s (lower while collapsed)."""
+        factor = self.collapse_factor if self.collapsed else 1.0
+        return self.total_bytes_per_s * factor
+
+    def _opened(self) -> None:
+        with self.lock:
+            self.connections_opened += 1
+            self.open_connections += 1
+            self.peak_connections = max(self.peak_connections, self.open_connections)
+            if self.collapse_above is not None and self.open_connections > self.collapse_above:
+                if not self.collapsed:
+                    self.collapsed = True
+                    self.collapses += 1
+                    self._set_total_rate()
+
+    def _closed(self) -> None:
+        with self.lock:
+            self.open_connections -= 1
+            if self.collapsed and self.open_connections <= (self.collapse_above or 0):
+                self.collapsed = False
+                self._set_total_rate()
+
+    def _set_total_rate(self) -> None:
+        for bucket in self.shared.values():
+            bucket.set_rate(self.total_cap)
+
+    def _forwarded(self, direction: str, n: int) -> None:
+        with self.lock:
+            if direction == UP:
+                self.bytes_up += n
+            else:
+                self.bytes_down += n
+
+
+class _Connection:
+    """One client's connection and its own upstream one: two pumps, the last to end closes
+    both sockets."""
+
+    def __init__(self, shaper: Shaper, client: socket.socket, server: socket.socket) -> None:
+        self.shaper = shaper
+        self.client, self.server = client, server
+        self.pumps_left = 2
+        self.lock = threading.Lock()
+
+    def shut(self) -> None:
+        """Wake both pumps (a blocked recv or sendall returns): for a reset or the stop."""
+        for s in (self.client, self.server):
+            with suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def pump(self, direction: str, stop: threading.Event, live: set[_Connection]) -> None:
+        src, dst = (self.client, self.server) if direction == UP else (self.server, self.client)
+        own = TokenBucket(self.shaper.per_connection_bytes_per_s, self.shaper.burst_bytes)
+        shared = self.shaper.shared[direction]
+        try:
+            while data := src.recv(PIECE):
+                # its own cap first, then a place in the shared one: a connection waiting
+                # for its own tokens holds none of the link's
+                if stop.wait(own.take(len(data))) or stop.wait(shared.take(len(data))):
+                    break
+                dst.sendall(data)
+                self.shaper._forwarded(direction, len(data))
+            else:
+                dst.shutdown(socket.SHUT_WR)  # pass the end on; the other way goes on
+        except OSError:  # a reset on either side ends both ways, as it would end-to-end
+            self.shut()
+        with self.lock:
+            self.pumps_left -= 1
+            last = self.pumps_left == 0
+        if last:
+            self.client.close()
+            self.server.close()
+            with self.shaper.lock:
+                live.discard(self)
+            self.shaper._closed()
+
+
+def _accept(
+    shaper: Shaper,
+    listen: socket.socket,
+    stop: threading.Event,
+    live: set[_Connection],
+    threads: list[threading.Thread],
+) -> None:
+    while not stop.is_set():
+        try:
+            client, _ = listen.accept()
+        except TimeoutError:
+            continue
+        except OSError:  # the listening socket was shut: the block ended
+            return
+        client.settimeout(None)
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+        server.settimeout(CONNECT_TIMEOUT)
+        try:
+            server.connect(("127.0.0.1", shaper.target_port))
+        except OSError:
+            server.close()
+            client.close()  # the target is down: so is the link
+            continue
+        server.settimeout(None)
+        for s in (client, server):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no delay of our own
+        conn = _Connection(shaper, client, server)
+        shaper._opened()
+        with shaper.lock:
+            live.add(conn)
+            n = shaper.connections_opened
+        for direction in (UP, DOWN):
+            thread = threading.Thread(
+                target=conn.pump,
+                args=(direction, stop, live),
+                name=f"shaper-{shaper.port}-{n}-{direction}",
+                daemon=True,
+            )
+            thread.start()
+            threads.append(thread)
+        if stop.is_set():  # the stop came while this one was being set up
+            conn.shut()
+
+
+@contextmanager
+def shaping_proxy(
+    target_port: int,
+    per_connection_bytes_per_s: float,
+    total_bytes_per_s: float,
+    collapse_above: int | None = None,
+    collapse_factor: float = COLLAPSE_FACTOR,
+    burst_bytes: int = BURST,
+) -> Iterator[Shaper]:
+    """A link on 127.0.0.1:``Shaper.port`` to 127.0.0.1:``target_port`` capped at
+    ``per_connection_bytes_per_s`` per connection and ``total_bytes_per_s`` in all, in each
+    direction; while more than ``collapse_above`` connections are open, the total cap is
+    ``total_bytes_per_s * collapse_factor`` (module doc)."""
+    if per_connection_bytes_per_s <= 0 or total_bytes_per_s <= 0:
+        raise ValueError("rates must be positive (bytes/s)")
+    if collapse_above is not None and (collapse_above < 1 or not 0 < collapse_factor <= 1):
+        raise ValueError("collapse_above must be >= 1 and collapse_factor in (0, 1]")
+    listen = socket.socket()
+    listen.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)  # the accepted ones' too
+    listen.bind(("127.0.0.1", 0))
+    listen.listen(128)
+    listen.settimeout(0.5)  # the stop is seen within this even if the shutdown did not wake it
+    shaper = Shaper(
+        listen.getsockname()[1], target_port, per_connection_bytes_per_s, total_bytes_per_s,
+        collapse_above, collapse_factor, burst_bytes,
+    )  # fmt: skip
+    stop = threading.Event()
+    live: set[_Connection] = set()
+    threads: list[threading.Thread] = []
+    acceptor = threading.Thread(
+        target=_accept,
+        args=(shaper, listen, stop, live, threads),
+        name=f"shaper-{shaper.port}-accept",
+        daemon=True,
+    )
+    acceptor.start()
+    try:
+        yield shaper
+    finally:
+        stop.set()
+        with suppress(OSError):
+            listen.shutdown(socket.SHUT_RDWR)  # wakes accept() on Linux
+        deadline = time.monotonic() + STOP_TIMEOUT
+        acceptor.join(timeout=STOP_TIMEOUT)
+        listen.close()
+        with shaper.lock:
+            conns = list(live)
+        for conn in conns:
+            conn.shut()
+        for thread in list(threads):
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
