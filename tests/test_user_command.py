@@ -22,7 +22,14 @@ from cloudbench.measure.clients.aws import aws_config_text
 from cloudbench.measure.clients.base import ClientError, ToolCommand, shell_lines
 from cloudbench.measure.clients.s3 import S3Access, endpoint_placeholder
 from cloudbench.measure.clients.s3cmd import config_text
-from cloudbench.measure.suggest import LOCAL_DIR, WIDE_INDEX, UserCopy, user_lines
+from cloudbench.measure.suggest import (
+    LOCAL_DIR,
+    WIDE_INDEX,
+    UserCopy,
+    join_line,
+    split_line,
+    user_lines,
+)
 from tests.infra.s3 import serve_s3
 
 SECRET = "u5r-Fake-Secret-Value-8d2e"
@@ -368,3 +375,27 @@ def test_the_printed_lines_move_the_data_intact_both_ways(tool, strategy, store,
     assert got == sorted(FILES)
     for name in FILES:
         assert (back / name).read_bytes() == (dataset / name).read_bytes(), name
+
+
+@pytest.mark.quick
+def test_the_split_and_join_lines_undo_each_other_and_keep_an_empty_file(tmp_path):
+    """Run by bash alone: every file comes back byte for byte from its chunks, an empty
+    one too (``split`` alone writes no chunk for it: it would be lost)."""
+    local, chunks, back = tmp_path / "in dir", tmp_path / "chunks", tmp_path / "out"
+    local.mkdir()
+    sizes = {"a.bin": 2500, "b.bin": 1000, "empty.bin": 0, "one.bin": 1}
+    for name, size in sizes.items():
+        (local / name).write_bytes(os.urandom(size))
+    (local / "sub").mkdir()  # a directory is not a file to split
+    width = chunk_index_width(max(sizes.values()), 1000)
+    script = [split_line(str(local), str(chunks), 1000, width), join_line(str(chunks), str(back))]
+    done = subprocess.run(["bash", "-e", "-c", "\n".join(script)], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in chunks.iterdir()) == sorted(sizes)
+    assert sorted(p.name for p in (chunks / "a.bin").iterdir()) == [
+        chunk_name("a.bin", i, width) for i in range(3)
+    ]
+    assert [p.name for p in (chunks / "empty.bin").iterdir()] == [chunk_name("empty.bin", 0, 4)]
+    assert sorted(p.name for p in back.iterdir()) == sorted(sizes)
+    for name in sizes:
+        assert (back / name).read_bytes() == (local / name).read_bytes(), name

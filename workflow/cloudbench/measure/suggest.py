@@ -130,12 +130,15 @@ def user_lines(spec: UserCopy) -> list[str]:
 
 
 def split_line(local_dir: str, chunks: str, chunk_bytes: int, width: int) -> str:
-    """Each file directly in ``local_dir`` split into ``chunks/<file>/<file>.<index>``."""
+    """Each file directly in ``local_dir`` split into ``chunks/<file>/<file>.<index>``; its
+    first chunk made empty beforehand, which ``split`` overwrites, so an empty file is one
+    empty chunk (as cloudbench's: ``split`` alone writes none, and it would be lost)."""
     split = shlex.join(["split", "-b", str(chunk_bytes), "-d", "-a", str(width), "--"])
+    into = f'{shlex.quote(chunks)}/"$n"'
     return (
         f'for f in {_glob(local_dir)}; do [ -f "$f" ] || continue; n=${{f##*/}}; '
-        f'mkdir -p {shlex.quote(chunks)}/"$n" && '
-        f'{split} "$f" {shlex.quote(chunks)}/"$n"/"$n". || break; done'
+        f'mkdir -p {into} && : > {into}/"$n".{0:0{width}d} && '
+        f'{split} "$f" {into}/"$n". || break; done'
     )
 
 
