@@ -253,11 +253,12 @@ def copy_command(
     dst: str,
     *,
     conc: Concurrency,
-    log_file: Path,
+    log_file: Path | None,
     multi_thread_cutoff: int,
     extra_flags: Sequence[str] = (),
 ) -> list[str]:
-    """The timed ``rclone copy``; every option is its own argument (never a joined string)."""
+    """The timed ``rclone copy``; every option is its own argument (never a joined string).
+    Without ``log_file``, the same copy as a user types it: no log, stats or verbosity."""
     cmd = [
         binary,
         "copy",
@@ -269,11 +270,14 @@ def copy_command(
         str(max(8, conc.transfers)),
         "--multi-thread-streams",
         str(conc.streams),
-        "--log-file",
-        str(log_file),
-        *JSON_LOG_FLAGS,
-        *RESPONSE_LOG_FLAGS.get(conc.backend, (VERBOSE,)),
     ]
+    if log_file is not None:
+        cmd += [
+            "--log-file",
+            str(log_file),
+            *JSON_LOG_FLAGS,
+            *RESPONSE_LOG_FLAGS.get(conc.backend, (VERBOSE,)),
+        ]
     if conc.streams > 1:
         cmd += [
             "--multi-thread-cutoff",

@@ -15,6 +15,7 @@ lines, redaction, the series file and the record are
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -219,6 +220,18 @@ class Client(Protocol):
         its raw log, the destination's listing and the series, all free of credentials."""
         ...
 
+    def user_command(self, copy: CopyRequest) -> list[str]:
+        """The copy as a user would type it to move their own data the way it was measured:
+        bash lines, each word shlex-quoted; set-up lines and ``#`` comments first (a config
+        file written with ``printf``, the variables that carry the credentials named), the
+        copy itself last. Several lines where a client's settings are not flags (the AWS
+        CLI's config file). The same settings as :meth:`plan`'s command line (the module's
+        own builder), without cloudbench's instrumentation (logs, stats, machine-readable
+        output, object lists: the whole directory, ``copy.files`` ignored), the binary by
+        its plain name; never a credential's value. A remote this environment does not
+        define gets a marked placeholder (``<name-endpoint>``) and a comment, not an error."""
+        ...
+
 
 class ClientError(RuntimeError):
     """A client cannot take this copy: one line that says why and what to do."""
@@ -230,7 +243,13 @@ class CopyRequest:
     relative to the local directory and to the remote prefix; None: everything under it)
     between a local directory and ``name:bucket/prefix``, ``concurrency`` objects at once
     (``streams``: parts of one object at once, where the tool can). Small files the command
-    needs go to ``workdir``. ``access`` and ``binary``: given, not looked up (tests)."""
+    needs go to ``workdir``. ``access`` and ``binary``: given, not looked up (tests).
+
+    The rest shapes a user's command (:meth:`Client.user_command`), where the client takes
+    the setting from the request rather than from a :class:`CopyJob`: the strategy, the
+    campaign's rclone flags and multi-thread sizes, the remote's rclone backend (None:
+    asked of rclone), and ``instrumented`` False: without what cloudbench reads back (a
+    log, machine-readable output)."""
 
     src: str
     dst: str
@@ -241,6 +260,24 @@ class CopyRequest:
     binary: str | None = None
     template: str | None = None
     streams: int = 1
+    strategy: str = "plain"
+    flags: Sequence[str] = ()
+    multi_thread_cutoff: int = 0
+    multi_thread_chunk_size: int = 0
+    backend: str | None = None
+    instrumented: bool = True
+    direction: str | None = None  # None: from which side is a named remote (sides)
+
+
+def sides(src: str, dst: str) -> tuple[str, str, str]:
+    """(direction, local directory, remote path) of a copy between a directory and a remote."""
+    from cloudbench.campaign.clients import is_remote
+
+    if is_remote(dst) and not is_remote(src):
+        return "upload", src, dst
+    if is_remote(src) and not is_remote(dst):
+        return "download", dst, src
+    raise ClientError(f"copy {src!r} -> {dst!r}: one side must be local, the other name:bucket")
 
 
 @dataclass(frozen=True)
@@ -286,6 +323,31 @@ class ToolCommand:
             env.pop(name, None)
         env.update(self.env)
         return env
+
+
+def file_line(path: Path, text: str) -> str:
+    """The bash line that writes ``text`` to ``path`` (a client's small config file), byte
+    for byte: ``printf '%s\\n' LINE... > PATH``."""
+    if text.endswith("\n"):
+        argv = ["printf", "%s\\n", *text.removesuffix("\n").split("\n")]
+    else:
+        argv = ["printf", "%s", text]
+    return f"{shlex.join(argv)} > {shlex.quote(str(path))}"
+
+
+def shell_lines(cmd: ToolCommand) -> list[str]:
+    """``cmd`` as bash lines a user types: its small files written first, then its argv
+    with its variables in front (scoped to that one command). A variable that holds a
+    credential is left out, whatever it holds: the user has their own."""
+    from cloudbench.campaign.secrets import secret_variable
+
+    lines = [file_line(path, text) for path, text in cmd.files.items()]
+    env = [
+        f"{name}={shlex.quote(value)}"
+        for name, value in cmd.env.items()
+        if not secret_variable(name, cmd.env)
+    ]
+    return [*lines, " ".join([*env, shlex.join(cmd.argv)])]
 
 
 def listed_bytes(root: Path, objects: tuple[str, ...] | list[str]) -> int:

