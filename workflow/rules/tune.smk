@@ -23,6 +23,7 @@ checkpoint tune:
             input.records,
             output[0],
             log[0],
+            suggest.tuned_command,
         )
 
 

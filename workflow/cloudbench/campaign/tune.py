@@ -466,10 +466,18 @@ def candidate_of(setting_label: str, layout: str) -> Candidate:
 
 
 def decide_site(
-    campaign: Any, site_name: str, records: Iterable[Mapping[str, Any]], round_: int
+    campaign: Any,
+    site_name: str,
+    records: Iterable[Mapping[str, Any]],
+    round_: int,
+    command_for: Any = None,
 ) -> dict[str, Any]:
     """Every search of a site replayed from its records so far: the state a round's
-    checkpoint writes (what each search measures next, what it decided, its answer)."""
+    checkpoint writes (what each search measures next, what it decided, its answer).
+    ``command_for(campaign, search, backend)``: the lines that move data the way of a
+    finished search's best setting (measure.suggest.tuned_command; a stage above this)."""
+    records = list(records)
+    backends = {str(r["remote"]): r.get("backend") for r in records if r.get("backend")}
     from cloudbench.intervals import level_text, ratio_interval
 
     site = campaign.site_named(site_name)
@@ -525,6 +533,8 @@ def decide_site(
                 "measurements": len(res.measured) * sp.repeats,
             }
         )
+        if command_for is not None and not res.next:
+            out[-1]["command"] = command_for(campaign, out[-1], backends.get(remote))
     return {
         "site": site_name,
         "round": round_,
@@ -605,7 +615,13 @@ def is_settled(state: Mapping[str, Any] | None, m: Any) -> bool:
 
 
 def decide_files(
-    campaign: Any, site_name: str, round_: int, records: Sequence[str], out: str, log: str
+    campaign: Any,
+    site_name: str,
+    round_: int,
+    records: Sequence[str],
+    out: str,
+    log: str,
+    command_for: Any = None,
 ) -> None:
     """The tune checkpoint's work, from and to files (rules/tune.smk)."""
     import json
@@ -614,7 +630,11 @@ def decide_files(
     from cloudbench.records import write_json
 
     state = decide_site(
-        campaign, site_name, (json.loads(Path(p).read_text()) for p in records), round_
+        campaign,
+        site_name,
+        (json.loads(Path(p).read_text()) for p in records),
+        round_,
+        command_for,
     )
     write_json(Path(out), state)
     Path(log).parent.mkdir(parents=True, exist_ok=True)

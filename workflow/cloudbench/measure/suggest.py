@@ -12,8 +12,10 @@ ever in a line.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cloudbench.campaign.clients import info_of
 from cloudbench.campaign.model import (
@@ -169,3 +171,36 @@ def _check(spec: UserCopy) -> None:
         raise ValueError("concurrency and clients are at least 1")
     if info.needs_template and not spec.template:
         raise ValueError(f"{spec.tool} needs its template")
+
+
+# The prefix of the user's own data under the campaign's bucket, to replace
+YOUR_PREFIX = "<your-prefix>"
+
+
+def tuned_command(
+    campaign: Any, search: Mapping[str, Any], backend: str | None = None
+) -> list[str]:
+    """The lines for a tuning search's best setting (campaign.tune): the user's directory
+    and a prefix of theirs in the campaign's bucket, on the remote the search measured."""
+    best = search.get("best")
+    if not best:
+        return []
+    layout = Layout.from_label(best["layout"])
+    remote = campaign.remote_named(search["remote"])
+    return user_lines(
+        UserCopy(
+            tool=search["tool"],
+            direction=search["direction"],
+            strategy=layout.strategy,
+            concurrency=int(best["concurrency"]),
+            remote=remote.path(campaign.bucket, YOUR_PREFIX),
+            clients=int(best["clients"]),
+            chunk_bytes=layout.chunk_bytes,
+            flags=tuple(campaign.rclone_flags),
+            multi_thread_cutoff=campaign.multi_thread_cutoff,
+            multi_thread_chunk_size=campaign.multi_thread_chunk_size,
+            template=campaign.template_for(search["tool"]),
+            file_bytes=campaign.file_bytes,
+            backend=backend,
+        )
+    )
