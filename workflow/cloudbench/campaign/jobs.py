@@ -345,6 +345,16 @@ class ReportInfo(JobSpec):
     precision: PrecisionInfo | None
     compare_with: ComparedCampaign | None
     rclone: RcloneInfo
+    # thresholds (good, poor MB/s) of the grid and the routes' states; left out when unset
+    thresholds: dict[str, float] | None = None
+
+    def _fields(self) -> dict[str, Any]:
+        """Without ``thresholds`` when unset: an existing campaign's report info stays the
+        text it was (a param; its report is not redrawn for nothing)."""
+        fields = asdict(self)
+        if fields["thresholds"] is None:
+            del fields["thresholds"]
+        return fields
 
 
 def _prices(c: Campaign, config: Mapping[str, Any], remote: str) -> Any:
@@ -370,6 +380,9 @@ def report_info(c: Campaign, config: Mapping[str, Any]) -> ReportInfo:
         if table is not None
         else None,
         RcloneInfo(list(c.rclone_flags), c.multi_thread_cutoff, c.multi_thread_chunk_size),
+        dict(zip(("good", "poor"), c.thresholds, strict=True))
+        if c.thresholds != (None, None)
+        else None,
     )
 
 

@@ -193,6 +193,8 @@ class Campaign:
     compare_with: Path | None = None  # another campaign's transfers.tsv (report: Comparison)
     compare_margin: float = 0.05  # a change below this is no verdict (schema's default)
     precision: Precision | None = None  # repeats: auto (cloudbench.campaign.precision)
+    series: str | None = None  # an occurrence's series (its name is <series>@<occurrence>)
+    thresholds: tuple[float | None, float | None] = (None, None)  # good, poor (MB/s)
     tune: Tune | None = None  # the tuning mode (cloudbench.campaign.tune)
 
     @property
@@ -738,12 +740,14 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         raise ConfigError(str(err)) from None
     _no_credentials(cfg)
     base = Path.cwd() if base is None else base
-    name = _name("campaign", cfg.get("campaign"))
+    series = _name("campaign", cfg.get("campaign"))
+    occurrence = cfg.get("occurrence")
+    name = f"{series}@{_name('occurrence', str(occurrence))}" if occurrence else series
     bucket = cfg["bucket"]
     if not bucket.strip("/"):
         raise ConfigError(f"bucket: must be a non-empty path, got {bucket!r}")
     ds = cfg["dataset"]
-    dataset_name = _name("dataset.name", ds.get("name", name))
+    dataset_name = _name("dataset.name", ds.get("name", series))
     files = _positive_int("dataset.files", ds["files"])
     file_bytes = _size(cfg, "dataset.size", ds["size"])
     if file_bytes < 1:
@@ -853,7 +857,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         strategies=strategies,
         repeats=repeats,
         precision=precision,
-        seed=str(ds.get("seed", name)),
+        seed=str(ds.get("seed", series)),  # a series' occurrences move the same bytes
         rclone_flags=flags,
         multi_thread_cutoff=cutoff,
         multi_thread_chunk_size=part_bytes,
@@ -872,6 +876,14 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
             "compare_margin", cfg["compare_margin"], "of the median rate", "5% or 0.05", zero=True
         ),
     )
+    if occurrence:
+        campaign = replace(campaign, series=series)
+    if "thresholds" in cfg:
+        t = cfg["thresholds"]
+        good, poor = t.get("good"), t.get("poor")
+        if good is not None and poor is not None and poor > good:
+            raise ConfigError(f"thresholds: poor ({poor} MB/s) is above good ({good} MB/s)")
+        campaign = replace(campaign, thresholds=(good, poor))
     if "tune" in cfg:
         campaign = replace(campaign, tune=_tune(cfg["tune"], campaign))
     if campaign.site not in RESERVED_SITE_NAMES:

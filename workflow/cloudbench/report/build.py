@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from cloudbench.campaign import paths
-from cloudbench.report import burst, compare, drift, figures, latency, scaling, stats
+from cloudbench.report import burst, compare, drift, figures, latency, routes, scaling, stats
 from cloudbench.report import scaling_section as scaling_report
 from cloudbench.report import tables as html_tables
 from cloudbench.report import tools_section as tools_report
@@ -176,6 +176,11 @@ def build_report(
         )
         for figure in drawn:
             figure.result()  # a figure that failed fails the report, with its traceback
+    thresholds = tuple((info.get("thresholds") or {}).get(k) for k in ("good", "poor"))
+    route_table = routes.routes(transfers, thresholds)
+    labels = {"campaign": info.get("campaign", "")}
+    out["routes_json"].write_text(routes.status_json(route_table, labels))
+    out["routes_prom"].write_text(routes.prometheus(route_table, labels))
     # the headline embeds the whole-transfer rate figure: written once that is drawn
     out["headline"].write_text(
         headline_html(
@@ -187,6 +192,7 @@ def build_report(
             comparison,
             decided,
             tuned,
+            route_table,
         )
     )
 

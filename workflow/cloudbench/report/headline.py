@@ -463,6 +463,7 @@ def headline_html(
     comparison: pd.DataFrame | None = None,
     decided: pd.DataFrame | None = None,
     tuned: pd.DataFrame | None = None,
+    route_table: pd.DataFrame | None = None,
 ) -> str:
     """The fragment the report's front page shows (HTML without <html>/<body>); ``drifts``
     are the lines of :func:`cloudbench.report.drift.drift_sentences`, ``comparison`` the
@@ -496,6 +497,13 @@ def headline_html(
         + legend(table)
         + "</p>",
     ]
+    if route_table is not None and (
+        route_table["site"].nunique() > 1 or route_table["remote"].nunique() > 1
+    ):  # several sites or remotes: the grid they are read from
+        from cloudbench.report.routes import grid_html
+
+        thresholds = tuple((info.get("thresholds") or {}).get(k) for k in ("good", "poor"))
+        parts.append(grid_html(route_table, thresholds))
     if tuned is not None and not tuned.empty:  # the tuning mode's answer comes first
         from cloudbench.report.tuned import tuned_html
 
