@@ -644,6 +644,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_watch(argv[1:])
     if argv[:1] == ["compare"]:
         return cmd_compare(argv[1:])
+    if argv[:1] == ["series"]:
+        from cloudbench.report.series import main as series_main
+
+        return series_main(argv[1:])
     if argv[:1] == ["trace"]:
         from cloudbench.report.trace import main as trace_main
 

@@ -1,0 +1,94 @@
+"""A series of occurrences (cloudbench.report.series) on synthetic results with a known story:
+one route slowed by 30% from occurrence 6, one store down in the last occurrence."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cloudbench.report import routes
+from cloudbench.report.series import latest, main, occurrences, series_table
+
+SLOWED = ("a", "r2", "upload")
+
+
+def _write(root: Path, label: str, rows: list[dict]) -> None:
+    d = root / f"camp@{label}"
+    d.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(d / "transfers.tsv", sep="\t", index=False)
+
+
+def _occurrence(k: int, rng: random.Random, down: str | None = None) -> list[dict]:
+    rows = []
+    for site in ("a", "b"):
+        for remote in ("r1", "r2"):
+            for layout, base in (("plain", 60.0), ("chunked-64MiB", 100.0)):
+                for rep in (1, 2, 3):
+                    rate = base * rng.uniform(0.97, 1.03)
+                    if (site, remote, "upload") == SLOWED and k >= 6:
+                        rate *= 0.7
+                    failed = remote == down
+                    rows.append(
+                        {
+                            "site": site,
+                            "remote": remote,
+                            "direction": "upload",
+                            "tool": "rclone",
+                            "strategy": layout.split("-")[0],
+                            "layout": layout,
+                            "setting": "rclone-1x8",
+                            "repeat": rep,
+                            "status": "failed" if failed else "ok",
+                            "mb_per_s": None if failed else rate,
+                            "outage": "during" if failed else "",
+                        }  # fmt: skip
+                    )
+    return rows
+
+
+@pytest.fixture
+def results(tmp_path):
+    rng = random.Random(7)
+    for k in range(1, 9):
+        _write(tmp_path, f"2026110{k}T00", _occurrence(k, rng))
+    _write(tmp_path, "20261109T00", _occurrence(9, rng, down="r1"))
+    return tmp_path
+
+
+def test_exactly_the_slowed_route_is_flagged_from_its_first_slow_occurrence(results):
+    table = series_table(occurrences(results, "camp"))
+    slower = table[table["verdict"] == "slower"]
+    assert set(zip(slower["site"], slower["remote"], slower["direction"], strict=True)) == {SLOWED}
+    assert sorted(slower["occurrence"]) == [f"2026110{k}T00" for k in range(6, 10)]
+    # the followed setting is each route's best in the baseline
+    assert set(table["layout"].dropna()) == {"chunked-64MiB"}
+
+
+def test_a_store_down_is_no_data_for_its_column_not_a_regression(results):
+    last = latest(series_table(occurrences(results, "camp"))).set_index(["site", "remote"])
+    assert last.loc[("a", "r2"), "state"] == routes.REGRESSED
+    assert last.loc[("b", "r2"), "state"] == routes.OK
+    for site in ("a", "b"):
+        assert last.loc[(site, "r1"), "state"] == routes.NO_DATA
+        assert last.loc[(site, "r1"), "no_data_for"] == 1
+
+
+def test_the_series_command_writes_its_status_and_exits_1_when_a_route_is_not_ok(results, capsys):
+    assert main(["camp", "--results", str(results)]) == 1
+    out = results / "camp.series"
+    doc = json.loads((out / "status.json").read_text())
+    states = {(r["site"], r["remote"]): r["state"] for r in doc["routes"]}
+    assert states == {
+        ("a", "r1"): "no data", ("a", "r2"): "regressed", ("b", "r1"): "no data",
+        ("b", "r2"): "ok",
+    }  # fmt: skip
+    prom = (out / "status.prom").read_text()
+    assert 'site="a",remote="r2",direction="upload",state="regressed"} 1' in prom
+    page = (out / "series.html").read_text()
+    assert "a r2 upload</b>: regressed" in page and (out / "series.png").stat().st_size > 0
+    assert "a r2 upload: regressed" in capsys.readouterr().err
+    assert main(["nothing", "--results", str(results)]) == 2
