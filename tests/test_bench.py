@@ -1,5 +1,6 @@
 """`make bench` (bench/ at the repo root) on tiny files, and the data-path details it relies on."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -367,3 +368,15 @@ def test_the_weight_rows_command_is_the_measured_one_less_its_logging():
         assert word not in typed, word
     assert "--s3-upload-concurrency" in typed and "--multi-thread-streams" in typed
     assert len(measured) - 1 - len(typed) == 12  # 5 flags with a value, 2 without
+
+
+def test_the_series_bench_row_reads_its_synthetic_occurrences(tmp_path):
+    """bench/series.py at a small scale: its occurrences are a series the command reads."""
+    from bench.series import write_series
+
+    from cloudbench.report.series import main
+
+    assert write_series(tmp_path, "scale", occurrences=4) == 500
+    assert main(["scale", "--results", str(tmp_path)]) in (0, 1)
+    doc = json.loads((tmp_path / "scale.series/status.json").read_text())
+    assert len(doc["routes"]) == 20 and doc["occurrence"] == "20260003"

@@ -236,3 +236,23 @@ def test_sites_finish_with_launcher_killed_and_sshd_restarted(tmp_path, demo_con
                 assert s3.secret not in path.read_text(errors="replace"), path
         status = tmp_path / "s3root/cloudbench/storm/launch" / f"{site}.json"
         assert s3.secret not in status.read_text()
+
+
+def test_an_occurrence_is_launched_as_the_campaign_file_with_it_set(tmp_path, monkeypatch):
+    """--occurrence: every site runs the same occurrence of the series (docs/series.md)."""
+    import yaml
+
+    from cloudbench.campaign.model import load_campaign
+    from cloudbench.site.launch import with_occurrence
+
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "weekly.yaml"
+    src.write_text(
+        "campaign: weekly\nremote: scratch/r\ndataset: {files: 1, size: 1MiB}\nstrategies: [plain]\n"
+        "sites: {lab: {upload: true, download: true, scratch: s}}\n"
+    )
+    path = with_occurrence(src, "20261126T0600")
+    assert path == Path("results/occurrences/weekly@20261126T0600.yaml")
+    c = load_campaign(yaml.safe_load(path.read_text()))
+    assert c.name == "weekly@20261126T0600" and c.series == "weekly"
+    assert c.remote_prefix(c.remotes[0]).endswith("weekly@20261126T0600")

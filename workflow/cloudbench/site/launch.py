@@ -226,6 +226,18 @@ def aggregate_here(config_path: Path, repo: Path, report: Path) -> int:
     return first.returncode or second.returncode
 
 
+def with_occurrence(config_path: Path, occurrence: str) -> Path:
+    """The campaign file of one occurrence of a series (docs/series.md): the file as it is,
+    with ``occurrence:`` set, written under results/occurrences/ (the same for --status and
+    --follow with the same --occurrence), so every site runs the same occurrence."""
+    data = yaml.safe_load(config_path.read_text()) or {}
+    data["occurrence"] = str(occurrence)
+    out = Path("results") / "occurrences" / f"{config_path.stem}@{occurrence}.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
 def _campaign(config_path: Path) -> tuple[str, Campaign]:
     text = config_path.read_text()
     return text, load_campaign(yaml.safe_load(text))
@@ -388,8 +400,16 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(__file__).resolve().parents[3],
         help="this cloudbench checkout (for the local aggregation)",
     )
+    p.add_argument(
+        "--occurrence",
+        help="run (or follow) this occurrence of the campaign's series at every site, e.g. "
+        "$(date -u +%%Y%%m%%dT%%H%%M) (docs/series.md)",
+    )
     a = p.parse_args(argv)
     from cloudbench.measure.rclone import RcloneError
+
+    if a.occurrence:
+        a.config = with_occurrence(a.config, a.occurrence)
 
     try:
         if a.status:
