@@ -373,7 +373,6 @@ def test_the_weight_rows_command_is_the_measured_one_less_its_logging():
 def test_the_series_bench_row_reads_its_synthetic_occurrences(tmp_path):
     """bench/series.py at a small scale: its occurrences are a series the command reads."""
     from bench.series import write_series
-
     from cloudbench.report.series import main
 
     assert write_series(tmp_path, "scale", occurrences=4) == 500
