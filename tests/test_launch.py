@@ -248,7 +248,8 @@ def test_an_occurrence_is_launched_as_the_campaign_file_with_it_set(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     src = tmp_path / "weekly.yaml"
     src.write_text(
-        "campaign: weekly\nremote: scratch/r\ndataset: {files: 1, size: 1MiB}\nstrategies: [plain]\n"
+        "campaign: weekly\nremote: scratch/r\ndataset: {files: 1, size: 1MiB}\n"
+        "strategies: [plain]\n"
         "sites: {lab: {upload: true, download: true, scratch: s}}\n"
     )
     path = with_occurrence(src, "20261126T0600")
