@@ -190,3 +190,50 @@ def test_a_tuned_campaign_that_cannot_search_is_refused_in_one_line(over, said):
 
 def test_a_time_budget_reads_as_seconds():
     assert _campaign(tune={"budget": "90m", "margin": "5%"}).tune == Tune(0.05, budget_s=5400)
+
+
+def _space(*layouts, ladder=(1, 2, 4)):
+    return Space(layouts, dict.fromkeys(layouts, ladder), (1,), 3, 3 * 10**7)
+
+
+def test_one_failed_repeat_or_a_killed_client_is_no_finding_the_round_waits():
+    sp = _space("plain")
+    first = Candidate("plain", 1, 1)
+    for failed in (
+        Observed((5.0, 5.1), 3, failed=1),  # one of three: no majority
+        Observed((5.0,), 3, failed=2, external=2),  # killed by a signal: not the setting
+    ):
+        res = search(sp, TUNE, {first: failed})
+        assert res.status == WAITING and res.next == []
+        assert not failed.collapsed
+    # two of three failed by themselves while the store answered: a finding
+    assert Observed((5.0,), 3, failed=2).collapsed
+
+
+def test_a_layout_is_dropped_only_behind_a_setting_that_worked():
+    sp = _space("plain", "chunked-1MiB")
+    obs = {
+        # collapsed: two of its three repeats failed; its one fast repeat leads nothing
+        Candidate("plain", 1, 1): Observed((200.0,), 3, failed=2),
+        Candidate("chunked-1MiB", 1, 1): Observed((100.0, 101.0, 99.0), 3),
+    }
+    res = search(sp, TUNE, obs)
+    assert res.lines["plain"] == COLLAPSE
+    assert res.next == [Candidate("chunked-1MiB", 1, 2)]  # climbs on, not dropped
+
+
+def test_a_gain_inside_the_noise_is_a_plateau_not_a_climb():
+    sp = _space("chunked-1MiB")
+    one, two = Candidate("chunked-1MiB", 1, 1), Candidate("chunked-1MiB", 1, 2)
+    obs = {one: Observed((100.0, 90.0, 110.0), 3), two: Observed((112.0, 95.0, 125.0), 3)}
+    res = search(sp, TUNE, obs)  # +12% in the medians, but the factor's interval holds 1
+    assert res.lines["chunked-1MiB"] == PLATEAU and res.next == []
+
+
+def test_a_budget_that_cuts_a_line_says_so():
+    # round 1's three fit, and one of round 2's: two layouts' climbs end at the budget
+    tune = Tune(margin=0.10, budget_bytes=4 * SPACE.candidate_bytes)
+    res, asked = run(SPACE, tune)
+    assert asked == 4
+    assert sorted(res.lines.values()).count(BUDGET) == 3  # the one kept ran out next
+    assert all("budget reached" in u for u in res.unexplored)

@@ -173,7 +173,7 @@ def test_on_a_link_of_known_capacity_the_search_finds_the_knee_with_half_the_gri
         assert "Nothing to be done" in run.stdout + run.stderr
         # the printed command, run as printed (the user's directory and prefix put in)
         tuned = pd.read_csv(tmp_path / "results/knee/tuned.tsv", sep="\t")
-        lines = tuned.loc[0, "command"].splitlines()
+        lines = tuned.loc[0, "command"].split("\\n")  # tuned.tsv: one line, literal \\n
         assert "--transfers 4" in lines[-1] and lines[-1].startswith("rclone copy")
         rates = [_run_printed(tmp_path, lines, env, k) for k in range(3)]
         # The interval is the median's (0.5% wide on this steady link), not a range that a

@@ -74,14 +74,16 @@ class Candidate(NamedTuple):
 
 class Observed(NamedTuple):
     """A candidate's repeats as measured so far: the MB/s of those that worked, how many
-    ran and failed (``outages``: failed while the store did not answer), and their timed
-    seconds (for a time budget)."""
+    ran and failed (``outages``: failed while the store did not answer; ``external``: for a
+    cause outside the setting, a signal, a timeout, clients that did not start together),
+    and their timed seconds (for a time budget)."""
 
     rates: tuple[float, ...]
     repeats: int
     failed: int = 0
     outages: int = 0
     seconds: float = 0.0
+    external: int = 0
 
     @property
     def median(self) -> float:
@@ -89,11 +91,13 @@ class Observed(NamedTuple):
 
     @property
     def collapsed(self) -> bool:
-        """Failed while the store answered: the setting's own failure (a finding)."""
-        return self.failed > self.outages
+        """Most repeats failed by themselves while the store answered: the setting's own
+        failure, a finding. One failure in three is no finding (it waits, module doc)."""
+        return 2 * (self.failed - self.outages - self.external) > self.repeats
 
     @property
     def store_failed(self) -> bool:
+        """A repeat failed and that is no finding: measured again on the next run."""
         return self.failed > 0 and not self.collapsed
 
 
@@ -177,11 +181,11 @@ def search(space: Space, tune: Tune, observed: Mapping[Candidate, Observed]) -> 
         )  # fmt: skip
 
     while round_:
+        asked = round_
         round_ = _within_budget(round_, space, tune, spent_b, spent_s, observed, history, log)
+        for cut in (c for c in asked if c not in round_):  # the budget ends its climb
+            lines["clients" if phase_clients else cut.layout] = BUDGET
         if not round_:
-            for layout, state in lines.items():
-                if state == CLIMBING:
-                    lines[layout] = BUDGET
             return outcome([], BUDGET)
         missing = [c for c in round_ if c not in observed or observed[c].repeats < space.repeats]
         if missing:
@@ -237,15 +241,20 @@ def _step_lines(
             climbing.append(cand)
         else:
             lines[cand.layout] = verdict
-    fastest = max((observed[c].median for c in round_ if observed[c].rates), default=math.nan)
+    working = [c for c in round_ if observed[c].rates and not observed[c].failed]
+    lead = max(working, key=lambda c: observed[c].median, default=None)
     kept = []
     for cand in climbing:
-        median = observed[cand].median
-        if median < fastest * (1 - tune.margin):
+        if lead is None or cand == lead:
+            kept.append(cand)
+            continue
+        _, high = factor(observed[cand], observed[lead])
+        if high < 1 - tune.margin:  # clearly behind: even its best case is
             lines[cand.layout] = DROPPED
             log.append(
-                f"round {rounds}: {cand.layout} dropped: {median:.3g} MB/s is more than "
-                f"{tune.margin:.0%} behind the round's fastest, {fastest:.3g} MB/s"
+                f"round {rounds}: {cand.layout} dropped: {observed[cand].median:.3g} MB/s is "
+                f"clearly more than {tune.margin:.0%} behind the round's fastest, "
+                f"{lead.text()} at {observed[lead].median:.3g} MB/s"
             )
         else:
             kept.append(cand)
@@ -273,19 +282,33 @@ def _climb_clients(
     return [cand._replace(clients=space.clients[space.clients.index(cand.clients) + 1])]
 
 
+def factor(now: Observed, was: Observed) -> tuple[float, float]:
+    """The bounds of the factor between two steps' rates: the exact Mann-Whitney interval
+    (90% at 3 against 3 repeats, its level stated where it is shown); with fewer repeats,
+    the ratio of the medians for both."""
+    from cloudbench.intervals import ratio_interval
+
+    r = ratio_interval(now.rates, was.rates)
+    if math.isnan(r.low):
+        return r.ratio, r.ratio
+    return r.low, r.high
+
+
 def _verdict(
     cand: Candidate, before: Candidate | None, observed: Mapping[Candidate, Observed], margin: float
 ) -> str | None:
-    """How a step ends its climb (None: it climbs on), against the step before it."""
+    """How a step ends its climb (None: it climbs on), against the step before it: it
+    climbs on only while the gain is clearly above the margin (the factor's interval above
+    1 + margin) and collapses only when the loss clearly is (below 1 - margin)."""
     now = observed[cand]
     if now.collapsed or not now.rates:
         return COLLAPSE
     if before is None:
         return None
-    was = observed[before].median
-    if now.median < was * (1 - margin):
+    low, high = factor(now, observed[before])
+    if high < 1 - margin:
         return COLLAPSE
-    if now.median <= was * (1 + margin):
+    if low <= 1 + margin:
         return PLATEAU
     return None
 
@@ -323,7 +346,7 @@ def _within_budget(
     """The candidates of a round the budget still allows: a bytes budget takes the lines
     fastest so far first, as many as fit; a time budget allows a whole round or none."""
     if tune.budget_s is not None and spent_s >= tune.budget_s:
-        log.append(f"budget: {spent_s:.0f} s of {tune.budget_s:g} s spent; the search stops")
+        log.append(f"budget: {spent_s:.4g} s of {tune.budget_s:g} s spent; the search stops")
         return []
     if tune.budget_bytes is None:
         return round_
@@ -372,6 +395,8 @@ def unexplored(
             f"{layout}: {len(left)} settings not measured "
             f"(its climb ended: {why}; more clients only for the best)"
         )
+    if lines.get("clients") == BUDGET:
+        out.append("clients: the best setting's climb of the client counts was cut by the budget")
     return out
 
 
@@ -391,14 +416,27 @@ def observe(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, ...], Obser
     for key, recs in grouped.items():
         ok = [r for r in recs if r.get("status") == "ok" and r.get("mb_per_s") is not None]
         failed = [r for r in recs if r.get("status") != "ok"]
+        outages = [r for r in failed if r.get("outage") == "during"]
         out[key] = Observed(
             rates=tuple(float(r["mb_per_s"]) for r in ok),
             repeats=len(recs),
             failed=len(failed),
-            outages=sum(1 for r in failed if r.get("outage") == "during"),
+            outages=len(outages),
             seconds=sum(float(r.get("seconds") or 0.0) for r in recs),
+            external=sum(1 for r in failed if r not in outages and _external(r)),
         )
     return out
+
+
+# How a copy's error begins or reads when its cause lay outside the setting: a signal
+# (someone's kill, the out-of-memory killer, a Ctrl-C that reached the client), the copy's
+# time limit, clients that did not start together (measure.record, measure.group)
+EXTERNAL_CAUSES = ("stopped by SIG", "killed by SIG", "timed out after", "did not run together")
+
+
+def _external(record: Mapping[str, Any]) -> bool:
+    error = str(record.get("error") or "")
+    return any(cause in error for cause in EXTERNAL_CAUSES)
 
 
 # --- a site's searches, from the campaign and its records ---------------------------------
@@ -533,6 +571,8 @@ def decide_site(
                 "measurements": len(res.measured) * sp.repeats,
             }
         )
+        if res.best is not None:
+            out[-1]["warning"] = short_copies(observed[res.best])
         if command_for is not None and not res.next:
             out[-1]["command"] = command_for(campaign, out[-1], backends.get(remote))
     return {
@@ -567,6 +607,23 @@ def _described(
         "repeats": obs.repeats,
         "failed": obs.failed,
     }
+
+
+# Below this many seconds a copy is mostly its client's start-up and the store's first
+# answers, and a few percent of noise decides between settings: the answer says so
+MIN_COPY_S = 2.0
+
+
+def short_copies(best: Observed) -> str:
+    """A warning when the best setting's copies were too short to rank settings ('' if not)."""
+    each = best.seconds / best.repeats if best.repeats else 0.0
+    if each >= MIN_COPY_S:
+        return ""
+    return (
+        f"its copies took {each:.2g} s each: a client's start-up is a large share of so short "
+        f"a copy, so settings were ranked partly by noise; a dataset that takes {MIN_COPY_S:g} s "
+        "or more per copy ranks them"
+    )
 
 
 def _num(v: float) -> float | None:

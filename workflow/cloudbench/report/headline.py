@@ -55,6 +55,12 @@ STYLE = (
     ".cb-headline p{margin:.3em 0;max-width:70em}"
     # the figure is two panels wide: at 640 px their 9 pt labels were 6 px tall
     ".cb-headline img{max-width:960px;width:100%;height:auto;border:1px solid #ddd}"
+    # a command's long lines wrap inside the page's width instead of widening the headline
+    # (at 1400 px they pushed the grid and the answer off the screen's right edge)
+    ".cb-headline pre.cb-command{white-space:pre-wrap;overflow-wrap:anywhere;max-width:70em;"
+    "background:#f7f7f7;padding:4px 6px;font-size:12px}"
+    ".cb-headline .cb-tuned li{max-width:70em}"
+    ".cb-headline .cb-grid td{text-align:left}"
     "</style>"
 )
 

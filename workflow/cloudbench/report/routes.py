@@ -157,9 +157,15 @@ def grid_html(table: pd.DataFrame, thresholds: tuple[float | None, float | None]
                     if r["state"] not in (FAILED, NO_DATA)
                     else f"{r['failed']} failed, {r['outages']} in an outage of the store"
                 )
+                which = (
+                    f"<br><small>{html.escape(str(r['layout']))} {html.escape(str(r['setting']))}"
+                    "</small>"
+                    if r["state"] not in (FAILED, NO_DATA)
+                    else ""
+                )
                 tds.append(
                     f'<td class="{_colour(r, thresholds)}" title="{html.escape(tip)}">'
-                    f"{html.escape(_cell(r))}</td>"
+                    f"{html.escape(_cell(r))}{which}</td>"
                 )
             label = html.escape(site) + (" (site)" if site in bad_sites else "")
             body.append(f"<tr><th>{label}</th>{''.join(tds)}</tr>")

@@ -24,7 +24,7 @@ COLUMNS = (
     *ROUTE, "tool", "status", *keys_without(*KEYS[: KEYS.index("layout")], "repeat"), *BEST,
     "runner_up_layout", "runner_up_setting", "runner_up_mb_per_s", "factor", "factor_low",
     "factor_high", "factor_level", "clearly_ahead", "measurements", "grid_measurements",
-    "spent_bytes", "spent_s", "budget", "unexplored", "command",
+    "spent_bytes", "spent_s", "budget", "unexplored", "warning", "command",
 )  # fmt: skip
 
 
@@ -67,10 +67,16 @@ def tuned_table(found: Iterable[dict[str, Any]]) -> pd.DataFrame:
                     "spent_s": s["spent_s"],
                     "budget": s["budget"],
                     "unexplored": "; ".join(s["unexplored"]),
-                    "command": "\n".join(s.get("command") or []),
+                    "warning": s.get("warning", ""),
+                    # one line of the table: the lines joined by a literal \n (a TSV cell
+                    # with line breaks splits rows for cut and awk)
+                    "command": LINE_BREAK.join(s.get("command") or []),
                 }
             )
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+LINE_BREAK = "\\n"  # how tuned.tsv writes the breaks between a command's lines
 
 
 def _f(v: Any, fmt: str = ".3g") -> str:
@@ -121,8 +127,12 @@ def tuned_html(table: pd.DataFrame) -> str:
         item = html.escape(answer_sentence(r))
         if r.get("unexplored"):
             item += f"<br><small>Not explored: {html.escape(str(r['unexplored']))}</small>"
+        if isinstance(r.get("warning"), str) and r["warning"]:
+            item += f"<br><b>Short copies</b>: {html.escape(r['warning'])}"
         if isinstance(r.get("command"), str) and r["command"]:
-            item += f"<pre>{html.escape(r['command'])}</pre>"
+            lines = r["command"].split(LINE_BREAK)
+            shown = html.escape("\n".join(lines))
+            item += f'<pre class="cb-command">{shown}</pre>'
         parts.append(f"<li>{item}</li>")
     parts.append("</ul></div>")
     return "\n".join(parts)
