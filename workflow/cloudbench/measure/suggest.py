@@ -117,9 +117,15 @@ def user_lines(spec: UserCopy) -> list[str]:
     lines = [f"# cloudbench: {setting.label}, {layout.label} {spec.direction}, {spec.remote}"]
     if spec.clients > 1:
         lines.append(
-            f"# the setting ran {spec.clients} clients at once (one per node): run the copy "
-            f"line {spec.clients} times at the same time, each on its own share of the files"
-            + (" (all chunks of a file in one share)" if chunked else "")
+            f"# the setting ran {spec.clients} clients at once (one per node), each moving its "
+            f"own 1/{spec.clients} of the files: as printed, the copy line moves them all; "
+            f"to do the same, put each share in a directory of its own (all chunks of a file "
+            f"in one share) and run the line once per share, {spec.clients} at the same time"
+            if chunked
+            else f"# the setting ran {spec.clients} clients at once (one per node), each moving "
+            f"its own 1/{spec.clients} of the files: as printed, the copy line moves them all; "
+            f"to do the same, put each share in a directory of its own and run the line once "
+            f"per share, {spec.clients} at the same time"
         )
     if upload and chunked:
         lines.append(split_line(spec.local_dir, spec.chunks, spec.chunk_bytes, spec.index_width))
