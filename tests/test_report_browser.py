@@ -169,6 +169,13 @@ def check_outputs_in_browser(paths: list[Path], workdir: Path, tag: str) -> dict
     pages = []
     for p in paths:
         assert p.stat().st_size > 0, p
+        if p.suffix == ".json":  # data for monitoring (routes.json): it parses
+            json.loads(p.read_text())
+            continue
+        if p.suffix == ".prom":  # Prometheus' text format: a sample on every other line
+            assert all(line.startswith("#") or line.rsplit(" ", 1)[1].replace(".", "").isdigit()
+                       for line in p.read_text().splitlines()), p  # fmt: skip
+            continue
         if p.suffix != ".png":
             pages.append(p)
             continue
@@ -215,8 +222,9 @@ FIRST_SCREEN = """(() => {
   const img = document.querySelector(".cb-headline img");
   return {
     height: innerHeight, width: innerWidth,
-    table: box(document.querySelector(".cb-headline table")),
-    rows: document.querySelectorAll(".cb-headline tbody tr").length,
+    table: box(document.querySelector(".cb-headline > table")),
+    rows: document.querySelectorAll(".cb-headline > table tbody tr").length,
+    grid: box(document.querySelector(".cb-grid")),
     img: box(img), decoded: img ? img.naturalWidth : 0,
   };
 })()"""
@@ -236,6 +244,9 @@ def test_report_opens_on_its_answer(demo_report, tmp_path):
         table, img = first["table"], first["img"]
         assert table and img, first
         assert first["rows"] == 9  # tursa up/down + tesseract down, x 3 layouts
+        # two sites: the grid of routes (sites against the remote, per direction) too
+        grid = first["grid"]
+        assert grid and 0 <= grid["top"] and grid["bottom"] <= first["height"], first
         assert 0 <= table["top"] and table["bottom"] <= first["height"], first
         assert table["right"] <= first["width"], first
         assert img["top"] < first["height"] - 150 and first["decoded"] > 0, first

@@ -60,7 +60,7 @@ STYLE = (
     ".cb-headline pre.cb-command{white-space:pre-wrap;overflow-wrap:anywhere;max-width:70em;"
     "background:#f7f7f7;padding:4px 6px;font-size:12px}"
     ".cb-headline .cb-tuned li{max-width:70em}"
-    ".cb-headline .cb-grid td{text-align:left}"
+    ".cb-headline .cb-grid td,.cb-headline .cb-grid th{text-align:left}"
     "</style>"
 )
 

@@ -121,7 +121,11 @@ def whole_failures(table: pd.DataFrame, direction: str) -> tuple[list[str], list
 GRID_STYLE = (
     "<style>.cb-grid td.good{background:#d9f2d9}.cb-grid td.mid{background:#fff3cd}"
     ".cb-grid td.bad{background:#f8d7da}.cb-grid td.none{background:#eee;color:#666}"
-    ".cb-grid td,.cb-grid th{padding:2px 8px;border:1px solid #ccc}</style>"
+    ".cb-grid td,.cb-grid th{padding:1px 6px;border:1px solid #ccc;font-size:12px}"
+    # one small table per direction, side by side: the grid stays a few lines tall
+    ".cb-grid table{display:inline-table;width:auto!important;margin:0 1em .3em 0;"
+    "vertical-align:top}"
+    ".cb-grid caption{font-size:12px;text-align:left}.cb-grid p{margin:.2em 0}</style>"
 )
 
 
@@ -158,7 +162,7 @@ def grid_html(table: pd.DataFrame, thresholds: tuple[float | None, float | None]
                     else f"{r['failed']} failed, {r['outages']} in an outage of the store"
                 )
                 which = (
-                    f"<br><small>{html.escape(str(r['layout']))} {html.escape(str(r['setting']))}"
+                    f" <small>{html.escape(str(r['layout']))} {html.escape(str(r['setting']))}"
                     "</small>"
                     if r["state"] not in (FAILED, NO_DATA)
                     else ""
