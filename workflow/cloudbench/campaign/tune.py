@@ -162,11 +162,25 @@ class Outcome:
     unexplored: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Replay:
+    """One replay of a search: what it reads, and the state its rounds build up."""
+
+    space: Space
+    tune: Tune
+    observed: Mapping[Candidate, Observed]
+    history: dict[str, list[Candidate]]  # each line's steps (and "clients": the best's)
+    lines: dict[str, str]  # how each line's climb stands
+    log: list[str]
+
+
 def search(space: Space, tune: Tune, observed: Mapping[Candidate, Observed]) -> Outcome:
     """Replay the search over ``space`` from what is ``observed`` (module doc)."""
-    log: list[str] = []
-    lines = dict.fromkeys(space.layouts, CLIMBING)
-    history: dict[str, list[Candidate]] = {layout: [] for layout in space.layouts}
+    r = _Replay(
+        space, tune, observed, {layout: [] for layout in space.layouts},
+        dict.fromkeys(space.layouts, CLIMBING), [],
+    )  # fmt: skip
+    log, lines, history = r.log, r.lines, r.history
     measured: list[Candidate] = []
     k1 = space.clients[0]
     round_ = [Candidate(layout, k1, space.ladders[layout][0]) for layout in space.layouts]
@@ -182,7 +196,7 @@ def search(space: Space, tune: Tune, observed: Mapping[Candidate, Observed]) -> 
 
     while round_:
         asked = round_
-        round_ = _within_budget(round_, space, tune, spent_b, spent_s, observed, history, log)
+        round_ = _within_budget(r, round_, spent_b, spent_s)
         for cut in (c for c in asked if c not in round_):  # the budget ends its climb
             lines["clients" if phase_clients else cut.layout] = BUDGET
         if not round_:
@@ -201,9 +215,9 @@ def search(space: Space, tune: Tune, observed: Mapping[Candidate, Observed]) -> 
         spent_b += len(round_) * space.candidate_bytes
         spent_s += sum(observed[c].seconds for c in round_)
         if phase_clients:
-            round_ = _climb_clients(round_[0], space, tune, observed, history, lines, log)
+            round_ = _climb_clients(r, round_[0])
             continue
-        climbing = _step_lines(round_, space, tune, observed, history, lines, log, rounds)
+        climbing = _step_lines(r, round_, rounds)
         if climbing:
             round_ = [_next_concurrency(c, space) for c in climbing]
             continue
@@ -217,18 +231,12 @@ def search(space: Space, tune: Tune, observed: Mapping[Candidate, Observed]) -> 
     return outcome([], "done")
 
 
-def _step_lines(
-    round_: Sequence[Candidate],
-    space: Space,
-    tune: Tune,
-    observed: Mapping[Candidate, Observed],
-    history: dict[str, list[Candidate]],
-    lines: dict[str, str],
-    log: list[str],
-    rounds: int,
-) -> list[Candidate]:
+def _step_lines(r: _Replay, round_: Sequence[Candidate], rounds: int) -> list[Candidate]:
     """One round of the concurrency climb: each line's verdict, then the drops; the
     candidates whose lines climb on."""
+    space, tune, observed, history, lines, log = (
+        r.space, r.tune, r.observed, r.history, r.lines, r.log
+    )  # fmt: skip
     climbing = []
     for cand in round_:
         before = history[cand.layout][-1] if history[cand.layout] else None
@@ -261,15 +269,11 @@ def _step_lines(
     return kept
 
 
-def _climb_clients(
-    cand: Candidate,
-    space: Space,
-    tune: Tune,
-    observed: Mapping[Candidate, Observed],
-    history: dict[str, list[Candidate]],
-    lines: dict[str, str],
-    log: list[str],
-) -> list[Candidate]:
+def _climb_clients(r: _Replay, cand: Candidate) -> list[Candidate]:
+    """One step of the best setting's climb of the client counts."""
+    space, tune, observed, history, lines, log = (
+        r.space, r.tune, r.observed, r.history, r.lines, r.log
+    )  # fmt: skip
     before = history["clients"][-1]
     history["clients"].append(cand)
     verdict = _verdict(cand, before, observed, tune.margin)
@@ -334,17 +338,11 @@ def _next_concurrency(cand: Candidate, space: Space) -> Candidate:
 
 
 def _within_budget(
-    round_: list[Candidate],
-    space: Space,
-    tune: Tune,
-    spent_b: int,
-    spent_s: float,
-    observed: Mapping[Candidate, Observed],
-    history: Mapping[str, list[Candidate]],
-    log: list[str],
+    r: _Replay, round_: list[Candidate], spent_b: int, spent_s: float
 ) -> list[Candidate]:
     """The candidates of a round the budget still allows: a bytes budget takes the lines
     fastest so far first, as many as fit; a time budget allows a whole round or none."""
+    space, tune, observed, history, log = r.space, r.tune, r.observed, r.history, r.log
     if tune.budget_s is not None and spent_s >= tune.budget_s:
         log.append(f"budget: {spent_s:.4g} s of {tune.budget_s:g} s spent; the search stops")
         return []
