@@ -54,7 +54,7 @@ COLLAPSE = "collapse"
 TOP = "top of the ladder"
 DROPPED = "dropped"
 BUDGET = "budget reached"
-WAITING = "waiting: the store failed"
+WAITING = "waiting: a failed repeat is measured again"
 
 
 class Candidate(NamedTuple):
@@ -206,8 +206,9 @@ def search(space: Space, tune: Tune, observed: Mapping[Candidate, Observed]) -> 
             return outcome(missing, "searching")
         if any(observed[c].store_failed for c in round_):
             log.append(
-                f"round {rounds + 1}: a repeat failed in an outage of the store (no finding); "
-                "the search waits, and the failed repeats are measured again on the next run"
+                f"round {rounds + 1}: a repeat failed for a cause that is no finding (an "
+                "outage of the store, a killed client, a timeout, or one failure of three); the "
+                "search waits, and the failed repeats are measured again on the next run"
             )
             return outcome([], WAITING)
         rounds += 1

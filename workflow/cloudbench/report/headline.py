@@ -58,7 +58,7 @@ STYLE = (
     # a command's long lines wrap inside the page's width instead of widening the headline
     # (at 1400 px they pushed the grid and the answer off the screen's right edge)
     ".cb-headline pre.cb-command{white-space:pre-wrap;overflow-wrap:anywhere;max-width:70em;"
-    "background:#f7f7f7;padding:4px 6px;font-size:12px}"
+    "background:#f7f7f7;color:#1a1a1a;padding:4px 6px;font-size:12px}"
     ".cb-headline .cb-tuned li{max-width:70em}"
     ".cb-headline .cb-grid td,.cb-headline .cb-grid th{text-align:left}"
     "</style>"

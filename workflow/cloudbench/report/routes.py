@@ -135,8 +135,8 @@ def grid_html(table: pd.DataFrame, thresholds: tuple[float | None, float | None]
     whole failed row says "site", a whole failed column "store"."""
     if table.empty:
         return ""
-    parts = [GRID_STYLE, '<div class="cb-grid"><p><b>Routes</b> (best setting per site, '
-             "remote and direction: median MB/s [interval]"
+    parts = [GRID_STYLE, '<div class="cb-grid"><p><b>Routes</b> (the fastest setting '
+             "measured per site, remote and direction: median MB/s [interval]"
              + (f"; good from {thresholds[0]:g}, poor below {thresholds[1]:g} MB/s"
                 if None not in thresholds else "")
              + ")</p>"]  # fmt: skip
