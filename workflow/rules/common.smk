@@ -21,7 +21,6 @@ from cloudbench.campaign.schema import stop
 from cloudbench.sizes import parse_size
 from cloudbench.campaign.spec import transfer_spec
 from cloudbench.campaign.clients import NAMES as TOOLS
-from cloudbench.measure import suggest
 
 try:
     CAMPAIGN = load_campaign(config)

@@ -16,6 +16,9 @@ checkpoint tune:
     params:
         target=tune_target(),
     run:
+        # imported here, not while the workflow is parsed: only this job needs the clients
+        from cloudbench.measure.suggest import tuned_command
+
         tune.decide_files(
             CAMPAIGN,
             wildcards.site,
@@ -23,7 +26,7 @@ checkpoint tune:
             input.records,
             output[0],
             log[0],
-            suggest.tuned_command,
+            tuned_command,
         )
 
 
