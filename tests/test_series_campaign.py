@@ -24,7 +24,7 @@ def _config() -> dict:
         "campaign": "weekly",
         "remote": "store:",
         "bucket": "series",
-        "dataset": {"files": 1, "size": "1MiB"},
+        "dataset": {"files": 1, "size": "2MiB"},  # a second a copy: start-up a small share
         "strategies": ["plain"],
         "concurrency": {"plain": 1},
         "repeats": 3,
@@ -52,7 +52,11 @@ def test_eight_occurrences_flag_exactly_the_slowed_route_and_a_store_down_is_no_
                 run = snakemake(tmp_path, path, "--config", f"occurrence={label}", env=env)
                 assert run.returncode == 0, run.stderr[-3000:]
     series = subprocess.run(
-        [str(BIN / "python"), "-m", "cloudbench", "series", "weekly"],
+        # a 15% margin, as a centre sets for routes measured on a busy machine: make test runs
+        # three other tests beside this one, and in one run a download (not slowed) read 16%
+        # slower than the baseline in one occurrence, a real change of the machine, not of
+        # the link; the slowed route's 30% is far beyond either
+        [str(BIN / "python"), "-m", "cloudbench", "series", "weekly", "--margin", "0.15"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
