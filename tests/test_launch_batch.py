@@ -16,7 +16,7 @@ import yaml
 
 from cloudbench.site import driver
 from tests.infra import fixtures
-from tests.infra.s3 import serve_s3
+from tests.infra.s3 import object_on_disk, serve_s3
 from tests.infra.workflow import BIN, ROOT
 
 slurm_cluster = fixtures.slurm_cluster
@@ -77,7 +77,7 @@ def test_a_site_run_as_a_batch_job_reports_and_is_not_started_twice(
         status = tmp_path / "s3root/cloudbench/batch/launch/tursa.json"
         deadline = time.monotonic() + WAIT
         while True:
-            doc = json.loads(status.read_text()) if status.exists() else {}
+            doc = object_on_disk(status) or {}
             if doc.get("state") in ("finished", "failed"):
                 break
             assert time.monotonic() < deadline, doc

@@ -12,7 +12,6 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 import yaml
@@ -243,7 +242,7 @@ def test_a_waiting_download_site_stops_when_the_upload_fails_or_it_is_stopped(
     uploaded). bnl gives up once the upload site's run says it failed, anl ends on SIGTERM;
     both say so on the remote, and neither ever started its snakemake (`false` here)."""
     from cloudbench.measure import rclone as rc
-    from tests.infra.s3 import serve_s3
+    from tests.infra.s3 import object_on_disk, serve_s3
     from tests.infra.workflow import BIN
 
     demo_config.update(campaign="waits", remote="s3t:")
@@ -266,7 +265,7 @@ def test_a_waiting_download_site_stops_when_the_upload_fails_or_it_is_stopped(
                 argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=120
             )
             assert started.returncode == 0, started.stdout + started.stderr
-            assert (_on_disk(status / f"{site}.json") or {}).get("state") == "waiting"
+            assert (object_on_disk(status / f"{site}.json") or {}).get("state") == "waiting"
             pids[site] = json.loads((workdir / f".cloudbench/waits/{site}.pid").read_text())["pid"]
         anl_log = tmp_path / "anl/.cloudbench/waits/anl.log"
         deadline = time.monotonic() + 60
@@ -284,7 +283,7 @@ def test_a_waiting_download_site_stops_when_the_upload_fails_or_it_is_stopped(
         deadline = time.monotonic() + 120
         docs = {}
         while True:
-            docs = {s: _on_disk(status / f"{s}.json") or {} for s in ("bnl", "anl")}
+            docs = {s: object_on_disk(status / f"{s}.json") or {} for s in ("bnl", "anl")}
             if all(d.get("state") == "failed" for d in docs.values()):
                 break
             assert time.monotonic() < deadline, docs
@@ -295,17 +294,6 @@ def test_a_waiting_download_site_stops_when_the_upload_fails_or_it_is_stopped(
         log = (tmp_path / site / f".cloudbench/waits/{site}.log").read_text()
         assert "running: false" not in log and "waiting for upload site tursa" in log
         assert _gone_within(pids[site], 30)
-
-
-def _on_disk(path: Path) -> dict | None:
-    """A status object read from the store's own directory, as the store holds it now.
-    rclone serve s3 replaces an object by removing it and writing it anew, so a poll can fall
-    between the two (CI at stop 45: FileNotFoundError on anl.json while it was rewritten);
-    that poll reads nothing and the next one reads the object whole."""
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
 
 
 def _gone_within(pid: int, seconds: float) -> bool:
