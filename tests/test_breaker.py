@@ -211,3 +211,74 @@ def test_the_outage_began_when_the_stalled_copy_last_moved_and_names_the_rclone_
     assert state.describe().startswith("store 'main' (ucs3:) has not answered since 2023-11-14")
     later = breaker.failed(tmp_path, "s", "main", REFUSED, "upload r2", None, "ucs3:")
     assert later.since == state.since and later.failures == 2
+
+
+# --- a copy stalled on a dead store (cloudbench.measure.copy._Stall) -------------------------
+
+
+class _Tail:
+    """What _Stall reads of rclone's log: its byte counts so far and its newest network
+    failure."""
+
+    def __init__(self) -> None:
+        self.samples: list = []
+        self.network_error: str | None = None
+
+    def moved(self, n: int) -> None:
+        self.samples.append(type("Sample", (), {"bytes": n})())
+
+
+def _settled(stall, tail, now: float) -> str | None:
+    """The stall's verdict once a listing it asked has come back (it asks in a thread)."""
+    found = stall.cause(tail, None, now)
+    if stall._asking is not None:
+        stall._asking.join(timeout=5)
+        found = stall.cause(tail, None, now)
+    return found
+
+
+def test_a_copy_stalled_while_its_log_names_a_network_failure_needs_no_listing():
+    from cloudbench.measure.copy import _Stall
+
+    store = Store(REFUSED)
+    stall, tail = _Stall(60, 0.0, store.check), _Tail()
+    tail.moved(1000)
+    assert stall.cause(tail, None, 1.0) is None
+    tail.network_error = REFUSED
+    assert stall.cause(tail, None, 60.0) is None  # moved 59 s ago
+    assert stall.cause(tail, None, 61.5) == REFUSED and store.asked == 0
+
+
+def test_a_silent_stall_asks_the_store_and_ends_the_copy_only_when_it_does_not_answer():
+    """The S3 SDK retries a dead store's request silently for about 2 minutes: after the
+    stall limit without progress, one listing decides, and a store that answers it is slow,
+    not dead (asked again only after another stall limit)."""
+    from cloudbench.measure.copy import _Stall, stalled_error
+    from cloudbench.measure.rclonelog import network_cause
+
+    store = Store(None, REFUSED)
+    stall, tail = _Stall(60, 0.0, store.check), _Tail()
+    tail.moved(1000)
+    assert stall.cause(tail, None, 1.0) is None
+    assert _settled(stall, tail, 61.5) is None and store.asked == 1  # it answered
+    assert _settled(stall, tail, 100.0) is None and store.asked == 1  # not asked again yet
+    found = _settled(stall, tail, 122.0)
+    assert store.asked == 2
+    assert found == f"a listing of the store after 60 s without progress: {REFUSED}"
+    # the record's error names the cause last, as the breaker reads it
+    assert network_cause(stalled_error(60, found)) == REFUSED
+
+
+def test_a_listing_that_fails_after_the_copy_moved_again_ends_nothing():
+    from cloudbench.measure.copy import _Stall
+
+    store = Store(REFUSED)
+    stall, tail = _Stall(60, 0.0, store.check), _Tail()
+    assert stall.cause(tail, None, 1.0) is None  # nothing moved yet
+    assert stall.cause(tail, None, 61.5) is None  # nor in 60 s: it asks
+    stall._asking.join(timeout=5)
+    tail.moved(5000)  # the copy moved while the listing was out
+    assert stall.cause(tail, None, 63.0) is None and store.asked == 1
+    assert stall.cause(tail, None, 124.0) is None  # its answer predates that: not a verdict
+    assert _settled(stall, tail, 130.0) is None and store.asked == 2  # asked anew: it answers
+    assert _Stall(None, 0.0, store.check).cause(tail, None, 999.0) is None  # stall: off

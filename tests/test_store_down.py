@@ -63,8 +63,10 @@ def test_a_store_killed_for_good_ends_the_run_within_minutes_naming_it(tmp_path,
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         env = s3.client_env("S3T")
         # rclone's own patience, not shortened: the copy in flight when the store dies logs
-        # its first network error about 2 minutes later (126 s, 2026-11-26), and only then
-        # can store_down.stall (here its default) judge it; the other failures are quick
+        # its first network error about 2 minutes later (126 s, 2026-11-26); store_down.stall
+        # (here its default, 60 s) ends it sooner, once a listing of the store, asked when
+        # it has moved nothing for 60 s, fails (70 s from its start, 2026-11-26); the other
+        # failures are quick
         proc = _popen_snakemake(tmp_path, cfg, env)
         sites = tmp_path / f"results/{CAMPAIGN}/sites"
 
@@ -85,7 +87,15 @@ def test_a_store_killed_for_good_ends_the_run_within_minutes_naming_it(tmp_path,
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=60)
         assert proc.returncode != 0
-        assert ended - killed < 240, f"the run ended {ended - killed:.0f} s after the kill"
+        assert ended - killed < 180, f"the run ended {ended - killed:.0f} s after the kill"
+        stalled = [r for r in _records(tmp_path).values() if "store_down.stall" in str(r["error"])]
+        stalled += [
+            json.loads(p.read_text())
+            for p in sites.glob("*/transfers/*/*/*/*/r*.attempts/*.json")
+            if "store_down.stall" in p.read_text()
+        ]
+        assert stalled, "no copy was ended by the stall limit"
+        assert all(r["seconds"] < 120 for r in stalled), [r["seconds"] for r in stalled]
         recs = _records(tmp_path)
         started_after = [
             p

@@ -180,6 +180,7 @@ def client_copy(
             ready=ready,
             timeout=timeout,
             stall_s=stall_s,
+            ask_store=_store_check(spec),
         )
     return (
         rec.with_(files=len(files))
@@ -577,10 +578,17 @@ def store_gate(
         spec.site,
         spec.remote,
         policy,
-        lambda: rc.store_unreachable(binary, spec.remote_url, spec.flags),
+        _store_check(spec, binary),
         by=_label(spec),
         url=redact(spec.remote_url, secret_values()),
     )
+
+
+def _store_check(spec: TransferSpec, binary: str | None = None) -> Callable[[], str | None]:
+    """One listing of the measurement's store, with a bookkeeping call's short patience:
+    the network cause of its failure, or None when the store answered. The breaker asks it
+    before a measurement, and a copy that has moved nothing for ``store_down.stall``."""
+    return lambda: rc.store_unreachable(binary or rc.find_rclone(), spec.remote_url, spec.flags)
 
 
 def not_measured(spec: TransferSpec, reason: str, series: Path) -> transfer.TransferRecord:

@@ -92,22 +92,37 @@ def stalled_error(stall_s: float, cause: str) -> str:
     """A copy ended because the store stopped answering: the network cause comes last, so
     the breaker (cloudbench.site.breaker) counts it as the store's failure."""
     return (
-        f"the store stopped answering: nothing moved for {stall_s:g} s while the client "
-        f"met network errors (store_down.stall); last: {cause}"
+        f"the store stopped answering: nothing moved for {stall_s:g} s and the store did "
+        f"not answer (store_down.stall); last: {cause}"
     )
+
+
+# What asks the store, apart from the copy, whether it answers: its network cause, or None.
+AskStore = Callable[[], str | None]
 
 
 class _Stall:
     """Whether a running copy has stalled on a dead store: nothing moved for ``stall_s``
-    seconds while its log names a network failure. Only a client whose progress we can see
-    (rclone's stats, a download's destination) can be judged; the others run to their
-    timeout. Why not rclone's own patience: it retries a dead store for about 8 minutes
-    (retries x low-level retries, each with a pacer), a whole batch job's worth of nothing."""
+    seconds, and either its log names a network failure or a listing of the store, asked
+    then (``ask``, in a thread of its own: the copy's clock is not held up by it), fails
+    for one. Only a client whose progress we can see (rclone's stats, a download's
+    destination) can be judged; the others run to their timeout.
 
-    def __init__(self, stall_s: float | None, t0: float) -> None:
+    Why not rclone's own patience: it retries a dead store for about 8 minutes (retries x
+    low-level retries, each with a pacer), a whole batch job's worth of nothing. Why the
+    listing: the S3 SDK retries the request in flight silently, so the first network error
+    reaches rclone's log about 2 minutes after the store died (126 s in the suite), twice
+    the stall limit a campaign sets. A store that answers the listing is slow, not dead:
+    the copy goes on, and is asked about again after another ``stall_s`` of nothing."""
+
+    def __init__(self, stall_s: float | None, t0: float, ask: AskStore | None = None) -> None:
         self.stall_s = stall_s
         self.bytes = -1
         self.moved_at = t0
+        self.ask = ask
+        self.asked_at: float | None = None
+        self._answers: list[str | None] = []
+        self._asking: threading.Thread | None = None
 
     def cause(self, tail, sampler, now: float) -> str | None:
         if not self.stall_s or (tail is None and sampler is None):
@@ -121,7 +136,32 @@ class _Stall:
             return None
         if now - self.moved_at < self.stall_s:
             return None
-        return tail.network_error if tail is not None else None
+        if tail is not None and tail.network_error:
+            return tail.network_error
+        return self._listing(now)
+
+    def _listing(self, now: float) -> str | None:
+        """The network cause a listing of the store found, once it has come back and when
+        nothing moved since it was asked; it is asked at most once a ``stall_s``."""
+        if self.ask is None:
+            return None
+        if self._asking is None:
+            if self.asked_at is not None and now - self.asked_at < self.stall_s:
+                return None
+            self.asked_at, self._answers = now, []
+            ask, answers = self.ask, self._answers
+            self._asking = threading.Thread(
+                target=lambda: answers.append(ask()), name="cloudbench-stall", daemon=True
+            )
+            self._asking.start()
+            return None
+        if self._asking.is_alive():
+            return None
+        self._asking = None
+        found = self._answers[0] if self._answers else None
+        if found is None or self.moved_at > self.asked_at:
+            return None  # it answered, or the copy moved while it was asked
+        return f"a listing of the store after {self.stall_s:g} s without progress: {found}"
 
 
 def command_line(argv: Sequence[str], secrets: Sequence[str]) -> str:
@@ -261,13 +301,14 @@ def run(
     timeout: float | None = None,
     on_start: Callable[[int], object] | None = None,
     stall_s: float | None = None,
+    ask_store: AskStore | None = None,
 ) -> Finished:
     """Run a client timed by the wall clock from spawn to exit; every
     ``progress_interval()`` seconds print a progress line to the job log. Waiting wakes up
     the moment the client exits, so the clock is not stretched by the polling. Past
     ``timeout`` seconds the client and everything it started are ended, and so is one that
-    stalled on a dead store (``_Stall``). ``on_start(pid)`` runs once it is spawned (tests
-    read the process list there)."""
+    stalled on a dead store (``_Stall``, which may ``ask_store``). ``on_start(pid)`` runs
+    once it is spawned (tests read the process list there)."""
     interval = progress_interval()
     tail = LogTail(watch.log_path) if watch.log_path is not None else None
     timed_out = False
@@ -289,7 +330,7 @@ def run(
         )
         deadline = None if timeout is None else t0 + timeout
         exits = _ExitWatch(proc)
-        stall = _Stall(stall_s, t0)
+        stall = _Stall(stall_s, t0, ask_store)
         # the stall is judged every few seconds, progress printed every `interval`
         step = min(interval, STALL_CHECK_S) if stall_s else interval
         next_line = t0 + interval
@@ -349,6 +390,7 @@ def measure(
     ready: Callable[[], object] | None = None,
     timeout: float | None = None,
     stall_s: float | None = None,
+    ask_store: AskStore | None = None,
 ) -> record.TransferRecord:
     """Run one timed copy by ``client_name`` and return its record (status ok or failed,
     never an exception). ``keys`` are the measurement's identity columns. ``ready`` is
@@ -379,7 +421,7 @@ def measure(
             job.local if plan.progress == PROGRESS_FROM_DESTINATION else None,
             job.log_path if plan.output_is_log else None,
         )
-        done = run(plan.argv, plan.environ, watch, timeout, stall_s=stall_s)
+        done = run(plan.argv, plan.environ, watch, timeout, stall_s=stall_s, ask_store=ask_store)
         seconds, epoch = done.seconds, done.start_epoch
         started = utc_now(epoch)  # the copy's own start, the clock its seconds run on
         output = redact(done.output, secret_values(plan.environ) if plan.environ else secrets)
