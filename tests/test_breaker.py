@@ -282,3 +282,19 @@ def test_a_listing_that_fails_after_the_copy_moved_again_ends_nothing():
     assert stall.cause(tail, None, 124.0) is None  # its answer predates that: not a verdict
     assert _settled(stall, tail, 130.0) is None and store.asked == 2  # asked anew: it answers
     assert _Stall(None, 0.0, store.check).cause(tail, None, 999.0) is None  # stall: off
+
+
+def test_a_download_seen_only_by_its_files_is_judged_by_the_listing_alone():
+    """A client without a log of its own (s5cmd, aws, s3cmd) shows its progress only by the
+    files it writes: once they stop growing, the listing decides."""
+    from cloudbench.measure.copy import _Stall
+
+    store = Store(REFUSED)
+    stall = _Stall(60, 0.0, store.check)
+    files = type("Sampler", (), {"points": [(0.0, 0), (1.0, 4096)]})()
+    assert stall.cause(None, files, 1.0) is None
+    assert stall.cause(None, files, 61.5) is None and store.asked == 1
+    stall._asking.join(timeout=5)
+    assert stall.cause(None, files, 62.0).endswith(REFUSED)
+    unasked = _Stall(60, 0.0)  # nothing to ask, no log: no verdict, however long
+    assert unasked.cause(None, files, 1.0) is None and unasked.cause(None, files, 999.0) is None
