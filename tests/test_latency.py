@@ -220,3 +220,24 @@ def test_throttling_and_other_server_errors_get_a_red_sentence_each_on_the_front
     assert "Server errors</b>: the store answered 5 requests with another 5xx in 1 of 3" in text
     assert _throttled(metrics.assign(throttled=0, server_errors=0)) == ""
     assert _throttled(metrics.assign(throttled=None, server_errors=None)) == ""
+
+
+@pytest.mark.unit
+def test_every_per_object_bar_is_named_by_what_sets_it_apart():
+    """The demo's per-object panel had nine bars, six of them named "rclone download": the
+    bars differ by site and layout, so that is what their names must say."""
+    from cloudbench.report.tools_section import per_object_labels
+
+    rows = [
+        {"site": s, "remote": "main", "direction": d, "tool": "rclone", "strategy": lay,
+         "layout": lay, "setting": "rclone-1xauto", "s_per_object": 0.25}
+        for s, d in (("tursa", "upload"), ("tursa", "download"), ("tesseract", "download"))
+        for lay in ("plain", "multithread")
+    ]  # fmt: skip
+    per = latency.per_object_by_tool(
+        pd.DataFrame(rows).assign(status="ok", repeat=1, files_per_s=4.0)
+    )
+    labels = per_object_labels(per)
+    assert len(set(labels)) == len(per) == 6
+    assert "tursa · upload · multithread" in labels
+    assert per_object_labels(per.head(1)) == ["download"]  # one bar: its direction
