@@ -488,3 +488,53 @@ def test_a_client_whose_output_is_its_log_leaves_it_when_its_job_is_killed(tmp_p
     (kept,) = (tmp_path / "transfers/r1.attempts").glob("*.unrecorded.r1.log")
     assert "cp one.bin s3://bkt/one.bin" in kept.read_text()
     assert not live_log(log).exists()
+
+
+# --- a store that does not answer, in each client's words ---------------------------------
+
+REFUSED_GO = "dial tcp 127.0.0.1:9: connect: connection refused"
+# what the real clients printed against a closed port on 127.0.0.1 (2026-11-26): aws-cli
+# 1.x's EndpointConnectionError, s3cmd 2.4's retry warning
+AWS_REFUSED = 'upload failed: d/a to s3://b/p/a Could not connect to the endpoint URL: "http://127.0.0.1:9/b/p/a"'  # noqa: E501
+S3CMD_REFUSED = "WARNING: Retrying failed request: /p/a ([Errno 111] Connection refused)"
+ANSWERED = "An error occurred (NoSuchBucket) when calling the PutObject operation: nope"
+
+
+@pytest.mark.parametrize(
+    "tool, own_words",
+    [("aws", AWS_REFUSED), ("s3cmd", S3CMD_REFUSED), ("s5cmd", REFUSED_GO), ("rclone", REFUSED_GO)],
+)
+def test_each_client_names_a_store_that_does_not_answer_in_its_own_words(tool, own_words):
+    """A failed copy counts against the store (the breaker) only when its error names a
+    network failure. The AWS CLI and s3cmd say it in Python's words, not Go's: an aws copy
+    refused by a dead store was read as the store answering, and cleared the count (user
+    check, 2026-11-26)."""
+    from cloudbench.measure.clients import load
+
+    client = load(tool)
+    found = client.network_cause(f"{tool} exited 1: {own_words}")
+    assert found and found in own_words
+    assert client.network_cause(f"stalled; last: {REFUSED_GO}") == REFUSED_GO  # a listing's
+    assert client.network_cause(f"{tool} exited 1: {ANSWERED}") is None
+
+
+@pytest.mark.quick
+def test_the_installed_aws_cli_still_says_so_in_those_words(tmp_path):
+    """The real AWS CLI against a closed port: its wording is what Aws.network_words reads
+    (a botocore upgrade that rewords it fails here, not silently in the breaker)."""
+    import subprocess
+
+    from cloudbench.measure.clients import load
+
+    aws = load("aws")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d/a").write_text("x")
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET}
+    env.update(AWS_MAX_ATTEMPTS="1", AWS_CONFIG_FILE=str(tmp_path / "none"))
+    res = subprocess.run(
+        [aws.find(), "--endpoint-url", "http://127.0.0.1:9", "s3", "cp", str(tmp_path / "d"),
+         "s3://b/p", "--recursive", "--no-progress", "--only-show-errors"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode != 0
+    assert aws.network_cause(res.stdout + res.stderr), res.stdout + res.stderr

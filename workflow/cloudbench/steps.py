@@ -41,6 +41,7 @@ from cloudbench.measure.attempts import (
     purge,
     set_aside_unrecorded,
 )
+from cloudbench.measure.clients import load
 from cloudbench.measure.clients.base import CopyJob
 from cloudbench.measure.copy import measure
 from cloudbench.measure.progress import label_of, result_line
@@ -554,7 +555,7 @@ def note_store(
     """After a step's requests: a failure that names a network error counts against the
     store at this site (cloudbench.site.breaker); anything else is an answer and clears the
     count. Returns the row's outage columns."""
-    cause = network_cause(error or "") if status != "ok" else None
+    cause = load(spec.setting.tool).network_cause(error or "") if status != "ok" else None
     return breaker.note(
         spec.scratch,
         spec.site,

@@ -3,6 +3,7 @@ from the rclone remote in the AWS variables it reads (never on its command line)
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -38,6 +39,12 @@ def aws_config_text(access: S3Access, concurrency: int) -> str:
 class Aws(S3Client):
     name = "aws"
     binary = Binary("aws", "CLOUDBENCH_AWS", "run `make` (installs it)", candidates=_candidates)
+    # botocore's words for a store that does not answer (EndpointConnectionError, its
+    # timeouts, a connection closed mid-request); a store that answers is an HTTP error
+    network_words = re.compile(
+        r"(?:Could not connect to the endpoint URL|(?:Connect|Read) timeout on endpoint URL"
+        r'|Connection was closed before we received a valid response from endpoint URL): "[^"]*"'
+    )
 
     def s3_command(self, copy: S3Copy) -> tuple[list[str], dict[str, str], dict[Path, str]]:
         """``aws s3 cp --recursive``; an exact object list as --exclude '*' --include NAME

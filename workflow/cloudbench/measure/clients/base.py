@@ -15,6 +15,7 @@ lines, redaction, the series file and the record are
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 
 from cloudbench.binaries import Binary, BinaryError, find, version_or_none
 from cloudbench.measure.arrival import MOVED_FROM_LISTING, read_listing
+from cloudbench.measure.rclonelog import network_cause as go_network_cause
 from cloudbench.measure.series import Point
 
 # Where a client's per-second progress comes from.
@@ -220,6 +222,13 @@ class Client(Protocol):
         its raw log, the destination's listing and the series, all free of credentials."""
         ...
 
+    def network_cause(self, text: str) -> str | None:
+        """The last network failure (refused, reset, timed out, no route) that ``text``, a
+        failed copy's error, names in this client's words or in rclone's (a bookkeeping
+        call's, a stalled copy's listing), or None: only such a failure counts against the
+        store (cloudbench.site.breaker); any other is an answer."""
+        ...
+
     def user_command(self, copy: CopyRequest) -> list[str]:
         """The copy as a user would type it to move their own data the way it was measured:
         bash lines, each word shlex-quoted; set-up lines and ``#`` comments first (a config
@@ -380,6 +389,12 @@ class ExternalClient:
     name = "external"
     binary: Binary | None = None  # None: the command line names its own executable
     backend: str | None = None  # the protocol it speaks, for the record (s3)
+    # how the client names a network failure, where not as Go does (s5cmd, rclone)
+    network_words: re.Pattern[str] | None = None
+
+    def network_cause(self, text: str) -> str | None:
+        own = self.network_words.findall(text) if self.network_words is not None else []
+        return own[-1] if own else go_network_cause(text)
 
     def command(self, copy: CopyRequest) -> ToolCommand:
         """The timed copy's command line, environment and small files."""

@@ -33,7 +33,12 @@ from cloudbench.measure.clients.base import (
     sides,
 )
 from cloudbench.measure.clients.s3 import remote_env_prefix
-from cloudbench.measure.rclonelog import VERDICT_RE, on_wall_clock, parse_rclone_log
+from cloudbench.measure.rclonelog import (
+    VERDICT_RE,
+    network_cause,
+    on_wall_clock,
+    parse_rclone_log,
+)
 from cloudbench.records import clip_tail, first_few
 
 
@@ -64,6 +69,9 @@ def _lines(path: Path):
 
 class Rclone:
     name = "rclone"
+
+    def network_cause(self, text: str) -> str | None:
+        return network_cause(text)
 
     def check(self, remote_prefixes, template: str | None) -> list[str]:
         """Nothing of its own: a site's preflight checks rclone (its version, each remote)

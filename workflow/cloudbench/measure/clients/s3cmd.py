@@ -82,6 +82,12 @@ def lines_said(output: str) -> int:
 class S3cmd(S3Client):
     name = "s3cmd"
     binary = Binary("s3cmd", "CLOUDBENCH_S3CMD", "run `make` (installs it)")
+    # Python's words for a socket error, as s3cmd's retries print them: "Retrying failed
+    # request: /p/a ([Errno 111] Connection refused)"
+    network_words = re.compile(
+        r"\[Errno -?\d+\] (?:Connection refused|Connection reset by peer|No route to host"
+        r"|Connection timed out|Network is unreachable|Name or service not known)"
+    )
 
     def s3_command(self, copy: S3Copy) -> tuple[list[str], dict[str, str], dict[Path, str]]:
         """``s3cmd put|get --recursive``; an exact object list as ``--exclude '*'`` and one
