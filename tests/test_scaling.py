@@ -92,6 +92,12 @@ def test_aggregate_rate_is_all_bytes_over_the_whole_window():
     assert late["mb_per_s"] is None
     missing = aggregate([clients[0], None], 2, tolerance_s=1.0)
     assert missing["status"] == "failed" and "client 1 did not report" in missing["error"]
+    assert got["stalled_since_epoch"] is None
+    # a client stalled on a dead store: the group's outage dates from when it last moved
+    # (the user check's 2-client group dated it from the stall's verdict, 72 s later)
+    stalled = [dict(c, status="failed", error="the store stopped answering") for c in clients]
+    stalled[1]["stalled_since_epoch"] = 103.0
+    assert aggregate(stalled, 2, tolerance_s=1.0)["stalled_since_epoch"] == 103.0
 
 
 def test_summed_series_adds_clients_on_one_clock(tmp_path):

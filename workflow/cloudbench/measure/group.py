@@ -333,6 +333,7 @@ def aggregate(
     offsets = [c["clock_offset_s"] for c in got if c.get("clock_offset_s") is not None]
     doubts = [c["clock_uncertainty_s"] for c in got if c.get("clock_uncertainty_s") is not None]
     error = "; ".join(errors)[:2000] or None
+    stalled = [c["stalled_since_epoch"] for c in got if c.get("stalled_since_epoch")]
     return {
         "status": copy_status(error, any(c["status"] == "corrupt" for c in got)),
         "error": error,
@@ -353,6 +354,9 @@ def aggregate(
         "client_mb_per_s_median": round(_median(rates), 3) if len(rates) == n else None,
         "client_mb_per_s_max": max(rates) if len(rates) == n else None,
         "hosts": sorted({c["host"] for c in got if c.get("host")}),
+        # a client stalled on a dead store: when the first of them last moved bytes, so the
+        # outage is dated from then, not from when the stall was judged (a minute later)
+        "stalled_since_epoch": min(stalled) if stalled else None,
     }
 
 
