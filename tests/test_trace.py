@@ -185,3 +185,20 @@ def test_a_groups_digest_notes_are_not_counted_as_the_copys(tmp_path):
     write_listing(listing, {"d/f1.bin": (3 * MIB, 1001.5), note: (248, 1004.0)})
     ev = listing_evidence(listing, started_epoch=1000.0)
     assert (ev.bytes, ev.objects, ev.seconds, ev.timed_by) == (3 * MIB, 1, 1.5, TIMED_BY_LISTING)
+
+
+def test_a_short_copy_traced_within_a_wide_window_says_how_close_its_evidence_really_is():
+    """A 0.4 s copy judged by rclone's one-second stats window would pass at evidence of
+    0.0 s to 0.45 s, rates up to ten times apart: the line and the summary say what the
+    evidence really says (1.8% here), not only "traced" (user check, 2026-11-26)."""
+    win = tr.window(tr.LOG_STAMPS)
+    short = tr.judge(_row(seconds=0.379), Evidence(6 * MIB, 2, 0.372, "log"), win)
+    long = tr.judge(_row(seconds=40.0), Evidence(6 * MIB, 2, 39.9, "log"), win)
+    assert short.verdict == long.verdict == tr.TRACED
+    assert tr.looseness(short) == pytest.approx(0.007 / 0.379)
+    assert tr.looseness(long) is None  # a window under a quarter of its seconds
+    assert "the evidence is 1.8% off its seconds" in tr.line(short)
+    assert "off its seconds" not in tr.line(long)
+    said = "\n".join(tr.summary([short, long]))
+    assert "1 traced row(s) were copies shorter than 4 times their window's width" in said
+    assert "to within 1.8%" in said and tr.exit_status([short, long]) == 0

@@ -55,6 +55,10 @@ EXIT_S = 2.0
 # thread joined: milliseconds alone, longer on a busy node)
 SERIES_STOP_S = 0.5
 
+# A window this share of a row's seconds or more holds them only loosely: a copy shorter than
+# four times its window's width could be off by far more than its window shows in its rate
+LOOSE_SHARE = 0.25
+
 # a row's verdicts
 TRACED = "traced"
 UNTIMED = "untimed"  # bytes and objects traced; the evidence cannot say the seconds
@@ -197,6 +201,20 @@ def judge(row: Row, ev: Evidence, win: Window | None) -> Traced:
     return Traced(row, ev, win, verdict, tuple(problems))
 
 
+def looseness(t: Traced) -> float | None:
+    """For a traced row whose window is wide against its seconds (:data:`LOOSE_SHARE` of
+    them or more: sub-second copies against a one-second stats interval), how far its
+    evidence's seconds lie from the row's, as a share of the row's (None: not loose). The
+    window alone would pass such a row at several times its real rate; what the evidence
+    really says is this share, which the lines and the summary state instead."""
+    win, seconds, said = t.window, t.row.seconds, t.evidence.seconds
+    if t.verdict != TRACED or win is None or not seconds or said is None:
+        return None
+    if ((win.below_s or 0.0) + win.above_s) / seconds < LOOSE_SHARE:
+        return None
+    return abs(said - seconds) / seconds
+
+
 def combine(parts: Sequence[tuple[float, Evidence]], whole: Evidence) -> Evidence:
     """A group's evidence: each client's own (with its start, seconds after the group's
     first) added up, bytes and objects summed, seconds from the first start to the last
@@ -244,6 +262,8 @@ def line(t: Traced) -> str:
         f"{_num(ev.objects, 'd')} obj {_num(ev.seconds, '.3f')} s [{win}] "
         f"from {ev.source} -> {t.verdict}"
     )
+    if (off := looseness(t)) is not None:
+        out += f" (a window wide against the copy: the evidence is {off:.1%} off its seconds)"
     return out + "".join(f"\n    {p}" for p in t.problems)
 
 
@@ -261,6 +281,14 @@ def summary(traced: Sequence[Traced], allow_untimed: bool = False) -> list[str]:
             w = windows[kind]
             low = "no lower bound" if w.below_s is None else f"{w.below_s:.2f} s below"
             out.append(f"  {kind}: {low}, {w.above_s:.2f} s above ({w.why})")
+    loose = [off for t in traced if (off := looseness(t)) is not None]
+    if loose:
+        out.append(
+            f"{len(loose)} traced row(s) were copies shorter than {1 / LOOSE_SHARE:g} times "
+            "their window's width, which alone would pass them at several times their real "
+            f"rate; their evidence says their seconds to within {max(loose):.1%} (each line "
+            "says by how much)"
+        )
     bad = [t for t in traced if not passes(t, allow_untimed)]
     untimed = sum(t.verdict == UNTIMED for t in traced)
     ok_rows = sum(t.row.status == "ok" for t in traced)
