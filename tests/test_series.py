@@ -92,3 +92,25 @@ def test_the_series_command_writes_its_status_and_exits_1_when_a_route_is_not_ok
     assert "a r2 upload</b>: regressed" in page and (out / "series.png").stat().st_size > 0
     assert "a r2 upload: regressed" in capsys.readouterr().err
     assert main(["nothing", "--results", str(results)]) == 2
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("occurrence", [None, "2026-w48"])
+def test_an_occurrences_report_opens_with_its_own_front_page(demo_config, occurrence):
+    """The report's first page embeds results/<campaign>/figures/headline.html by the name
+    the campaign's results are kept under: <series>@<occurrence> for an occurrence (every
+    occurrence's report opened with the series' first run's front page: user check)."""
+    import re
+    from types import SimpleNamespace
+
+    import jinja2
+
+    from cloudbench.campaign.model import load_campaign
+    from tests.conftest import ROOT
+
+    config = dict(demo_config, **({"occurrence": occurrence} if occurrence else {}))
+    text = (ROOT / "workflow/report/workflow.rst").read_text()
+    page = jinja2.Template(text).render(snakemake=SimpleNamespace(config=config))
+    (embedded,) = re.findall(r":file: (\S+)", page)
+    assert embedded == f"results/{load_campaign(config).name}/figures/headline.html"
+    assert ("@" in embedded) == bool(occurrence)
