@@ -58,6 +58,12 @@ def test_rate_vs_rtt_recovers_a_known_line():
     assert fit.slope == pytest.approx(-4.0) and fit.intercept == pytest.approx(500.0)
     assert fit.n == 9
     assert fits["upload"] is None  # one RTT: no line
+    # two RTTs are two clusters: a line through them says nothing (user check: 24 us apart
+    # on one host drew +2,090 MB/s per ms at R² 0.02)
+    two = pd.DataFrame(rows)
+    two = two[two["site"] != "c"]
+    _, fits = latency.rate_vs_rtt(two, probes)
+    assert fits["download"] is None
 
 
 def test_window_ceiling():

@@ -593,7 +593,8 @@ def rate_vs_distance(transfers: pd.DataFrame, info: Mapping[str, Any], path: Pat
         else:
             txt = (
                 f"too few sites for a trend ({trend.distinct_distances} distinct "
-                f"distance{'s' if trend.distinct_distances != 1 else ''}; 3 needed)"
+                f"distance{'s' if trend.distinct_distances != 1 else ''}; "
+                f"{stats.TREND_MIN_PLACES} needed)"
             )
         unplaced = sorted(set(ok.loc[ok["direction"] == direction, "site"]) - set(dist["site"]))
         if unplaced:

@@ -7,7 +7,7 @@ Definitions (captions repeat them; change both together):
   round trip, and the P50 of several is robust to a slow accept.
 * **rate vs RTT**: the ``ok`` transfers' rates (MB/s) against their pair's RTT in ms,
   with an ordinary least-squares line (``stats.linear_fit``) per direction; no line with
-  fewer than 2 distinct RTTs.
+  fewer than 3 distinct RTTs (``stats.TREND_MIN_PLACES``), as for distance.
 * **window ceiling**: one TCP stream cannot move more than window / RTT bytes per second;
   ``streams`` parallel streams at most ``streams`` times that. Stated only where the
   window is known (a site's configured or measured window), never guessed.
@@ -32,7 +32,7 @@ import pandas as pd
 
 from cloudbench.campaign.identity import LINK, MEASUREMENT, ROUTE
 from cloudbench.intervals import median_interval
-from cloudbench.report.stats import LinearFit, linear_fit, same_keys
+from cloudbench.report.stats import TREND_MIN_PLACES, LinearFit, linear_fit, same_keys
 
 MS = 1000.0
 PROBE_COLUMNS = [
@@ -174,16 +174,22 @@ def rate_vs_rtt(
     transfers: pd.DataFrame, probes: pd.DataFrame
 ) -> tuple[pd.DataFrame, dict[str, LinearFit | None]]:
     """The ``ok`` transfers joined with their pair's RTT, and a fitted line per direction
-    (None where fewer than 2 distinct RTTs make a line meaningless)."""
+    (None where fewer than :data:`TREND_MIN_PLACES` distinct RTTs make a line meaningless:
+    :func:`distinct_rtts` says how many there are)."""
     ok = transfers[(transfers["status"] == "ok") & transfers["mb_per_s"].notna()]
     joined = ok.merge(pair_rtt(probes), on=LINK, how="inner")
     fits: dict[str, LinearFit | None] = {}
     for direction, g in joined.groupby("direction", sort=True):
-        if g["rtt_ms"].nunique() < 2:
+        if distinct_rtts(g) < TREND_MIN_PLACES:
             fits[str(direction)] = None
             continue
         fits[str(direction)] = linear_fit(g["rtt_ms"], g["mb_per_s"])
     return joined, fits
+
+
+def distinct_rtts(joined: pd.DataFrame) -> int:
+    """How many distinct round-trip times the joined rows of one direction stand at."""
+    return int(joined["rtt_ms"].nunique()) if "rtt_ms" in joined else 0
 
 
 def window_ceiling_mb_s(window_bytes: float, rtt_s: float, streams: int = 1) -> float:

@@ -437,9 +437,15 @@ def site_remote_distances(sites: Mapping[str, Any], remotes: Mapping[str, Any]) 
     return pd.DataFrame(rows, columns=[*LINK, "distance_km"])
 
 
+# The fewest distinct places (distances, round-trip times) a trend line is drawn through: two
+# clusters of points would give a line whatever the truth (the user check's two RTTs on one
+# host, 24 us apart, drew a slope of +2,090 MB/s per ms at R² 0.02)
+TREND_MIN_PLACES = 3
+
+
 class DistanceTrend(NamedTuple):
     """Rate against distance for one direction: the points fitted and the fit (None when
-    fewer than 3 distinct distances)."""
+    fewer than :data:`TREND_MIN_PLACES` distinct distances)."""
 
     points: pd.DataFrame  # site, remote, distance_km, median_mb_per_s, transfers
     fit: LinearFit | None
@@ -453,7 +459,7 @@ def distance_trend(
 
     One point per site-remote pair, so repeats at one place do not pose as independent
     evidence about distance; the OLS fit (slope in MB/s per km, its standard error from the
-    residuals) needs at least 3 distinct distances, else ``fit`` is None.
+    residuals) needs :data:`TREND_MIN_PLACES` distinct distances, else ``fit`` is None.
     """
     ok = ok_rates(transfers)
     ok = ok[ok["direction"] == direction]
@@ -466,7 +472,8 @@ def distance_trend(
         .merge(distances, on=LINK, how="inner")
     )[cols]
     distinct = int(pts["distance_km"].round(3).nunique())
-    fit = linear_fit(pts["distance_km"], pts["median_mb_per_s"]) if distinct >= 3 else None
+    enough = distinct >= TREND_MIN_PLACES
+    fit = linear_fit(pts["distance_km"], pts["median_mb_per_s"]) if enough else None
     return DistanceTrend(pts, fit, distinct)
 
 

@@ -25,6 +25,7 @@ from cloudbench.campaign.identity import LABELS, LINK, ROUTE
 from cloudbench.intervals import level_text
 from cloudbench.report import latency
 from cloudbench.report.figures import DIRECTIONS, RATE_LABEL, grid, placeholder, save
+from cloudbench.report.stats import TREND_MIN_PLACES
 from cloudbench.report.tables import html_table, page
 
 NO_ROWS = "no successful transfers yet"
@@ -207,7 +208,11 @@ def _rate_vs_rtt_panel(ax, p: pd.DataFrame, fit) -> None:
         ax.plot(xs, fit.intercept + fit.slope * xs, color="black", lw=1.5)
         txt = f"slope {fit.slope:+.3g} MB/s per ms (OLS, n = {fit.n}, R² = {fit.r_squared:.2f})"
     else:
-        txt = "one RTT only: no trend (probe more sites or remotes)"
+        n = latency.distinct_rtts(p)
+        txt = (
+            f"too few places for a trend ({n} distinct RTT{'s' if n != 1 else ''}; "
+            f"{TREND_MIN_PLACES} needed: probe more sites or remotes)"
+        )
     ax.text(0.02, 0.02, txt, transform=ax.transAxes, ha="left", va="bottom", fontsize=8,
             bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})  # fmt: skip
     ax.set_xlabel("round-trip time (ms, median P50 TCP connect)")
@@ -288,11 +293,14 @@ def latency_html(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> N
         html_table(latency.pair_rtt(probes)),
     ]
     if not transfers.empty:
-        _, fits = latency.rate_vs_rtt(transfers, probes)
+        joined, fits = latency.rate_vs_rtt(transfers, probes)
         lines = []
         for direction, fit in sorted(fits.items()):
             if fit is None:
-                lines.append(f"{direction}: one RTT only, no trend")
+                n = latency.distinct_rtts(joined[joined["direction"] == direction])
+                lines.append(
+                    f"{direction}: {n} distinct RTT(s), no trend ({TREND_MIN_PLACES} needed)"
+                )
             else:
                 lines.append(
                     f"{direction}: {fit.slope:+.3g} ± {fit.slope_se:.2g} MB/s per ms of RTT "
