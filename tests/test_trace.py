@@ -197,7 +197,11 @@ def test_a_short_copy_traced_within_a_wide_window_says_how_close_its_evidence_re
     assert short.verdict == long.verdict == tr.TRACED
     assert tr.looseness(short) == pytest.approx(0.007 / 0.379)
     assert tr.looseness(long) is None  # a window under a quarter of its seconds
-    assert "the evidence is 1.8% off its seconds" in tr.line(short)
+    first, said_how_close = tr.line(short).splitlines()
+    assert first.endswith("-> traced")  # the verdict stays the last word (awk '{print $NF}')
+    assert said_how_close.strip() == (
+        "a window wide against the copy: the evidence is 1.8% off its seconds"
+    )
     assert "off its seconds" not in tr.line(long)
     said = "\n".join(tr.summary([short, long]))
     assert "1 traced row(s) were copies shorter than 4 times their window's width" in said

@@ -262,9 +262,10 @@ def line(t: Traced) -> str:
         f"{_num(ev.objects, 'd')} obj {_num(ev.seconds, '.3f')} s [{win}] "
         f"from {ev.source} -> {t.verdict}"
     )
-    if (off := looseness(t)) is not None:
-        out += f" (a window wide against the copy: the evidence is {off:.1%} off its seconds)"
-    return out + "".join(f"\n    {p}" for p in t.problems)
+    notes = list(t.problems)
+    if (off := looseness(t)) is not None:  # under the verdict, which stays the line's last word
+        notes.append(f"a window wide against the copy: the evidence is {off:.1%} off its seconds")
+    return out + "".join(f"\n    {p}" for p in notes)
 
 
 def summary(traced: Sequence[Traced], allow_untimed: bool = False) -> list[str]:
