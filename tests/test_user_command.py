@@ -84,16 +84,34 @@ def _copy_line(lines: list[str]) -> str:
     return [line for line in lines if not line.startswith(steps)][-1]
 
 
+def _unset(lines: list[str]) -> list[str]:
+    """The variables the copy line unsets in front of it (``env -u NAME ...``)."""
+    words = shlex.split(_copy_line(lines))
+    if not words or words[0] != "env":
+        return []
+    names = []
+    while len(words) > 2 and words[1] == "-u":
+        names.append(words[2])
+        del words[1:3]
+    return names
+
+
+def _front(lines: list[str]) -> list[str]:
+    """The copy line's words less ``env -u NAME ...`` in front of it."""
+    words = shlex.split(_copy_line(lines))
+    return words[1 + 2 * len(_unset(lines)) :] if words and words[0] == "env" else words
+
+
 def _copy_argv(lines: list[str]) -> list[str]:
     """The copy's own words, less the variables in front of it."""
-    words = shlex.split(_copy_line(lines))
+    words = _front(lines)
     while words and "=" in words[0] and not words[0].startswith("-"):
         words.pop(0)
     return words
 
 
 def _env_of(lines: list[str]) -> dict[str, str]:
-    words = shlex.split(_copy_line(lines))
+    words = _front(lines)
     return dict(w.split("=", 1) for w in words[: words.index(_copy_argv(lines)[0])])
 
 
@@ -201,6 +219,9 @@ def test_s5cmd_aws_and_s3cmd_carry_their_own_settings(direction, monkeypatch):
     assert "    max_concurrent_requests = 12" in aws_config_text(access, 12).splitlines()
     assert _env_of(aws)["AWS_CONFIG_FILE"] == "aws.config"
     assert _env_of(aws)["AWS_REGION"] == "eu-west-2"
+    # a profile in the user's shell is not read (the measured copy did not see one either)
+    for lines in (aws, user_lines(_spec("s5cmd", "plain", direction))):
+        assert {"AWS_PROFILE", "AWS_DEFAULT_PROFILE"} <= set(_unset(lines)), lines
     assert _value(_copy_argv(aws), "--endpoint-url") == ENDPOINT
 
     s3cmd = user_lines(_spec("s3cmd", "plain", direction, concurrency=1, config_dir="/etc/me"))
@@ -317,8 +338,14 @@ def dataset(tmp_path_factory) -> Path:
 def _run(lines: list[str], local: Path, cwd: Path, path: str) -> subprocess.CompletedProcess:
     """The lines as a user pastes them into bash, the placeholder replaced by ``local``."""
     script = "\n".join(line.replace(LOCAL_DIR, str(local)) for line in lines)
-    env = {k: v for k, v in os.environ.items() if k not in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE")}
-    env |= {"PATH": path, "AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET}
+    env = dict(os.environ) | {
+        "PATH": path,
+        "AWS_ACCESS_KEY_ID": KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+    }
+    # a profile of the user's own, which the measured copies did not read either: the AWS
+    # CLI would look for it in the config file the lines write, and stop
+    env |= {"AWS_PROFILE": "someone-elses", "AWS_DEFAULT_PROFILE": "someone-elses"}
     cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         ["bash", "-e", "-c", script], env=env, cwd=cwd, capture_output=True, text=True,

@@ -347,16 +347,21 @@ def file_line(path: Path, text: str) -> str:
 def shell_lines(cmd: ToolCommand) -> list[str]:
     """``cmd`` as bash lines a user types: its small files written first, then its argv
     with its variables in front (scoped to that one command). A variable that holds a
-    credential is left out, whatever it holds: the user has their own."""
+    credential is left out, whatever it holds: the user has their own. The variables the
+    measured copy did not see are unset for it too (``env -u``): an ``AWS_PROFILE`` in the
+    user's shell would make the AWS CLI look for that profile in the config file the line
+    writes, which holds only the measured settings."""
     from cloudbench.campaign.secrets import secret_variable
 
     lines = [file_line(path, text) for path, text in cmd.files.items()]
+    unset = ["env", *(word for name in cmd.remove_env for word in ("-u", name))]
     env = [
         f"{name}={shlex.quote(value)}"
         for name, value in cmd.env.items()
         if not secret_variable(name, cmd.env)
     ]
-    return [*lines, " ".join([*env, shlex.join(cmd.argv)])]
+    front = [shlex.join(unset)] if cmd.remove_env else []
+    return [*lines, " ".join([*front, *env, shlex.join(cmd.argv)])]
 
 
 def listed_bytes(root: Path, objects: tuple[str, ...] | list[str]) -> int:
