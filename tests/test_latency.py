@@ -247,3 +247,32 @@ def test_every_per_object_bar_is_named_by_what_sets_it_apart():
     assert len(set(labels)) == len(per) == 6
     assert "tursa · upload · multithread" in labels
     assert per_object_labels(per.head(1)) == ["download"]  # one bar: its direction
+
+
+def test_every_pair_is_named_inside_the_rate_vs_rtt_panel():
+    """The pair at the largest RTT was named to its right, half outside the axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from cloudbench.report.tools_section import _rate_vs_rtt_panel
+
+    p = pd.DataFrame(
+        {
+            "site": ["cosma", "archer2", "jasmin"],
+            "remote": ["objstore"] * 3,
+            "rtt_ms": [0.05, 12.0, 30.0],
+            "mb_per_s": [900.0, 400.0, 120.0],
+        }
+    )
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    _rate_vs_rtt_panel(ax, p, None)
+    fig.canvas.draw()
+    box = ax.get_window_extent()
+    names = [t for t in ax.texts if "→" in t.get_text()]
+    assert len(names) == 3
+    for text in names:
+        extent = text.get_window_extent()
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1, text.get_text()
+    plt.close(fig)

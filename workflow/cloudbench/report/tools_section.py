@@ -200,9 +200,14 @@ def latency_png(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> No
 
 def _rate_vs_rtt_panel(ax, p: pd.DataFrame, fit) -> None:
     ax.scatter(p["rtt_ms"], p["mb_per_s"], alpha=0.6, s=28, color="#0072B2", zorder=3)
+    right = p["rtt_ms"].max()
     for (site, remote), q in p.groupby(LINK):
-        ax.annotate(f"{site}→{remote}", (q["rtt_ms"].iloc[0], q["mb_per_s"].median()),
-                    xytext=(6, 4), textcoords="offset points", fontsize=8)  # fmt: skip
+        x = q["rtt_ms"].iloc[0]
+        # a pair in the right half is named on its left, so its name stays inside the axes
+        left = right > 0 and x > 0.5 * right
+        ax.annotate(f"{site}→{remote}", (x, q["mb_per_s"].median()),
+                    xytext=(-6 if left else 6, 4), textcoords="offset points", fontsize=8,
+                    ha="right" if left else "left")  # fmt: skip
     if fit is not None:
         xs = np.linspace(0, p["rtt_ms"].max() * 1.05, 50)
         ax.plot(xs, fit.intercept + fit.slope * xs, color="black", lw=1.5)
