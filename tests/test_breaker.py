@@ -298,3 +298,48 @@ def test_a_download_seen_only_by_its_files_is_judged_by_the_listing_alone():
     assert stall.cause(None, files, 62.0).endswith(REFUSED)
     unasked = _Stall(60, 0.0)  # nothing to ask, no log: no verdict, however long
     assert unasked.cause(None, files, 1.0) is None and unasked.cause(None, files, 999.0) is None
+
+
+@pytest.mark.quick  # importing Snakemake's scheduler loads its executor plugins (`which`)
+def test_an_opened_breaker_stops_the_scheduler_from_its_own_thread_while_the_lock_is_held(capsys):
+    """The run is stopped through Snakemake's own graceful stop, called from the watching
+    thread: it waits while the scheduler holds its lock (as its main thread does while it
+    registers a finished job, the moment a breaker opens) and then stops the run. A SIGTERM
+    to the process ran the same stop in the main thread, inside that lock: a run hung for
+    good with no job left (2026-11-26)."""
+    import threading
+    from types import SimpleNamespace
+
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    from cloudbench.site.snakemake_internals import stop_scheduling
+
+    held = SimpleNamespace(
+        _lock=threading.Lock(), _open_jobs=threading.Semaphore(0), _user_kill=None
+    )
+    workflow = SimpleNamespace(
+        scheduler=SimpleNamespace(exit_gracefully=lambda: JobScheduler.exit_gracefully(held))
+    )
+    state = breaker.State(
+        remote="main",
+        failures=3,
+        since="2026-11-26T23:22:57Z",
+        last="2026-11-26T23:24:33Z",
+        cause="dial tcp 127.0.0.1:58141: connect: connection refused",
+        by="download plain r3",
+        checked_epoch=0.0,
+    )
+    watcher = threading.Thread(
+        target=breaker.stop_submitting,
+        args=(state,),
+        kwargs={"stop": lambda: stop_scheduling(workflow)},
+    )
+    with held._lock:  # the scheduler's main thread, registering a finished job
+        watcher.start()
+        watcher.join(0.5)
+        assert watcher.is_alive() and held._user_kill is None  # waits its turn
+    watcher.join(10)
+    assert not watcher.is_alive()
+    assert held._user_kill == "graceful"  # what Snakemake's SIGTERM handler sets
+    assert held._open_jobs.acquire(timeout=1)  # the scheduling loop is woken to end the run
+    assert "no more measurements of it are started" in capsys.readouterr().err

@@ -27,8 +27,6 @@ batch jobs, and an outage outlives any one of them.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -289,9 +287,10 @@ def watch(
     return stop
 
 
-def stop_submitting(state: State) -> None:
-    """End the run as Snakemake ends one on SIGTERM: no job is submitted any more, running
-    ones finish, then onerror says how it stopped (with the breaker's line)."""
+def stop_submitting(state: State, stop: Callable[[], None]) -> None:
+    """End the run as Snakemake ends one on SIGTERM (``stop``: its scheduler's graceful
+    stop, cloudbench.site.snakemake_internals): no job is submitted any more, running ones
+    finish, then onerror says how it stopped (with the breaker's line)."""
     import sys
 
     print(
@@ -300,7 +299,7 @@ def stop_submitting(state: State) -> None:
         file=sys.stderr,
         flush=True,
     )
-    os.kill(os.getpid(), signal.SIGTERM)
+    stop()
 
 
 def summary(places: Iterable[tuple[str | Path, str]], policy: Policy) -> list[str]:

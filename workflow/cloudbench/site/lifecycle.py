@@ -13,6 +13,7 @@ at exit; whichever comes first says it, once.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import sys
 import time
@@ -89,7 +90,9 @@ def started(
     atexit.register(stopped, run, workflow)
     # a store that stops answering ends the run: no job is submitted for it (site.breaker)
     if not c.store_down.wait_s:
-        breaker.watch(breaker_places(c), store_down_policy(c), breaker.stop_submitting)
+        end = functools.partial(snakemake_internals.stop_scheduling, workflow)
+        on_open = functools.partial(breaker.stop_submitting, stop=end)
+        breaker.watch(breaker_places(c), store_down_policy(c), on_open)
 
 
 def stopped(run: Run, workflow: Any) -> None:

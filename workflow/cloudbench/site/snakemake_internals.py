@@ -7,7 +7,8 @@ record is complete and ok. That needs three things Snakemake does not promise: t
 of the DAG, the persistence's ``incomplete`` coroutine and its ``cleanup_metadata``. The
 workflow also reads two of the run's settings Snakemake does not document for a Snakefile
 (whether jobs run in conda envs, the group components) and puts its filter on Snakemake's
-logger (cloudbench.site.terminal).
+logger (cloudbench.site.terminal). A run whose store stopped answering is ended through the
+scheduler's own graceful stop (cloudbench.site.breaker), not a signal to itself.
 :func:`api_problems` names any that an upgrade changed; a test calls it, so an upgrade fails
 loudly in CI instead of silently re-measuring.
 """
@@ -52,6 +53,18 @@ def group_components(workflow: Any) -> Mapping[str, int]:
     return workflow.group_settings.group_components
 
 
+def stop_scheduling(workflow: Any) -> None:
+    """What SIGTERM makes Snakemake do (no job is started any more, the running ones
+    finish, then the run ends as failed), called from a thread of cloudbench's own.
+
+    Not a SIGTERM to this process: Snakemake's handler takes the scheduler's lock in the
+    main thread, and the main thread holds that lock while it registers a finished job,
+    so a signal that arrives then waits for a lock its own thread holds, for ever. A
+    breaker opens just as a transfer job ends, so it arrived then (a store_down test hung
+    with no job running, 2026-11-26). From another thread the same call waits its turn."""
+    workflow.scheduler.exit_gracefully()
+
+
 def logger() -> logging.Logger:
     """Snakemake's logger, whose terminal handler cloudbench.site.terminal filters."""
     from snakemake.logging import logger as snakemake_logger
@@ -77,13 +90,30 @@ def api_problems() -> list[str]:
         problems.append("PersistenceBase.cleanup_metadata is gone")
     if not isinstance(dag.DAG.__dict__.get("jobs"), property):
         problems.append("DAG.jobs is no longer a property")
-    for name in ("dag", "persistence", "async_run"):
+    for name in ("dag", "persistence", "async_run", "scheduler"):
         if not hasattr(workflow.Workflow, name):
             problems.append(f"Workflow.{name} is gone")
+    problems += _scheduler_problems()
     problems += _settings_problems(workflow.Workflow)
     if not isinstance(getattr(snakemake_logging, "logger", None), logging.Logger):
         problems.append("snakemake.logging.logger is no longer a logging.Logger")
     return problems
+
+
+def _scheduler_problems() -> list[str]:
+    """What :func:`stop_scheduling` needs of the scheduler: a graceful stop that may be
+    called from any thread (it takes the scheduler's lock and wakes the scheduling loop)."""
+    from snakemake.scheduling import job_scheduler
+
+    scheduler = getattr(job_scheduler, "JobScheduler", None)
+    if scheduler is None:
+        return ["snakemake.scheduling.job_scheduler.JobScheduler is gone"]
+    stop = getattr(scheduler, "exit_gracefully", None)
+    if not callable(stop):
+        return ["JobScheduler.exit_gracefully is gone"]
+    if list(inspect.signature(stop).parameters) != ["self", "args"]:
+        return ["JobScheduler.exit_gracefully no longer takes (*args)"]
+    return []
 
 
 def _settings_problems(workflow_class: type) -> list[str]:
