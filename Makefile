@@ -52,24 +52,25 @@ sysdeps:
 
 # Tiers (tests/conftest.py gives each test one): unit (pure functions), quick (starts
 # processes or servers), full (campaigns, schedulers, browsers). Tests marked `rates` check
-# measured rates against a bandwidth cap and run alone; the rest run side by side.
+# measured rates against a bandwidth cap: they run beside the rest at the largest CPU weight
+# (a cgroup each, scripts/test-suite.sh), or first and alone where no cgroup can be made.
 PYTEST := $(BIN)/python -m pytest
 ## TEST_WORKERS: pytest-xdist workers for the tests that do not check rates (2 cores here;
 ## much of their time is spent waiting on capped transfers, Slurm polls and process
 ## start-up). Four: the two cores are busy throughout (vmstat, 2026-11-25); six were no
 ## faster on a quiet machine (2026-11-26: 649 s against 624 s, docs/testing.md)
 TEST_WORKERS ?= 4
-## RATES_WORKERS: the tests that check rates against a bandwidth cap (a few MB/s each, little
-## CPU) run this many at a time, with nothing else running. Two: with three (the demo's build
-## among them then), two multi-client tests shared the 2 cores with CPU-bound work, and a
-## 2-client upload reached 7.45 of its 8.39 MB/s (ci11; ci7 alike)
+## RATES_WORKERS: the tests that check rates against a bandwidth cap (a few MB/s each, a
+## quarter of a core each) run this many at a time. Two: with three (the demo's build among
+## them then, without CPU weights), two multi-client tests shared the 2 cores with CPU-bound
+## work, and a 2-client upload reached 7.45 of its 8.39 MB/s (ci11; ci7 alike)
 RATES_WORKERS ?= 2
 ## ARGS: more pytest arguments, e.g. make test-quick ARGS="-k probe -x"
 ARGS ?=
 
 ## test: the whole suite (installs what it needs): the tests that check rates (marked
-## `rates`) RATES_WORKERS at a time, alone, then every other test TEST_WORKERS at a time
-## (scripts/test-suite.sh); at the end the ten slowest and the counts
+## `rates`) RATES_WORKERS at a time, beside every other test TEST_WORKERS at a time at the
+## least CPU weight (scripts/test-suite.sh); at the end the ten slowest and the counts
 test: $(STAMP) sysdeps versitygw
 	@bash scripts/test-suite.sh "$(PYTEST)" $(RATES_WORKERS) $(TEST_WORKERS) $(ARGS)
 

@@ -20,10 +20,11 @@ starts a process FAILS, naming what it started; mark it ``@pytest.mark.quick`` (
 and caches, are let through: see ``ALLOWED_IN_UNIT``). ``pytest --tiers`` lists quick tests
 that started nothing (candidates for unit).
 
-``make test`` first runs the tests marked ``rates`` (they check measured rates against a
+``make test`` runs the tests marked ``rates`` (they check measured rates against a
 bandwidth cap, so load from other tests would fail them), RATES_WORKERS at a time (shared out
-by their expected seconds: :func:`round_robin_order`) with nothing else
-running; then the others side by side under pytest-xdist, where tests that share an
+by their expected seconds: :func:`round_robin_order`) at the largest CPU weight, beside the
+others at the least (scripts/test-suite.sh: a cgroup each; first and alone where none can be
+made); the others run side by side under pytest-xdist, where tests that share an
 expensive module- or session-scoped fixture (a campaign, the Slurm cluster) are kept on one
 worker (``xdist_group``) so that it is made once (the demo campaign: :func:`demo_report`).
 """
