@@ -179,7 +179,7 @@ def test_a_client_count_above_the_files_is_refused_before_any_work(tmp_path):
 
 
 @pytest.mark.scheduler
-@pytest.mark.rates(seconds=43)  # 2 x the cap within 10%: alone on the machine
+@pytest.mark.rates(seconds=43)  # 2 x the cap within 10%: at the largest CPU weight
 def test_pbs_starts_each_client_on_a_chunk_of_its_own_with_pbsdsh(slurm_cluster, tmp_path):  # noqa: F811
     """A PBS site (the tesseract profile, through qsub): a 2-client measurement is one job
     of select=2 chunks placed apart, its clients started by pbsdsh, one per node, each
@@ -233,7 +233,7 @@ def _one_allocation_profile(tmp_path: Path, site: str) -> Path:
 
 
 @pytest.mark.scheduler
-@pytest.mark.rates(seconds=90)  # N x the cap within 10%: alone on the machine
+@pytest.mark.rates(seconds=90)  # N x the cap within 10%: at the largest CPU weight
 def test_one_allocation_puts_each_client_on_a_node_of_its_own(slurm_cluster, tmp_path):  # noqa: F811
     """On the 3-node test Slurm, a site with transfers_on: one_allocation (the Slurm
     template's lines, uncommented) measuring 1, 2 and 3 clients: one sbatch for the whole

@@ -142,7 +142,7 @@ def _knee_config() -> dict:
     }
 
 
-@pytest.mark.rates(seconds=66)  # the link's cap within 10%: alone on the machine
+@pytest.mark.rates(seconds=66)  # the link's cap within 10%: at the largest CPU weight
 @pytest.mark.skipif(not versitygw_binary().exists(), reason="versitygw not built: make versitygw")
 def test_on_a_link_of_known_capacity_the_search_finds_the_knee_with_half_the_grid(tmp_path):
     """Through a shaping proxy (1 MB/s per connection, 4 MB/s in all) in front of versitygw:
