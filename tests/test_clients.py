@@ -174,6 +174,11 @@ def test_a_download_whose_files_carry_the_objects_times_is_timed_by_its_series(t
     ev = timed_evidence(Kept(tmp_path / "r1.log", listing, points, started_epoch=1000.0))
     assert (ev.bytes, ev.objects, ev.seconds) == (10, 2, 2.0)
     assert "r1.series.tsv" in ev.source
+    assert ev.exited_s == 2.2  # the last sample, taken as the client exits, holds every byte
+    # a last sample short of the bytes (a file removed as the client exited) saw no clean exit
+    series.write(points, [(0.0, 0), (1.0, 4), (2.0, 10), (2.2, 6)])
+    again = timed_evidence(Kept(tmp_path / "r1.log", listing, points, started_epoch=1000.0))
+    assert again.seconds == 2.0 and again.exited_s is None
 
 
 # --- s3cmd: its command line, its config file, its evidence ------------------------------------

@@ -454,6 +454,50 @@ def test_destination_sampler_sees_a_throttled_download_grow(server, dataset, tmp
     assert all(rate >= 0 for _t, _b, rate in got) and max(r for *_x, r in got) > 0
 
 
+def test_a_client_that_lingers_after_its_last_byte_is_traced_with_its_run_on(server, tmp_path):
+    """A real download by rclone as a site's command, then 3 s more before it exits (the
+    AWS CLI's teardown on a starved CI node took 2.4 s): the series' last sample, taken as
+    the client exits, is in step with the row's seconds, so ``cloudbench trace`` passes the
+    row and says the 3 s its rate counts, where it used to call it a mismatch."""
+    from dataclasses import replace
+
+    from cloudbench.measure.arrival import write_listing
+    from cloudbench.measure.clients.base import Kept, timed_evidence
+    from cloudbench.report import trace as tr
+
+    src = server.root / "bkt" / "linger"
+    src.mkdir(parents=True)
+    (src / "f1.bin").write_bytes(os.urandom(FILE_BYTES))
+    os.utime(src / "f1.bin", (1e9, 1e9))  # an object from 2001: its time is not the copy's
+    rclone = shlex.quote(find_rclone())
+    template = f'sh -c \'{rclone} copy "$1" "$2" && sleep 3\' _ {{src}} {{dst}}'
+    dest = tmp_path / "dl"
+    cmd = tools.copy_command(
+        "command", "s3t:bkt/linger", str(dest), concurrency=1, workdir=tmp_path, template=template
+    )
+    done = run_copy(cmd, sample_dir=dest, timeout=60)
+    assert done.returncode == 0, done.output
+    kept = Kept(
+        tmp_path / "r1.log", tmp_path / "r1.listing.tsv", tmp_path / "r1.series.tsv",
+        started_epoch=done.start_epoch,
+    )  # fmt: skip
+    series.write(kept.series, done.points)
+    # rclone keeps the object's time: the listing cannot say the seconds, the series does
+    f = dest / "f1.bin"
+    write_listing(kept.listing, {"f1.bin": (f.stat().st_size, f.stat().st_mtime)})
+    ev = timed_evidence(kept)
+    assert ev.timed_by == tr.SERIES and ev.exited_s is not None
+    assert ev.seconds <= done.seconds - 2.0, (ev, done.seconds)  # the bytes, long before exit
+    row = tr.Row("edi download main plain/command-1x1/r1", "command", "download", "ok", 1,
+                 FILE_BYTES, 1, done.seconds)  # fmt: skip
+    t = tr.judge(row, ev, tr.window(tr.SERIES))
+    assert t.verdict == tr.TRACED, tr.line(t)
+    assert 2.0 < tr.ran_on(t) < done.seconds and "after its last byte" in tr.line(t)
+    # the same evidence against seconds that are not the client's: a mismatch, as before
+    wrong = tr.judge(replace(row, seconds=done.seconds + 1.0), ev, tr.window(tr.SERIES))
+    assert wrong.verdict == tr.MISMATCH
+
+
 def test_a_client_whose_output_is_its_log_leaves_it_when_its_job_is_killed(tmp_path):
     """s5cmd, aws, s3cmd and command templates write their log as they run (not once they
     exit), with a second name: a job killed outright (SIGKILL) leaves what its client said,

@@ -206,3 +206,49 @@ def test_a_short_copy_traced_within_a_wide_window_says_how_close_its_evidence_re
     said = "\n".join(tr.summary([short, long]))
     assert "1 traced row(s) were copies shorter than 4 times their window's width" in said
     assert "to within 1.8%" in said and tr.exit_status([short, long]) == 0
+
+
+def test_a_client_that_ran_on_after_its_last_byte_is_traced_saying_how_long():
+    """CI, 2026-11-27: an AWS CLI download on a starved node had its 6 MiB on disk at 3.72 s
+    (the series) and exited at 6.13 s. The series' last sample saw the exit in step with the
+    row's end, so the 2.4 s run-on is measured, not a wrong row: traced, and said, since the
+    row's rate counts it. A row whose seconds match no exit the evidence saw still fails."""
+    win = tr.window(tr.SERIES)
+    row = _row(direction="download", tool="aws", seconds=6.126)
+    seen = Evidence(6 * MIB, 2, 3.722, "listing; seconds from r1.series.tsv", exited_s=6.13)
+    t = tr.judge(row, seen, win)
+    assert t.verdict == tr.TRACED, t.problems
+    assert tr.ran_on(t) == pytest.approx(2.404)
+    said = tr.line(t).splitlines()
+    assert said[0].endswith("-> traced") and said[1:] == [
+        "    the client ran 2.40 s after its last byte (its exit seen at 6.130 s), past the "
+        "2.00 s a quiet node's teardown takes: the row's seconds, and its rate, count that time"
+    ]
+    assert any("ran on after its last byte" in x and "2.40 s" in x for x in tr.summary([t]))
+    # the exit the evidence saw is not the row's end: the row's seconds are not the copy's
+    for exited in (3.9, 6.126 - 0.1, 6.126 + 0.6, None):
+        wrong = tr.judge(row, Evidence(6 * MIB, 2, 3.722, "series", exited_s=exited), win)
+        assert wrong.verdict == tr.MISMATCH and "outside series" in wrong.problems[0]
+    # bytes complete after the row ended are never passed by a seen exit
+    late = tr.judge(row, Evidence(6 * MIB, 2, 6.7, "series", exited_s=6.13), win)
+    assert late.verdict == tr.MISMATCH
+    # a run-on within the window is the window's to allow: nothing more is said
+    quiet = tr.judge(row, Evidence(6 * MIB, 2, 5.0, "series", exited_s=6.13), win)
+    assert quiet.verdict == tr.TRACED and tr.ran_on(quiet) is None
+    # only the series sees the exit: another kind's window never passes on it
+    local = tr.window(tr.LOCAL_LISTING)
+    assert tr.judge(row, Evidence(6 * MIB, 2, 3.722, "x", exited_s=6.13), local).verdict == (
+        tr.MISMATCH
+    )
+
+
+def test_a_groups_exit_is_its_last_clients():
+    series = {"timed_by": TIMED_BY_SERIES}
+    parts = [
+        (0.0, Evidence(3 * MIB, 1, 1.0, "a", exited_s=1.5, **series)),
+        (0.2, Evidence(3 * MIB, 1, 1.1, "b", exited_s=3.0, **series)),
+    ]
+    ev = tr.combine(parts, Evidence(None, None, None, "no listing"))
+    assert ev.exited_s == pytest.approx(3.2) and ev.seconds == pytest.approx(1.3)
+    one_unseen = [parts[0], (0.2, Evidence(3 * MIB, 1, 1.1, "b", **series))]
+    assert tr.combine(one_unseen, Evidence(None, None, None, "x")).exited_s is None

@@ -79,11 +79,40 @@ class Window:
     below_s: float | None
     above_s: float
     why: str
+    # how far before the row's end the evidence's own sight of the client's exit may lie
+    # (Evidence.exited_s: the series' last sample); None: this kind never sees the exit
+    exit_below_s: float | None = None
 
     def holds(self, row_s: float, evidence_s: float) -> bool:
         if evidence_s > row_s + self.above_s:
             return False
         return self.below_s is None or evidence_s >= row_s - self.below_s
+
+    def ran_on_s(self, row_s: float, ev: Evidence) -> float | None:
+        """How long the client ran after its last byte, where the evidence saw it exit in
+        step with the row's end: then that time is measured, not assumed (``below_s``
+        allows only a quiet node's teardown), and a client that lingered is told apart from
+        a row whose seconds are wrong. None: the evidence did not see the exit there."""
+        if self.exit_below_s is None or ev.exited_s is None or ev.seconds is None:
+            return None
+        if not row_s - self.exit_below_s <= ev.exited_s <= row_s + self.above_s:
+            return None
+        return row_s - ev.seconds
+
+    def judges(self, row_s: float, ev: Evidence) -> bool:
+        """The evidence's seconds within the window, or before it by a run-on that the
+        evidence itself measured (:meth:`ran_on_s`)."""
+        assert ev.seconds is not None
+        if self.holds(row_s, ev.seconds):
+            return True
+        return ev.seconds <= row_s + self.above_s and self.ran_on_s(row_s, ev) is not None
+
+    def ran_on_past(self, row_s: float | None, ev: Evidence) -> float | None:
+        """The run-on after the last byte where it is longer than the window allows (and so
+        measured, not allowed for): the row's rate counts it, and the line says so."""
+        if row_s is None or ev.seconds is None or self.holds(row_s, ev.seconds):
+            return None
+        return self.ran_on_s(row_s, ev)
 
     def text(self) -> str:
         low = "any" if self.below_s is None else f"-{self.below_s:.2f}"
@@ -138,6 +167,7 @@ def window(kind: str, resolution_s: float = 0.0, clock_uncertainty_s: float = 0.
             EXIT_S + c,
             SERIES_STOP_S + c,
             "the destination sampled every second, and once more as the client exits",
+            exit_below_s=CLOCK_S + c,
         )
     raise ValueError(f"no such kind of evidence: {kind}")
 
@@ -184,7 +214,7 @@ def judge(row: Row, ev: Evidence, win: Window | None) -> Traced:
         if ev.seconds is not None and win is None:
             problems.append(f"seconds {ev.seconds:.3f} by no known kind of evidence: not judged")
         elif ev.seconds is not None and row.seconds is not None and win is not None:
-            if not win.holds(row.seconds, ev.seconds):
+            if not win.judges(row.seconds, ev):
                 problems.append(
                     f"seconds {ev.seconds:.3f} in the evidence, {row.seconds:.3f} in the row: "
                     f"outside {win.text()}"
@@ -212,7 +242,17 @@ def looseness(t: Traced) -> float | None:
         return None
     if ((win.below_s or 0.0) + win.above_s) / seconds < LOOSE_SHARE:
         return None
+    if ran_on(t) is not None:  # the run-on past the window is said instead, measured
+        return None
     return abs(said - seconds) / seconds
+
+
+def ran_on(t: Traced) -> float | None:
+    """A traced row's client's run-on after its last byte, where longer than its window
+    allows and measured by the evidence (None otherwise)."""
+    if t.verdict != TRACED or t.window is None:
+        return None
+    return t.window.ran_on_past(t.row.seconds, t.evidence)
 
 
 def combine(parts: Sequence[tuple[float, Evidence]], whole: Evidence) -> Evidence:
@@ -232,17 +272,19 @@ def combine(parts: Sequence[tuple[float, Evidence]], whole: Evidence) -> Evidenc
         return getattr(whole, key)
 
     ends = [start + ev.seconds for start, ev in parts if ev.seconds is not None]
+    exits = [start + ev.exited_s for start, ev in parts if ev.exited_s is not None]
     if parts and len(ends) == len(parts):
         seconds, timed_by = max(ends), evs[0].timed_by
         resolution = max(ev.resolution_s for ev in evs)
+        exited = max(exits) if len(exits) == len(parts) else None
     else:
         seconds, used_whole = whole.seconds, True
-        timed_by, resolution = whole.timed_by, whole.resolution_s
+        timed_by, resolution, exited = whole.timed_by, whole.resolution_s, whole.exited_s
     nbytes, objects = total("bytes"), total("objects")
     said = f"{len(parts)} clients: {'; '.join(sorted({ev.source for ev in evs}))}"
     if used_whole:
         said += f"; the group's {whole.source}"
-    return Evidence(nbytes, objects, seconds, said, timed_by, resolution)
+    return Evidence(nbytes, objects, seconds, said, timed_by, resolution, exited)
 
 
 # --- lines -----------------------------------------------------------------------------------
@@ -265,6 +307,12 @@ def line(t: Traced) -> str:
     notes = list(t.problems)
     if (off := looseness(t)) is not None:  # under the verdict, which stays the line's last word
         notes.append(f"a window wide against the copy: the evidence is {off:.1%} off its seconds")
+    if (ran := ran_on(t)) is not None:
+        notes.append(
+            f"the client ran {ran:.2f} s after its last byte (its exit seen at "
+            f"{t.evidence.exited_s:.3f} s), past the {t.window.below_s:.2f} s a quiet node's "
+            "teardown takes: the row's seconds, and its rate, count that time"
+        )
     return out + "".join(f"\n    {p}" for p in notes)
 
 
@@ -289,6 +337,13 @@ def summary(traced: Sequence[Traced], allow_untimed: bool = False) -> list[str]:
             "their window's width, which alone would pass them at several times their real "
             f"rate; their evidence says their seconds to within {max(loose):.1%} (each line "
             "says by how much)"
+        )
+    ran = [r for t in traced if (r := ran_on(t)) is not None]
+    if ran:
+        out.append(
+            f"{len(ran)} traced row(s) whose client ran on after its last byte longer than a "
+            f"quiet node's teardown, up to {max(ran):.2f} s (seen in their series): their "
+            "rates count that time (each line says how long)"
         )
     bad = [t for t in traced if not passes(t, allow_untimed)]
     untimed = sum(t.verdict == UNTIMED for t in traced)

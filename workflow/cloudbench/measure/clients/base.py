@@ -136,6 +136,11 @@ class Evidence:
     source: str  # which files said it
     timed_by: str | None = None  # what said the seconds (TIMED_BY_*); None: nothing did
     resolution_s: float = 0.0  # how far the seconds may be off by the evidence's own rounding
+    # when the evidence saw the client exit, on the same clock (the series' last sample, taken
+    # as the client exits); None: it did not see it. With it, the time a client ran on after
+    # its last byte is measured rather than assumed (a Python client's teardown on a starved
+    # node took 2.4 s in CI)
+    exited_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,7 @@ def timed_evidence(kept: Kept) -> Evidence:
         seconds=whole[0],
         source=f"{ev.source}; seconds from {kept.series.name}",
         timed_by=TIMED_BY_SERIES,
+        exited_s=whole[-1] if whole[-1] == points[-1][0] else None,
     )
 
 

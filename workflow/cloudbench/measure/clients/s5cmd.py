@@ -85,6 +85,7 @@ class S5cmd(S3Client):
             seconds=timed.seconds,
             source=f"s5cmd's JSON lines ({log.name}), times from {timed.source}",
             timed_by=timed.timed_by,
+            exited_s=timed.exited_s,
         )
 
 
