@@ -35,6 +35,7 @@ import pandas as pd
 
 from cloudbench.campaign.identity import ROUTE
 from cloudbench.measure.series import rates as series_rates
+from cloudbench.report.select import same_keys
 
 MIN_SIDE_S = 3.0
 MIN_DROP = 0.2  # the rate after the burst is at least 20% lower
@@ -131,8 +132,6 @@ def bursts(transfers: pd.DataFrame, series: pd.DataFrame, keys: list[str]) -> pd
 
 def burst_lines(metrics: pd.DataFrame) -> list[str]:
     """One sentence per site, remote, direction and layout with bursts, for the front page."""
-    from cloudbench.report.stats import same_keys  # stats imports this module
-
     if "burst_s" not in metrics or metrics["burst_s"].isna().all():
         return []
     lines = []

@@ -35,6 +35,7 @@ from cloudbench.intervals import (
     shifted_rank_p,
     smallest_p,
 )
+from cloudbench.report.html_page import html_table, page
 
 # a measurement's identity less its repeat (campaign.identity) and the strategy, which the
 # layout already names
@@ -193,8 +194,6 @@ def counts_text(table: pd.DataFrame) -> str:
 
 def write_outputs(table: pd.DataFrame, a: str, b: str, tsv: Path, page_path: Path) -> None:
     """compare.tsv and the Comparison page (regressions first, flagged)."""
-    from cloudbench.report.tables import html_table, page
-
     tsv.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(tsv, sep="\t", index=False, na_rep="")
     head = html.escape(lines(table, a, b)[0])
@@ -205,8 +204,6 @@ def write_outputs(table: pd.DataFrame, a: str, b: str, tsv: Path, page_path: Pat
 
 def nothing_to_compare(tsv: Path, page_path: Path) -> None:
     """The Comparison outputs of a campaign that names no ``compare_with``."""
-    from cloudbench.report.tables import html_table, page
-
     empty = pd.DataFrame(columns=COLUMNS)
     empty.to_csv(tsv, sep="\t", index=False)
     page_path.write_text(

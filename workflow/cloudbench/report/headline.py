@@ -34,6 +34,7 @@ from cloudbench.report import stats
 from cloudbench.report.burst import burst_lines
 from cloudbench.report.failures import scope_sentences
 from cloudbench.report.labels import NA, with_interval
+from cloudbench.report.select import same_keys
 
 STYLE = (
     "<style>"
@@ -149,7 +150,7 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame, by_tool: bool = False) ->
     out = []
     several = summary["setting"].nunique() > 1 if not summary.empty else False
     for r in summary.itertuples(index=False):
-        sel = metrics[stats.same_keys(metrics, r._asdict(), GROUP)]
+        sel = metrics[same_keys(metrics, r._asdict(), GROUP)]
         rates = stats.ok_rates(sel)["mb_per_s"].to_numpy(float)
         iv = median_interval(rates)
         out.append(

@@ -32,7 +32,8 @@ import pandas as pd
 
 from cloudbench.campaign.identity import LINK, MEASUREMENT, ROUTE
 from cloudbench.intervals import median_interval
-from cloudbench.report.stats import TREND_MIN_PLACES, LinearFit, linear_fit, same_keys
+from cloudbench.report.select import same_keys
+from cloudbench.report.stats import TREND_MIN_PLACES, LinearFit, linear_fit
 
 MS = 1000.0
 PROBE_COLUMNS = [

@@ -20,8 +20,8 @@ from cloudbench.intervals import level_text
 from cloudbench.report import scaling
 from cloudbench.report.figures import RATE_LABEL, grid, placeholder, save
 from cloudbench.report.headline import rate_caps
-from cloudbench.report.stats import same_keys
-from cloudbench.report.tables import html_table, page
+from cloudbench.report.html_page import html_table, page
+from cloudbench.report.select import same_keys
 
 SHADES = sns.color_palette("colorblind", 10)
 NO_SWEEP = (

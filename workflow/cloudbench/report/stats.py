@@ -54,6 +54,7 @@ from cloudbench.intervals import (
 from cloudbench.measure.record import STALL_NOTED_MIN_S, STALL_NOTED_S, STALL_NOTED_SHARE
 from cloudbench.measure.series import rates as rates_of
 from cloudbench.report import burst
+from cloudbench.report.select import same_keys
 
 RAMP_FRACTION = 0.10
 MIN_SERIES_POINTS = 3
@@ -348,14 +349,6 @@ def _same_setting(m: pd.DataFrame, group: pd.DataFrame, setting: str) -> pd.Seri
         return m["setting"] == setting
     tool, clients, conc = run.iloc[0]
     return (m["tool"] == tool) & (m["clients"] == clients) & (m["concurrency"] == conc)
-
-
-def same_keys(table: pd.DataFrame, key: Mapping[str, Any], keys: Sequence[str]) -> pd.Series:
-    """Rows of ``table`` whose ``keys`` (a view of the identity) have ``key``'s values."""
-    hit = pd.Series(True, index=table.index)
-    for k in keys:
-        hit &= table[k] == key[k]
-    return hit
 
 
 def counted_sum(values: pd.Series) -> float:

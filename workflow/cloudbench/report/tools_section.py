@@ -25,8 +25,8 @@ from cloudbench.campaign.identity import LABELS, LINK, ROUTE
 from cloudbench.intervals import level_text
 from cloudbench.report import latency
 from cloudbench.report.figures import DIRECTIONS, RATE_LABEL, grid, placeholder, save
+from cloudbench.report.html_page import html_table, page
 from cloudbench.report.stats import TREND_MIN_PLACES
-from cloudbench.report.tables import html_table, page
 
 NO_ROWS = "no successful transfers yet"
 ONE_TOOL = (
