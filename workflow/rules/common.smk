@@ -8,8 +8,8 @@ from pathlib import Path
 from cloudbench.site import jobenv, lifecycle, snakemake_internals
 from cloudbench.campaign import jobs, order, paths, precision, tune
 from cloudbench.campaign.identity import MeasurementId
+from cloudbench.campaign.labels import SETTING_PATTERN
 from cloudbench.campaign.model import (
-    SETTING_PATTERN,
     ConfigError,
     auto_runtime_min,
     Layout,

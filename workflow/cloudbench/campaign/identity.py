@@ -19,19 +19,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from cloudbench.campaign.labels import Layout, Setting  # the labels' one reader
+
 # The metadata of a key that another key's label already names: (that key, its reader)
 NAMED_BY = "named_by"
 
 
 def _tool_of(setting: str) -> str:
-    from cloudbench.campaign.model import Setting  # the labels' one reader
-
     return Setting.from_label(setting).tool
 
 
 def _strategy_of(layout: str) -> str:
-    from cloudbench.campaign.model import Layout
-
     return Layout.from_label(layout).strategy
 
 

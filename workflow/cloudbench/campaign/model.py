@@ -7,7 +7,6 @@ stops the run before any job starts, with one line naming the key and the value.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import re
@@ -19,30 +18,31 @@ from typing import Any
 from cloudbench.campaign import clients
 from cloudbench.campaign import rclone_options as rc
 from cloudbench.campaign.identity import MeasurementId
+from cloudbench.campaign.labels import (
+    AUTO,
+    STRATEGIES,
+    ConfigError,
+    Layout,
+    Setting,
+)
 from cloudbench.campaign.precision import Precision, copy_repeat, first_rounds
 from cloudbench.campaign.secrets import credential_flag, credential_in_remote, credential_in_value
 from cloudbench.campaign.template import PLACEHOLDERS, TemplateError, template_argv
 from cloudbench.campaign.tune import Tune
 from cloudbench.data import chunking
-from cloudbench.sizes import SizeError, parse_duration, parse_size, size_label
+from cloudbench.sizes import SizeError, parse_duration, parse_size
 
-STRATEGIES = ("plain", "chunked", "multithread")
 NESTED = "nested"  # dataset.layout of many small files in nested directories
 FILES_PER_DIR = 100  # nested: files per leaf directory; leaves grouped 10 per top directory
 TOOLS = clients.NAMES  # clients that move the data, by the registry (one module each)
 # Strategies only a client that can split one file into parallel streams measures
 # (clients.REGISTRY's multithread capability: rclone's per-file streams).
 MULTI_STREAM_STRATEGIES = ("multithread",)
-AUTO = "auto"  # concurrency: the job's threads (the cores of one node), as without a sweep
 DIRECTIONS = ("upload", "download")
 ALL_SITES = "all"
 NO_SITE = "none"  # only pull every site's results from the remote and aggregate them
 RESERVED_SITE_NAMES = (ALL_SITES, NO_SITE)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-class ConfigError(ValueError):
-    """A campaign config that asks for something impossible; the message names key and value."""
 
 
 @dataclass(frozen=True)
@@ -77,64 +77,6 @@ class Remote:
         if self.url.endswith(":"):
             return f"{self.url}{tail}"
         return f"{self.url.rstrip('/')}/{tail}"
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How the dataset is laid out on the remote for one strategy: whole files or chunks."""
-
-    strategy: str
-    chunk_bytes: int  # 0 for whole files
-
-    @property
-    def label(self) -> str:
-        if self.strategy == "chunked":
-            return f"chunked-{size_label(self.chunk_bytes)}"
-        return self.strategy
-
-    @property
-    def chunk_label(self) -> str:
-        return size_label(self.chunk_bytes)
-
-    @classmethod
-    def from_label(cls, label: str) -> Layout:
-        if label.startswith("chunked-"):
-            return cls("chunked", parse_size(label.removeprefix("chunked-")))
-        if label not in STRATEGIES:
-            raise ConfigError(f"unknown layout label {label!r}")
-        return cls(label, 0)
-
-
-@dataclass(frozen=True)
-class Setting:
-    """How many clients move a copy at once, and with what parallelism each.
-
-    ``clients`` processes (each on its own node in batch mode) each move their own share of
-    the files, started together; ``concurrency`` is each client's rclone parallelism
-    (``--transfers`` for plain and chunked, ``--multi-thread-streams`` for multithread),
-    None for the job's threads. The label names a measurement's folder: ``rclone-4x32``.
-    """
-
-    tool: str = "rclone"
-    clients: int = 1
-    concurrency: int | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.tool}-{self.clients}x{self.concurrency or AUTO}"
-
-    @classmethod
-    @functools.cache
-    def from_label(cls, label: str) -> Setting:
-        m = _SETTING_RE.match(label)
-        if not m:
-            raise ConfigError(f"unknown setting label {label!r} (expected e.g. rclone-4x32)")
-        conc = m.group(3)
-        return cls(m.group(1), int(m.group(2)), None if conc == AUTO else int(conc))
-
-
-SETTING_PATTERN = r"([a-z0-9]+)-([0-9]+)x([0-9]+|auto)"
-_SETTING_RE = re.compile(f"^{SETTING_PATTERN}$")
 
 
 @dataclass(frozen=True)
