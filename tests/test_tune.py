@@ -9,7 +9,7 @@ import random
 import pytest
 
 from cloudbench.campaign.model import ConfigError, load_campaign
-from cloudbench.campaign.tune import (
+from cloudbench.campaign.search import (
     BUDGET,
     COLLAPSE,
     DROPPED,

@@ -26,9 +26,9 @@ from cloudbench.campaign.labels import (
     Setting,
 )
 from cloudbench.campaign.precision import Precision, copy_repeat, first_rounds
+from cloudbench.campaign.search import Tune
 from cloudbench.campaign.secrets import credential_flag, credential_in_remote, credential_in_value
 from cloudbench.campaign.template import PLACEHOLDERS, TemplateError, template_argv
-from cloudbench.campaign.tune import Tune
 from cloudbench.data import chunking
 from cloudbench.sizes import SizeError, parse_duration, parse_size
 
