@@ -7,8 +7,11 @@ series: :meth:`cloudbench.measure.clients.base.Client.evidence`). This command a
 row's client, and compares: bytes and objects exactly, seconds within a window that
 depends on the kind of evidence (:func:`window`), since each kind has its own clock and
 resolution. A row whose evidence cannot say its seconds is said to be *untimed*, never
-passed in silence. A group of clients (``clients`` > 1) adds its clients' bytes up and
-spans the first start to the last end, as its row does.
+passed in silence. Where the evidence also saw the client exit (the series' last sample), a
+client that ran on after its last byte for longer than a window allows is measured, not
+failed: traced, with a line saying how long its rate counts (:meth:`Window.ran_on_s`). A
+group of clients (``clients`` > 1) adds its clients' bytes up and spans the first start to
+the last end, as its row does.
 
 The comparison is pure (:func:`judge`, :func:`combine`, :func:`window`); reading the files
 is at the edge (:func:`evidence_of`, :func:`trace`).
