@@ -69,8 +69,8 @@ RATES_WORKERS ?= 2
 ARGS ?=
 
 ## test: the whole suite (installs what it needs): the tests that check rates (marked
-## `rates`) RATES_WORKERS at a time, beside every other test TEST_WORKERS at a time at the
-## least CPU weight (scripts/test-suite.sh); at the end the ten slowest and the counts
+## `rates`) RATES_WORKERS at a time, beside every other test TEST_WORKERS at a time at
+## an eighth of their CPU weight (scripts/test-suite.sh); at the end the ten slowest and the counts
 test: $(STAMP) sysdeps versitygw
 	@bash scripts/test-suite.sh "$(PYTEST)" $(RATES_WORKERS) $(TEST_WORKERS) $(ARGS)
 

@@ -9,13 +9,18 @@
 #
 # The two sessions run side by side, each in a cgroup of its own (the cgroup-v1 cpu
 # controller, where this user may make groups: root on the test machines): the rates
-# session's group has the largest CPU weight there is (cpu.shares 262144), the others' the
-# smallest (2), so a rates test's process gets a core the moment it wants one and the
-# others take every cycle it leaves (three quarters of the two cores while it runs).
-# Measured on 2026-11-26 with the whole others session beside them: every rate the rates
-# tests check read 0.953-0.997 of its cap, as alone (0.967-0.997). Where no group can be
-# made, the rates session runs first, alone, as before: with plain nice (rates at -5,
-# others at 10) capped copies lost 10-20% of their rate (ci13, ci14 on 2026-11-25).
+# session's group weighs eight times the others' (cpu.shares 8192 against 1024), so a rates
+# test's process gets a core the moment it wants one (a waking group preempts, and it is
+# given 8/9 of the machine while both want more), and the others take every cycle it leaves
+# (three quarters of the two cores while it runs) and never less than 1/9 of them. A weight
+# of 262144 against 2 (2026-11-26: every rate the rates tests check read 0.953-0.997 of
+# its cap) starved the others outright while a rates test built a report: on a machine half
+# as fast (2026-11-28) a demo copy paced at 16.8 MB/s read 6.4, a group's exec and exit took
+# 0.55 s and an AWS CLI exited 2.4 s after its last byte, failing 2 of 3 fresh-clone runs.
+# Group weights are not nice levels: a group gets its share whatever its number of
+# processes (plain nice, rates at -5 and others at 10, cost capped copies 10-20% of their
+# rate: ci13, ci14 on 2026-11-25). Where no group can be made, the rates session runs
+# first, alone.
 #
 # Usage: scripts/test-suite.sh PYTEST RATES_WORKERS TEST_WORKERS [pytest args...]
 set -uo pipefail
@@ -56,10 +61,10 @@ in_group() {
 rates=(-m rates -n "$rates_workers" "$@")
 others=(-m "not rates" -n "$test_workers" --dist loadgroup "$@")
 
-if fast=$(cpu_group rates 262144) && slow=$(cpu_group others 2); then
+if fast=$(cpu_group rates 8192) && slow=$(cpu_group others 1024); then
     groups=("$fast" "$slow")
     echo "== the tests that check measured rates, $rates_workers at a time (output below once" \
-        "they end), beside every other test, $test_workers at a time, at the least CPU weight"
+        "they end), beside every other test, $test_workers at a time, at an eighth of their CPU weight"
     in_group "$fast" "${rates[@]}" > "$work/rates.out" 2>&1 &
     rates_pid=$!
     in_group "$slow" "${others[@]}"

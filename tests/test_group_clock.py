@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 from cloudbench.measure import group
+from cloudbench.report import trace
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.s3 import SERVE_S3, VERSITYGW, serve_s3, versitygw_binary
 from tests.infra.skewclock import faked_clock_env, libfaketime
@@ -199,6 +200,10 @@ def test_a_node_one_second_behind_in_a_two_node_group(slurm_cluster, tmp_path): 
     real_seconds = max(end for _, end in real) - min(start for start, _ in real)
     assert real_skew < 0.3, real
     assert row["start_skew_s"] == pytest.approx(real_skew, abs=0.3)
-    assert row["seconds"] == pytest.approx(real_seconds, abs=0.5)
+    # the row's seconds against rclone's own, at the level ``cloudbench trace`` states for
+    # rclone's log with a group's clock uncertainty: its lines leave out the clients' exec
+    # and exit (0.55 s of them on a starved CI node, 2026-11-28: an absolute 0.5 s failed)
+    win = trace.window(trace.LOG_STAMPS, clock_uncertainty_s=float(row["clock_uncertainty_s"]))
+    assert win.holds(float(row["seconds"]), real_seconds), (row["seconds"], real, win.text())
     first = pd.Timestamp(row["started_utc"]).timestamp()  # the group's clock is node1's
     assert first == pytest.approx(min(start for start, _ in real), abs=0.3)
