@@ -52,8 +52,7 @@ sysdeps:
 
 # Tiers (tests/conftest.py gives each test one): unit (pure functions), quick (starts
 # processes or servers), full (campaigns, schedulers, browsers). Tests marked `rates` check
-# measured rates against a bandwidth cap: they run beside the rest at the largest CPU weight
-# (a cgroup each, scripts/test-suite.sh), or first and alone where no cgroup can be made.
+# measured rates against a bandwidth cap: they run first and alone (scripts/test-suite.sh).
 PYTEST := $(BIN)/python -m pytest
 ## TEST_WORKERS: pytest-xdist workers for the tests that do not check rates (2 cores here;
 ## much of their time is spent waiting on capped transfers, Slurm polls and process
@@ -69,8 +68,8 @@ RATES_WORKERS ?= 2
 ARGS ?=
 
 ## test: the whole suite (installs what it needs): the tests that check rates (marked
-## `rates`) RATES_WORKERS at a time, beside every other test TEST_WORKERS at a time at
-## an eighth of their CPU weight (scripts/test-suite.sh); at the end the ten slowest and the counts
+## `rates`) RATES_WORKERS at a time, first and alone, then every other test TEST_WORKERS at
+## a time (scripts/test-suite.sh); at the end the ten slowest and the counts
 test: $(STAMP) sysdeps versitygw
 	@bash scripts/test-suite.sh "$(PYTEST)" $(RATES_WORKERS) $(TEST_WORKERS) $(ARGS)
 
