@@ -22,9 +22,8 @@ that started nothing (candidates for unit).
 
 ``make test`` runs the tests marked ``rates`` (they check measured rates against a
 bandwidth cap, so load from other tests would fail them), RATES_WORKERS at a time (shared out
-by their expected seconds: :func:`round_robin_order`) at the largest CPU weight, beside the
-others at the least (scripts/test-suite.sh: a cgroup each; first and alone where none can be
-made); the others run side by side under pytest-xdist, where tests that share an
+by their expected seconds: :func:`round_robin_order`), first and alone
+(scripts/test-suite.sh); the others run side by side under pytest-xdist, where tests that share an
 expensive module- or session-scoped fixture (a campaign, the Slurm cluster) are kept on one
 worker (``xdist_group``) so that it is made once (the demo campaign: :func:`demo_report`).
 """
