@@ -26,6 +26,16 @@ first bytes leave faster than the link, never the receiver. Waiting is sleeping,
 spinning: the CPU cost is a few reads and writes per 64 KiB (0.1 CPU-seconds for 6 s at
 3 MB/s).
 
+Its own record, for a test to judge a measured rate by the link's evidence of the same
+seconds (``Shaper.window``): every forwarded piece with its wall-clock time (``time.time()``,
+the clock of a record's ``started_utc``), each direction, and when each bucket was in debt
+(a piece waited for its tokens: the link, or that connection's own cap, was the bottleneck
+then and forwarded at exactly its rate). Over a window a direction forwarded ``bytes``; of
+its seconds the shared bucket was busy ``total_busy_s`` and each connection's own bucket
+``connection_busy_s``. On a starved machine the link is simply less busy (a sender that
+cannot keep it fed, a pump woken late): the record says so instead of a rate falling short
+of a nominal cap.
+
 Runs in threads of the calling process (an accept thread, two per connection) for the
 ``with`` block; leaving it closes every socket and joins the threads within a bounded time.
 """
@@ -55,7 +65,9 @@ UP, DOWN = "up", "down"  # client -> server, server -> client
 
 class TokenBucket:
     """``rate`` bytes/s, at most ``burst`` saved up; :meth:`take` may run into debt (a piece
-    larger than the burst still passes), which later takers wait out in turn."""
+    larger than the burst still passes), which later takers wait out in turn. ``debts``:
+    the wall-clock intervals [start, end] during which it was in debt, merged (while in debt
+    it lets bytes through at exactly ``rate``: the bottleneck), with the rate of each."""
 
     def __init__(self, rate: float, burst: int) -> None:
         self.rate = rate
@@ -63,6 +75,7 @@ class TokenBucket:
         self.tokens = float(burst)
         self.stamp = time.monotonic()
         self.lock = threading.Lock()
+        self.debts: list[list[float]] = []  # [start, end, rate]
 
     def _refill(self, now: float) -> None:
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
@@ -73,12 +86,57 @@ class TokenBucket:
         with self.lock:
             self._refill(time.monotonic())
             self.tokens -= n
-            return max(0.0, -self.tokens / self.rate)
+            wait = max(0.0, -self.tokens / self.rate)
+            if wait > 0:
+                now = time.time()
+                last = self.debts[-1] if self.debts else None
+                if last is not None and now <= last[1] and last[2] == self.rate:
+                    last[1] = now + wait
+                else:
+                    if last is not None and now < last[1]:
+                        last[1] = now  # the rate changed while in debt: a new interval
+                    self.debts.append([now, now + wait, self.rate])
+            return wait
+
+    def busy(self, t0: float, t1: float) -> tuple[float, float]:
+        """Of [t0, t1] (wall clock): the seconds this bucket was in debt, and the bytes its
+        rate let through in them."""
+        with self.lock:
+            spans = [(max(0.0, min(b, t1) - max(a, t0)), r) for a, b, r in self.debts]
+        return sum(s for s, _ in spans), sum(s * r for s, r in spans)
 
     def set_rate(self, rate: float) -> None:
         with self.lock:
             self._refill(time.monotonic())
             self.rate = rate
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the link did over [start, end] (wall clock) in one direction: the bytes it
+    forwarded, and for how long (and how many bytes' worth) its shared bucket and each
+    connection's own bucket were in debt, i.e. were the bottleneck."""
+
+    start: float
+    end: float
+    bytes: int  # forwarded
+    total_busy_s: float  # the shared bucket in debt: the total cap held the link
+    total_allowed: float  # its rate x those seconds: the bytes the total cap let through
+    connection_busy_s: tuple[float, ...]  # each connection's own bucket, in order opened
+    connection_allowed: tuple[float, ...]
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+    @property
+    def rate(self) -> float:
+        """Bytes/s forwarded over the window."""
+        return self.bytes / self.seconds
+
+    @property
+    def total_busy_share(self) -> float:
+        return self.total_busy_s / self.seconds
 
 
 @dataclass
@@ -101,6 +159,13 @@ class Shaper:
     collapsed: bool = field(default=False, init=False)
     lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     shared: dict[str, TokenBucket] = field(default_factory=dict, init=False, repr=False)
+    # (wall-clock time a piece was released to its receiver, cumulative bytes of its
+    # direction after it), each direction
+    sent: dict[str, list[tuple[float, int]]] = field(
+        default_factory=lambda: {UP: [], DOWN: []}, init=False, repr=False
+    )
+    # each connection's own buckets, in the order opened
+    own: list[dict[str, TokenBucket]] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.shared = {d: TokenBucket(self.total_bytes_per_s, self.burst_bytes) for d in (UP, DOWN)}
@@ -133,12 +198,33 @@ class Shaper:
         for bucket in self.shared.values():
             bucket.set_rate(self.total_cap)
 
-    def _forwarded(self, direction: str, n: int) -> None:
+    def _forwarded(self, direction: str, n: int, released: float) -> None:
         with self.lock:
             if direction == UP:
                 self.bytes_up += n
+                total = self.bytes_up
             else:
                 self.bytes_down += n
+                total = self.bytes_down
+            self.sent[direction].append((released, total))
+
+    def forwarded(self, direction: str, t0: float, t1: float) -> int:
+        """Bytes forwarded in ``direction`` whose piece left during [t0, t1] (wall clock)."""
+        with self.lock:
+            sent = list(self.sent[direction])
+        before = [b for t, b in sent if t < t0]
+        upto = [b for t, b in sent if t <= t1]
+        return (upto[-1] if upto else 0) - (before[-1] if before else 0)
+
+    def window(self, direction: str, t0: float, t1: float) -> Window:
+        """The link's own evidence of [t0, t1] (wall clock) in ``direction``: see Window."""
+        with self.lock:
+            own = [buckets[direction] for buckets in self.own]
+        each = [b.busy(t0, t1) for b in own]
+        return Window(
+            t0, t1, self.forwarded(direction, t0, t1), *self.shared[direction].busy(t0, t1),
+            tuple(s for s, _ in each), tuple(a for _, a in each),
+        )  # fmt: skip
 
 
 class _Connection:
@@ -150,6 +236,10 @@ class _Connection:
         self.client, self.server = client, server
         self.pumps_left = 2
         self.lock = threading.Lock()
+        rate, burst = shaper.per_connection_bytes_per_s, shaper.burst_bytes
+        self.own = {d: TokenBucket(rate, burst) for d in (UP, DOWN)}
+        with shaper.lock:
+            shaper.own.append(self.own)
 
     def shut(self) -> None:
         """Wake both pumps (a blocked recv or sendall returns): for a reset or the stop."""
@@ -159,7 +249,7 @@ class _Connection:
 
     def pump(self, direction: str, stop: threading.Event, live: set[_Connection]) -> None:
         src, dst = (self.client, self.server) if direction == UP else (self.server, self.client)
-        own = TokenBucket(self.shaper.per_connection_bytes_per_s, self.shaper.burst_bytes)
+        own = self.own[direction]
         shared = self.shaper.shared[direction]
         try:
             while data := src.recv(PIECE):
@@ -167,8 +257,9 @@ class _Connection:
                 # for its own tokens holds none of the link's
                 if stop.wait(own.take(len(data))) or stop.wait(shared.take(len(data))):
                     break
+                released = time.time()  # before the receiver can have any of it
                 dst.sendall(data)
-                self.shaper._forwarded(direction, len(data))
+                self.shaper._forwarded(direction, len(data), released)
             else:
                 dst.shutdown(socket.SHUT_WR)  # pass the end on; the other way goes on
         except OSError:  # a reset on either side ends both ways, as it would end-to-end
