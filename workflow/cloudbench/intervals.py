@@ -72,6 +72,7 @@ def clean(values: Iterable[float]) -> np.ndarray:
     return x[~np.isnan(x)]
 
 
+@cache
 def median_coverage(n: int, k: int) -> float:
     """Coverage of [x(k), x(n-k+1)] for the median of n values: 1 - 2 P(Bin(n, 1/2) < k)."""
     tail = sum(math.comb(n, i) for i in range(k)) / 2**n
@@ -88,6 +89,14 @@ def median_interval(values: Iterable[float], target: float = TARGET_LEVEL) -> In
     while k + 1 <= n // 2 and median_coverage(n, k + 1) >= target:
         k += 1
     return Interval(float(x[k - 1]), float(x[n - k]), median_coverage(n, k))
+
+
+def _median(x: np.ndarray) -> float:
+    """``np.median`` of clean values, the same float without its overhead (a repeat's
+    handful of rates: np.median took three quarters of :func:`ratio_interval`'s time)."""
+    s = np.sort(x)
+    half = s.size // 2
+    return float(s[half]) if s.size % 2 else float((s[half - 1] + s[half]) / 2)
 
 
 @cache
@@ -120,9 +129,9 @@ def ratio_interval(
     ``MIN_REPEATS_FOR_INTERVAL`` values on either side or with a baseline rate of 0; NaN
     ratio if either is empty or the baseline's median is 0 (no factor relates to nothing)."""
     v, b = clean(values), clean(baseline)
-    if v.size == 0 or b.size == 0 or np.median(b) <= 0:
+    if v.size == 0 or b.size == 0 or _median(b) <= 0:
         return RatioInterval(math.nan, math.nan, math.nan, math.nan)
-    ratio = float(np.median(v) / np.median(b))
+    ratio = _median(v) / _median(b)
     # a failed repeat counted as 0 MB/s has ratios of 0 to every baseline: ranks still hold
     if min(v.size, b.size) < MIN_REPEATS_FOR_INTERVAL or (v < 0).any() or (b <= 0).any():
         return RatioInterval(ratio, math.nan, math.nan, math.nan)

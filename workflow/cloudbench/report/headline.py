@@ -103,11 +103,15 @@ def _clear(group: pd.DataFrame, best: Mapping[str, Any]) -> tuple[bool, float]:
     hold together at the least, 1 - the sum of their misses (three rivals at 90% each hold
     together at only 70%; at 98.3% each, at 95%). Without an interval against one of them
     (too few repeats) nothing is clear, however large the gap."""
-    others = [o for o in group.itertuples(index=False) if o.layout != best["layout"]]
+    others = [
+        rates
+        for layout, rates in zip(group["layout"], group["rates"], strict=True)
+        if layout != best["layout"]
+    ]
     each = 1 - (1 - TARGET_LEVEL) / max(1, len(others))
     misses = 0.0
-    for other in others:
-        r = ratio_interval(best["rates"], other.rates, target=each)
+    for rates in others:
+        r = ratio_interval(best["rates"], rates, target=each)
         if not r.low > BEST_MARGIN:
             return False, math.nan
         misses += 1 - r.level
