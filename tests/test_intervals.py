@@ -15,9 +15,20 @@ from cloudbench.intervals import (
     ratio_interval,
 )
 
+pytestmark = pytest.mark.unit
+
 SIMULATIONS = 4000
 # Monte-Carlo error of a coverage near 0.9 over 4000 draws is about 0.005: allow 3 sigma
 SLACK = 0.015
+# The ratio interval costs 10 times the median's per draw: fewer draws, and the slack their
+# own binomial error (3 sigma of the stated level over RATIO_SIMULATIONS: 0.023 at 90%,
+# 0.017 at 95%), which a coverage short of its label by one order statistic (5-20 points at
+# these n) still exceeds
+RATIO_SIMULATIONS = 1500
+
+
+def ratio_slack(level: float) -> float:
+    return 3 * math.sqrt(level * (1 - level) / RATIO_SIMULATIONS)
 
 
 @pytest.mark.parametrize("n", range(3, 11))
@@ -43,15 +54,15 @@ def test_ratio_interval_covers_the_true_factor_as_often_as_it_says(n, m):
     """Two layouts whose rates differ by a factor of 1.5 (the interval's one assumption)."""
     rng = np.random.default_rng(100 * n + m)
     factor = 1.5
-    a = factor * rng.lognormal(4.0, 0.5, size=(SIMULATIONS, n))
-    b = rng.lognormal(4.0, 0.5, size=(SIMULATIONS, m))
+    a = factor * rng.lognormal(4.0, 0.5, size=(RATIO_SIMULATIONS, n))
+    b = rng.lognormal(4.0, 0.5, size=(RATIO_SIMULATIONS, m))
     hits, levels = 0, set()
     for x, y in zip(a, b, strict=True):
         r = ratio_interval(x, y)
         levels.add(r.level)
         hits += r.low <= factor <= r.high
     (level,) = levels
-    assert hits / SIMULATIONS >= level - SLACK
+    assert hits / RATIO_SIMULATIONS >= level - ratio_slack(level), (hits, level)
     assert float(level_text(level).rstrip("%")) / 100 <= level
 
 
