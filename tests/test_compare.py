@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -35,6 +32,7 @@ def campaign(seed: int, slower: tuple | None = None, repeats: int = 5, only=()) 
     return pd.DataFrame(rows)
 
 
+@pytest.mark.unit
 def test_a_known_regression_is_the_only_verdict_and_comes_first():
     before = campaign(1)
     after = campaign(2, slower=IDENTITIES[1])
@@ -47,6 +45,7 @@ def test_a_known_regression_is_the_only_verdict_and_comes_first():
     assert all(r.low <= 1 <= r.high for r in table.iloc[1:].itertuples())
 
 
+@pytest.mark.unit
 def test_measurements_of_one_campaign_only_are_listed_not_dropped():
     extra = ("ral", "s3", "download", "rclone", "plain", "rclone-1x8")
     table = compare(campaign(1), campaign(2, only=[extra]))
@@ -58,32 +57,32 @@ def test_measurements_of_one_campaign_only_are_listed_not_dropped():
     assert text[0].startswith("B against A") and any("only in B" in t for t in text)
 
 
-@pytest.mark.quick
-def test_compare_command_writes_a_table_and_a_page(tmp_path):
+@pytest.mark.unit
+def test_compare_command_writes_a_table_and_a_page(tmp_path, capsys):
+    """``cloudbench compare``, called as ``python -m cloudbench`` calls it (in this process:
+    the two interpreters it started took 8 s of the quick tier; other tests start
+    ``python -m cloudbench`` itself)."""
+    from cloudbench.cli import main
+
     for name, frame in (("a", campaign(1)), ("b", campaign(2, slower=IDENTITIES[3]))):
         (tmp_path / name).mkdir()
         frame.to_csv(tmp_path / name / "transfers.tsv", sep="\t", index=False)
-    run = subprocess.run(
-        [sys.executable, "-m", "cloudbench", "compare", str(tmp_path / "a"), str(tmp_path / "b"),
-         "--out", str(tmp_path / "cmp")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[1].startswith(
-        "  bnl s3 download rclone plain rclone-1x8: slower"
+    code = main(
+        ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "cmp")]
     )
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert out.out.splitlines()[1].startswith("  bnl s3 download rclone plain rclone-1x8: slower")
     tsv = pd.read_csv(tmp_path / "cmp" / "compare.tsv", sep="\t")
     assert (
         tsv.loc[0, "verdict"] == "slower"
         and "<table" in (tmp_path / "cmp/compare.html").read_text()
     )
-    missing = subprocess.run(
-        [sys.executable, "-m", "cloudbench", "compare", str(tmp_path / "a"), str(tmp_path / "z")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "z")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
 
 
+@pytest.mark.unit
 def test_compare_with_in_a_campaign_file_is_checked_before_any_work(tmp_path):
     from cloudbench.campaign.model import ConfigError, _compare_with
 
@@ -95,6 +94,7 @@ def test_compare_with_in_a_campaign_file_is_checked_before_any_work(tmp_path):
     assert _compare_with(None, tmp_path) is None
 
 
+@pytest.mark.unit
 def test_the_report_section_and_the_front_page_name_the_regression(tmp_path):
     from cloudbench.report.build import _comparison
     from cloudbench.report.headline import _against
@@ -115,6 +115,7 @@ def test_the_report_section_and_the_front_page_name_the_regression(tmp_path):
     assert pd.read_csv(out["compare_tsv"], sep="\t").empty
 
 
+@pytest.mark.unit
 def test_compare_margin_is_a_campaign_key_checked_in_one_line(tmp_path):
     from cloudbench.campaign.model import ConfigError, _share
 
@@ -126,12 +127,14 @@ def test_compare_margin_is_a_campaign_key_checked_in_one_line(tmp_path):
         _share("compare_margin", "x", "of the median rate", "5%", zero=True)
 
 
+@pytest.mark.unit
 def test_a_wider_margin_asks_for_a_larger_change():
     before, after = campaign(1), campaign(2, slower=IDENTITIES[1])  # 20% slower
     assert "slower" in set(compare(before, after, margin=0.05)["verdict"])
     assert "slower" not in set(compare(before, after, margin=0.25)["verdict"])
 
 
+@pytest.mark.unit
 def test_no_verdict_at_all_is_said_so():
     from cloudbench.report.compare import meaning
 

@@ -9,7 +9,14 @@ import pytest
 from xxhash import xxh3_128_hexdigest
 
 from cloudbench.data.checksums import hash_stream, parse_xxh128sum
-from cloudbench.data.chunking import chunks_of, concatenate, split_file
+from cloudbench.data.chunking import (
+    chunk_count,
+    chunk_index_width,
+    chunk_name,
+    chunks_of,
+    concatenate,
+    split_file,
+)
 from cloudbench.data.generate import generate_file
 
 XXH128SUM = shutil.which("xxh128sum")
@@ -18,6 +25,7 @@ needs_xxhsum = pytest.mark.skipif(
 )
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("size", [0, 1, 15, 16, 17, 5 * 2**20 + 3, 104857601 // 8])
 def test_generate_exact_size(tmp_path, size):
     path = tmp_path / "f.bin"
@@ -25,6 +33,7 @@ def test_generate_exact_size(tmp_path, size):
     assert path.stat().st_size == size
 
 
+@pytest.mark.unit
 def test_generate_is_incompressible_and_reproducible(tmp_path):
     a, b, c = (tmp_path / d / "f.bin" for d in ("a", "b", "c"))
     generate_file(a, 4 * 2**20, seed="s")
@@ -39,6 +48,7 @@ def test_generate_is_incompressible_and_reproducible(tmp_path):
     assert (tmp_path / "a" / "g.bin").read_bytes() != data[: 2**20]
 
 
+@pytest.mark.quick
 @needs_xxhsum
 def test_checksums_equal_xxh128sum_cli(tmp_path):
     path = tmp_path / "f.bin"
@@ -56,6 +66,7 @@ def test_checksums_equal_xxh128sum_cli(tmp_path):
     assert [by_name[str(p)] for p in parts] == per_chunk[2**20]
 
 
+@pytest.mark.quick
 @needs_xxhsum
 def test_xxh128sum_c_verifies_our_files(tmp_path):
     from cloudbench.data.checksums import xxh128sum_line
@@ -73,6 +84,7 @@ def test_xxh128sum_c_verifies_our_files(tmp_path):
     assert bad.returncode != 0
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("size", "chunk"), [(10 * 2**20 + 1, 2**20), (2**20, 2**20), (5, 7)])
 def test_chunk_round_trip(tmp_path, size, chunk):
     src = tmp_path / "f.bin"
@@ -86,6 +98,7 @@ def test_chunk_round_trip(tmp_path, size, chunk):
     assert out.read_bytes() == src.read_bytes()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("refused", [(), ("copy_file_range",), ("copy_file_range", "sendfile")])
 def test_split_and_reassembly_fall_back_where_the_kernel_will_not_copy(
     tmp_path, monkeypatch, refused
@@ -131,6 +144,7 @@ def test_split_and_reassembly_fall_back_where_the_kernel_will_not_copy(
         assert calls[used] >= len(parts)
 
 
+@pytest.mark.unit
 def test_reassembly_digest_is_of_the_file_written_not_of_the_chunks(tmp_path, monkeypatch):
     """A copy that goes wrong (here: the last byte of each copied part flipped in the new
     file) shows in what on_data sees: it reads the new file back, not the chunks."""
@@ -158,6 +172,16 @@ def test_reassembly_digest_is_of_the_file_written_not_of_the_chunks(tmp_path, mo
     assert bytes(seen) == written
 
 
+@pytest.mark.unit
+def test_more_than_10000_chunks_are_named_to_sort_as_numbers():
+    size = 10_007 * 64 + 13
+    width = chunk_index_width(size, 64)
+    assert chunk_count(size, 64) == 10_008 and width == 5  # no 10,000 ceiling
+    names = [chunk_name("f.bin", i, width) for i in range(10_008)]
+    assert sorted(names) == names  # plain lexical sort == numeric order
+
+
+@pytest.mark.quick  # writes and reads back 10,008 files: seconds of file-system calls
 def test_more_than_10000_chunks_sort_and_reassemble(tmp_path):
     size = 10_007 * 64 + 13
     src = tmp_path / "f.bin"
@@ -171,6 +195,7 @@ def test_more_than_10000_chunks_sort_and_reassemble(tmp_path):
     assert out.read_bytes() == src.read_bytes()
 
 
+@pytest.mark.unit
 def test_missing_chunk_is_named(tmp_path):
     src = tmp_path / "f.bin"
     generate_file(src, 10 * 100, seed="m")
@@ -197,6 +222,7 @@ def _needs_cachestat(tmp_path):
         pytest.skip("this kernel has no cachestat(2) (Linux 6.5): parts stay cached, as before")
 
 
+@pytest.mark.unit
 def test_release_if_clean_drops_written_back_pages_and_leaves_dirty_ones(tmp_path):
     from cloudbench.data.pagecache import release_if_clean
 
@@ -216,6 +242,7 @@ def test_release_if_clean_drops_written_back_pages_and_leaves_dirty_ones(tmp_pat
         os.close(fd)
 
 
+@pytest.mark.unit
 def test_a_file_all_in_the_page_cache_is_fully_cached_and_one_let_go_of_is_not(tmp_path):
     """prefetch_head skips its readahead hints for a part that is all cached already."""
     from cloudbench.data.pagecache import fully_cached
@@ -233,6 +260,7 @@ def test_a_file_all_in_the_page_cache_is_fully_cached_and_one_let_go_of_is_not(t
         os.close(fd)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("hashed", [False, True])
 @pytest.mark.parametrize("synced", [True, False])
 def test_reassembly_releases_only_parts_already_on_disk(tmp_path, synced, hashed):

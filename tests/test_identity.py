@@ -13,6 +13,9 @@ from cloudbench.campaign import identity
 from cloudbench.campaign.identity import KEYS, MeasurementId, keys_through, keys_without
 from cloudbench.campaign.model import ConfigError, load_campaign
 from cloudbench.measure.record import TransferRow
+from tests.infra.package_source import parsed
+
+pytestmark = pytest.mark.unit
 
 ROW = {
     "site": "vega", "remote": "main", "direction": "download", "tool": "s5cmd",
@@ -122,7 +125,7 @@ def test_no_module_spells_the_identitys_keys_as_a_list():
     of them again (a group, a table's columns) fails here; it takes a view instead."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        if n := _key_lists(ast.parse(path.read_text())):
+        if n := _key_lists(parsed(path.read_text())):
             found[path.relative_to(PACKAGE).as_posix()] = n
     over = {p: n for p, n in found.items() if n > NOT_THE_IDENTITY.get(p, 0)}
     assert not over, f"literal lists of the identity's keys (use campaign.identity): {over}"

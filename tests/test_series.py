@@ -50,17 +50,26 @@ def _occurrence(k: int, rng: random.Random, down: str | None = None) -> list[dic
     return rows
 
 
-@pytest.fixture
-def results(tmp_path):
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """Nine occurrences' results, written once: the tests only read them (the command
+    writes its own camp.series beside them)."""
+    root = tmp_path_factory.mktemp("series")
     rng = random.Random(7)
     for k in range(1, 9):
-        _write(tmp_path, f"2026110{k}T00", _occurrence(k, rng))
-    _write(tmp_path, "20261109T00", _occurrence(9, rng, down="r1"))
-    return tmp_path
+        _write(root, f"2026110{k}T00", _occurrence(k, rng))
+    _write(root, "20261109T00", _occurrence(9, rng, down="r1"))
+    return root
 
 
-def test_exactly_the_slowed_route_is_flagged_from_its_first_slow_occurrence(results):
-    table = series_table(occurrences(results, "camp"))
+@pytest.fixture(scope="module")
+def table(results):
+    """The series' table, computed once for the tests that read it."""
+    return series_table(occurrences(results, "camp"))
+
+
+@pytest.mark.unit
+def test_exactly_the_slowed_route_is_flagged_from_its_first_slow_occurrence(table):
     slower = table[table["verdict"] == "slower"]
     assert set(zip(slower["site"], slower["remote"], slower["direction"], strict=True)) == {SLOWED}
     assert sorted(slower["occurrence"]) == [f"2026110{k}T00" for k in range(6, 10)]
@@ -68,8 +77,9 @@ def test_exactly_the_slowed_route_is_flagged_from_its_first_slow_occurrence(resu
     assert set(table["layout"].dropna()) == {"chunked-64MiB"}
 
 
-def test_a_store_down_is_no_data_for_its_column_not_a_regression(results):
-    last = latest(series_table(occurrences(results, "camp"))).set_index(["site", "remote"])
+@pytest.mark.unit
+def test_a_store_down_is_no_data_for_its_column_not_a_regression(table):
+    last = latest(table).set_index(["site", "remote"])
     assert last.loc[("a", "r2"), "state"] == routes.REGRESSED
     assert last.loc[("b", "r2"), "state"] == routes.OK
     for site in ("a", "b"):
@@ -77,6 +87,7 @@ def test_a_store_down_is_no_data_for_its_column_not_a_regression(results):
         assert last.loc[(site, "r1"), "no_data_for"] == 1
 
 
+@pytest.mark.unit
 def test_the_series_command_writes_its_status_and_exits_1_when_a_route_is_not_ok(results, capsys):
     assert main(["camp", "--results", str(results)]) == 1
     out = results / "camp.series"

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 import cloudbench
+from tests.infra.package_source import parsed
+
+pytestmark = pytest.mark.unit
 
 PACKAGE = Path(cloudbench.__file__).parent
 ROOT_MODULES = ("records", "sizes", "intervals", "processes", "binaries")
@@ -60,7 +63,7 @@ def upward_imports(package: Path) -> list[str]:
         me = stage_of(".".join(rel.with_suffix("").parts))
         if me not in STAGES:
             continue
-        for line, module in imported(ast.parse(path.read_text())):
+        for line, module in imported(parsed(path.read_text())):
             them = stage_of(module)
             if them in STAGES and STAGES[them] > STAGES[me]:
                 found.append(f"{rel}:{line}: {me} imports {module}")
@@ -110,7 +113,7 @@ def module_imports(package: Path) -> dict[str, set[str]]:
         me = ".".join(path.relative_to(package.parent).with_suffix("").parts)
         me = me.removesuffix(".__init__")
         edges = graph.setdefault(me, set())
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for alias in node.names:
                     sub = f"{node.module}.{alias.name}"
