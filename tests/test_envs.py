@@ -11,6 +11,8 @@ import pytest
 import yaml
 from packaging.specifiers import SpecifierSet
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = sorted((ROOT / "envs").glob("*.yaml"))
 # PyPI name -> conda-forge name, where they differ.

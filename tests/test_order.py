@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from cloudbench.campaign.model import Layout, Measurement, Setting
 from cloudbench.campaign.order import PRIORITY_BAND, priorities, run_order
+
+pytestmark = pytest.mark.unit
 
 LAYOUTS = (Layout("plain", 0), Layout("multithread", 0), Layout("chunked", 4 * 2**20))
 

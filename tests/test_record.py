@@ -17,6 +17,8 @@ from cloudbench.measure import record as transfer
 from cloudbench.measure.clients.base import CopyJob, Outcome
 from cloudbench.measure.record import RecordError, TransferRecord
 
+pytestmark = pytest.mark.unit
+
 KEYS = {
     "campaign": "c", "site": "edinburgh", "remote": "main", "direction": "upload",
     "strategy": "plain", "layout": "plain", "chunk_bytes": 0, "setting": "rclone-1x4",

@@ -12,6 +12,8 @@ import pytest
 from cloudbench.measure.group import aggregate, shares
 from cloudbench.report.scaling import collapses, knee, point_table, recommendations, scaling_table
 
+pytestmark = pytest.mark.unit
+
 
 def _curve(medians: dict[int, float], repeats: int = 5, noise: float = 0.03, seed: int = 1):
     rng = np.random.default_rng(seed)

@@ -2,6 +2,8 @@ import pytest
 
 from cloudbench.sizes import SizeError, parse_size, size_label
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("text", "expected"),

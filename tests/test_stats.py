@@ -30,6 +30,8 @@ from cloudbench.report.stats import (
     time_budget,
 )
 
+pytestmark = pytest.mark.unit
+
 REPORT = Path(__file__).resolve().parents[1] / "workflow" / "report"
 MB = 10**6
 

@@ -22,6 +22,8 @@ from cloudbench.campaign.search import (
     search,
 )
 
+pytestmark = pytest.mark.unit
+
 PER_CONN, TOTAL = 2.0, 8.0  # MB/s: the knee at 4 connections
 FILES = 2  # plain moves at most 2 objects at once
 
