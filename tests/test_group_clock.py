@@ -30,11 +30,16 @@ from tests.infra.slurm import CLOCK_BEHIND_VARIABLE
 from tests.infra.workflow import BIN, ROOT, snakemake, write_config
 
 NO_FAKETIME = "libfaketime not installed: run `make sysdeps` (Debian's faketime)"
+#: the injected fault: how far behind the lagging clock is. Time bounds on what really
+#: happened are half of it: a client that ignored the offset would be off by all of it,
+#: and how fast the machine wakes a process up that day is no part of the verdict
+BEHIND_S = 1.0
 
 
 # --- the estimate ---------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("there, back", [(0.001, 0.001), (0.0001, 0.004), (0.004, 0.0001)])
 def test_the_offset_is_within_its_uncertainty_however_the_round_trip_splits(there, back):
     """A node 1 s behind the coordinator, the two ways of the exchange uneven: the estimate
@@ -51,6 +56,7 @@ def test_the_offset_is_within_its_uncertainty_however_the_round_trip_splits(ther
         assert got.offset_s != pytest.approx(truth, abs=1e-6)  # uneven ways: a real miss
 
 
+@pytest.mark.unit
 def test_a_group_with_a_node_behind_has_its_skew_and_seconds_on_one_clock():
     """Client 1's node is 1 s behind: it started 0.2 s after client 0 and ran 3 s (its own
     clock read 0.8 s before client 0's start when it began). On one clock the skew is 0.2 s
@@ -86,6 +92,7 @@ print(json.dumps({"offset": clock.offset_s, "uncertainty": clock.uncertainty_s, 
 """
 
 
+@pytest.mark.quick
 @pytest.mark.skipif(libfaketime() is None, reason=NO_FAKETIME)
 @pytest.mark.parametrize("behind", [0, 1])
 def test_a_client_whose_clock_is_behind_starts_with_the_others(tmp_path, behind):
@@ -96,7 +103,7 @@ def test_a_client_whose_clock_is_behind_starts_with_the_others(tmp_path, behind)
     a node 1 s behind started 1 s late and said it started on time."""
     procs = []
     for k in range(2):
-        env = {**os.environ, **(faked_clock_env("1") if k == behind else {})}
+        env = {**os.environ, **(faked_clock_env(f"{BEHIND_S:g}") if k == behind else {})}
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-c", _CLIENT, str(tmp_path), str(k)],
@@ -107,14 +114,14 @@ def test_a_client_whose_clock_is_behind_starts_with_the_others(tmp_path, behind)
         )
     said = [json.loads(p.communicate(timeout=90)[0]) for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
-    truth = 1.0 if behind == 1 else -1.0
+    truth = BEHIND_S if behind == 1 else -BEHIND_S
     assert said[0]["offset"] == 0.0 and said[0]["uncertainty"] == 0.0
     assert abs(said[1]["offset"] - truth) <= said[1]["uncertainty"] + 1e-6, said
-    assert said[1]["uncertainty"] < 0.05, said  # a few polls of the barrier folder
+    assert said[1]["uncertainty"] < BEHIND_S / 2, said  # it tells the fault from none
     real = [(tmp_path / f"started-{k}").stat().st_mtime for k in range(2)]
-    assert abs(real[1] - real[0]) < 0.1, real  # together, on the real clock
+    assert abs(real[1] - real[0]) < BEHIND_S / 2, real  # together, on the real clock
     mapped = [said[k]["wall"] + said[k]["offset"] for k in range(2)]
-    assert abs(mapped[1] - mapped[0]) < 0.1, mapped  # and on the group's clock
+    assert abs(mapped[1] - mapped[0]) < BEHIND_S / 2, mapped  # and on the group's clock
 
 
 # --- the real several-node Slurm --------------------------------------------------------------
@@ -133,6 +140,7 @@ def _rclone_times(log: Path) -> tuple[float, float]:
     return min(times), max(times)
 
 
+@pytest.mark.full
 @pytest.mark.scheduler
 @pytest.mark.skipif(libfaketime() is None, reason=NO_FAKETIME)
 def test_a_node_one_second_behind_in_a_two_node_group(slurm_cluster, tmp_path):  # noqa: F811
@@ -145,7 +153,7 @@ def test_a_node_one_second_behind_in_a_two_node_group(slurm_cluster, tmp_path): 
         **slurm_cluster.env,
         "SBATCH_ACCOUNT": "cloudbench",
         "SBATCH_PARTITION": slurm_cluster.partition,
-        CLOCK_BEHIND_VARIABLE: "node2:1",
+        CLOCK_BEHIND_VARIABLE: f"node2:{BEHIND_S:g}",
     }
     profile = tmp_path / "profile-tursa"
     profile.mkdir()
@@ -158,7 +166,7 @@ def test_a_node_one_second_behind_in_a_two_node_group(slurm_cluster, tmp_path): 
             "campaign": "clock",
             "remote": "s3t:",
             "bucket": "bench",
-            "dataset": {"files": 2, "size": "4MiB"},
+            "dataset": {"files": 2, "size": "2MiB"},  # a client's copy: 1 s
             "strategies": ["plain"],
             "concurrency": {"plain": 1},
             "repeats": 1,
@@ -187,10 +195,10 @@ def test_a_node_one_second_behind_in_a_two_node_group(slurm_cluster, tmp_path): 
     per = {c["client"]: c for c in rec["per_client"]}
     assert (per[0]["host"], per[1]["host"]) == ("node1", "node2")
     # node2 is 1 s behind node1 (client 0's, the group's clock): the offset says so
-    assert abs(per[1]["clock_offset_s"] - 1.0) <= per[1]["clock_uncertainty_s"] + 1e-6, per
+    assert abs(per[1]["clock_offset_s"] - BEHIND_S) <= per[1]["clock_uncertainty_s"] + 1e-6, per
     assert per[0]["clock_offset_s"] == 0.0
     assert row["clock_offset_s"] == per[1]["clock_offset_s"]
-    assert row["clock_uncertainty_s"] == per[1]["clock_uncertainty_s"] < 0.05
+    assert row["clock_uncertainty_s"] == per[1]["clock_uncertainty_s"] < BEHIND_S / 2
     # what really happened, by rclone's clock: the two started together (a node 1 s behind
     # started 1 s late before), and the group lasted from the first start to the last end
     logs = sorted((tmp_path / "results/clock/sites/tursa/client-logs").rglob("r1.client-*.log"))
@@ -198,12 +206,12 @@ def test_a_node_one_second_behind_in_a_two_node_group(slurm_cluster, tmp_path): 
     assert len(real) == 2, logs
     real_skew = abs(real[1][0] - real[0][0])
     real_seconds = max(end for _, end in real) - min(start for start, _ in real)
-    assert real_skew < 0.3, real
-    assert row["start_skew_s"] == pytest.approx(real_skew, abs=0.3)
+    assert real_skew < BEHIND_S / 2, real
+    assert row["start_skew_s"] == pytest.approx(real_skew, abs=BEHIND_S / 2)
     # the row's seconds against rclone's own, at the level ``cloudbench trace`` states for
     # rclone's log with a group's clock uncertainty: its lines leave out the clients' exec
     # and exit (0.55 s of them on a starved CI node, 2026-11-28: an absolute 0.5 s failed)
     win = trace.window(trace.LOG_STAMPS, clock_uncertainty_s=float(row["clock_uncertainty_s"]))
     assert win.holds(float(row["seconds"]), real_seconds), (row["seconds"], real, win.text())
     first = pd.Timestamp(row["started_utc"]).timestamp()  # the group's clock is node1's
-    assert first == pytest.approx(min(start for start, _ in real), abs=0.3)
+    assert first == pytest.approx(min(start for start, _ in real), abs=BEHIND_S / 2)

@@ -25,18 +25,19 @@ from tests.infra import sshd
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, ROOT
 
-pytestmark = pytest.mark.slow
 SITES = {"tursa": [55.92, -3.17], "anl": [41.71, -87.98], "bnl": [40.87, -72.88]}  # start order
 WAIT = 600  # seconds: a whole tiny campaign, three sites, on a loaded machine
 IDENTITY = ["site", "direction", "remote", "layout", "setting", "repeat", "status"]
 
 
+@pytest.mark.unit
 def test_launch_config_errors_before_anything_runs(demo_config):
     campaign = load_campaign(demo_config)
     with pytest.raises(ValueError, match=r"sites.tursa.launch: missing host, workdir, profile"):
         SiteLaunch.of(campaign.upload_site)
 
 
+@pytest.mark.unit
 def test_site_command_starts_what_a_user_types():
     launch = SiteLaunch("bnl", "me@login", "/home/me/cloudbench dir", "profiles/bnl")
     shell, flag, inner = shlex.split(launch.start_command("demo"))
@@ -67,7 +68,7 @@ def _campaign(tmp_path: Path, demo_config: dict, name: str, ssh, s3) -> Path:
     credential to send."""
     options = ssh.client_options()
     cfg = dict(demo_config, campaign=name, remote="s3t:", strategies=["plain"], repeats=1)
-    cfg["dataset"] = dict(cfg["dataset"], files=1, size="2MiB", chunk_sizes=["1MiB"])
+    cfg["dataset"] = dict(cfg["dataset"], files=1, size="1MiB", chunk_sizes=["1MiB"])
     cfg["rclone"] = dict(cfg["rclone"], flags=[])
     cfg["sites"] = {}
     for site, location in SITES.items():
@@ -140,6 +141,8 @@ def _table(cfg: Path, campaign: str) -> pd.DataFrame:
     return df[IDENTITY].sort_values(IDENTITY).reset_index(drop=True)
 
 
+@pytest.mark.full
+@pytest.mark.slow
 @pytest.mark.skipif(not sshd.available(), reason="openssh-server not installed: `make sysdeps`")
 def test_sites_finish_with_launcher_killed_and_sshd_restarted(tmp_path, demo_config):
     """The issue's acceptance test: `launch` killed (SIGKILL) and the ssh server restarted
@@ -238,6 +241,7 @@ def test_sites_finish_with_launcher_killed_and_sshd_restarted(tmp_path, demo_con
         assert s3.secret not in status.read_text()
 
 
+@pytest.mark.unit
 def test_an_occurrence_is_launched_as_the_campaign_file_with_it_set(tmp_path, monkeypatch):
     """--occurrence: every site runs the same occurrence of the series (docs/series.md)."""
     import yaml

@@ -42,6 +42,7 @@ def _doc(state: str, updated_ago: float, every: float = 60, **more) -> dict:
     }
 
 
+@pytest.mark.unit
 def test_a_site_silent_too_long_is_stale_and_an_ended_one_never():
     limit = runstatus.STALE_INTERVALS * 60 + runstatus.STALE_GRACE_S
     assert not runstatus.is_stale(_doc("running", limit - 1), NOW)
@@ -53,6 +54,7 @@ def test_a_site_silent_too_long_is_stale_and_an_ended_one_never():
     assert runstatus.is_stale(_doc("running", 3 * 5 + runstatus.STALE_GRACE_S + 1, every=5), NOW)
 
 
+@pytest.mark.unit
 def test_status_shows_every_site_its_counts_and_which_went_silent():
     docs = {
         "tursa": _doc("finished", 30),
@@ -76,6 +78,7 @@ def test_status_shows_every_site_its_counts_and_which_went_silent():
     assert runstatus.all_ended(["tursa"], docs) and not runstatus.all_ended(list(docs), docs)
 
 
+@pytest.mark.unit
 def test_status_exit_says_done_failed_or_under_way():
     fin = _doc("finished", 10)
     assert _status_code(["a", "b"], {"a": fin, "b": fin}, NOW) == 0
@@ -85,6 +88,7 @@ def test_status_exit_says_done_failed_or_under_way():
     assert _status_code(["a", "b"], {"a": fin}, NOW) == 3  # b has said nothing yet
 
 
+@pytest.mark.unit
 def test_a_second_run_is_refused_while_one_is_under_way():
     started = {"started_utc": "2026-11-26T09:00:00.000000Z"}
     detached = {"how": "detached", "pid": 4242, "host": "login1", **started}
@@ -130,6 +134,7 @@ def test_only_a_live_driver_counts_as_a_run():
         assert not pid_is_driver(proc.pid)
 
 
+@pytest.mark.unit
 def test_counts_come_from_the_records_on_disk(tmp_path, demo_config):
     demo_config.update(strategies=["plain"], repeats=2)
     campaign = load_campaign(demo_config)
@@ -144,6 +149,7 @@ def test_counts_come_from_the_records_on_disk(tmp_path, demo_config):
     assert got == {"ok": 1, "failed": 2, "left": 1, "total": 4}
 
 
+@pytest.mark.unit
 def test_the_last_line_is_clipped_and_keeps_no_credential(tmp_path):
     log = tmp_path / "site.log"
     secret = "s3cr3t-Value-123"
@@ -154,6 +160,7 @@ def test_the_last_line_is_clipped_and_keeps_no_credential(tmp_path):
     assert runstatus.last_line(tmp_path / "none.log") == ""
 
 
+@pytest.mark.unit
 def test_ssh_gets_no_credential_from_this_machine():
     env = {
         "PATH": "/usr/bin",
@@ -168,11 +175,13 @@ def test_ssh_gets_no_credential_from_this_machine():
     assert ssh_env(env) == {"PATH": "/usr/bin", "HOME": "/home/me"}
 
 
+@pytest.mark.unit
 def test_status_times_are_read_back_exactly():
     stamp = time.time()
     assert runstatus._seconds(utc_now(stamp)) == pytest.approx(stamp, abs=1e-5)
 
 
+@pytest.mark.unit
 def test_launch_keys_choose_how_the_site_run_starts(demo_config):
     demo_config["sites"]["tursa"]["launch"] = {
         "host": "me@login",

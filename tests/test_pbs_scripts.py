@@ -169,6 +169,7 @@ PBSPRO_JSON = """\
 
 
 # ============================ pbs-status.py: parsing ==========================
+@pytest.mark.unit
 def test_parse_captured_running_record() -> None:
     (rec,) = status.parse_qstat_full(QSTAT_RUNNING)
     assert rec["Job Id"] == "10"
@@ -178,6 +179,7 @@ def test_parse_captured_running_record() -> None:
     assert status.exit_status_of(rec) is None
 
 
+@pytest.mark.unit
 def test_parse_captured_multi_record_output() -> None:
     recs = status.parse_qstat_full(QSTAT_ALL)
     assert [r["Job Id"] for r in recs] == ["4", "2", "12", "11"]
@@ -186,6 +188,7 @@ def test_parse_captured_multi_record_output() -> None:
     assert status.find_record(recs, "1") is None  # no prefix matching
 
 
+@pytest.mark.unit
 def test_parse_wrapped_values_and_exit_status() -> None:
     (rec,) = status.parse_qstat_full(PBSPRO_FINISHED)
     assert rec["Variable_List"].endswith("PBS_O_LOGNAME=user,PBS_O_PATH=/usr/bin")
@@ -207,10 +210,12 @@ def test_parse_wrapped_values_and_exit_status() -> None:
         ("weird-id", ("weird-id", None)),
     ],
 )
+@pytest.mark.unit
 def test_job_key(jobid: str, key: tuple) -> None:
     assert status.job_key(jobid) == key
 
 
+@pytest.mark.unit
 def test_array_ids_match_exact_records() -> None:
     recs = status.parse_qstat_full(PBSPRO_ARRAY)
     assert status.find_record(recs, "4712[]")["job_state"] == "B"
@@ -241,6 +246,7 @@ def test_array_ids_match_exact_records() -> None:
         ("5", 2, "", "Connection refused", "error", None),
     ],
 )
+@pytest.mark.unit
 def test_interpret_qstat(jobid, rc, out, err, kind, exit_status) -> None:
     verdict = status.interpret_qstat(jobid, rc, out, err)
     assert (verdict.kind, verdict.exit_status) == (kind, exit_status)
@@ -284,6 +290,7 @@ ERR = V("error", reason="qstat rc=255 Problem loading jobs.")
         (ERR, 2, "failed"),
     ],
 )
+@pytest.mark.unit
 def test_decide(tmp_path: Path, verdict, exit_code, expected) -> None:
     write_record(tmp_path, "77", exit_code)
     result, reason, _ = status.decide("77", tmp_path, query=scripted(verdict), grace_s=0)
@@ -322,6 +329,7 @@ MARGIN = status.DEADLINE_MARGIN_S
         (None, None, 1000 + status.UNKNOWN_WALLTIME_S + MARGIN + 1, "failed"),
     ],
 )
+@pytest.mark.unit
 def test_decide_a_failing_qstat_is_running_until_the_deadline(
     tmp_path: Path, walltime_s, started, now, expected
 ) -> None:
@@ -331,6 +339,7 @@ def test_decide_a_failing_qstat_is_running_until_the_deadline(
     assert "Problem loading jobs" in reason  # the log says why
 
 
+@pytest.mark.unit
 def test_decide_exit_record_beats_the_deadline(tmp_path: Path) -> None:
     write_submitted(tmp_path, "81", 1000.0, 60, 1000.0)
     Path(status.submit_record(tmp_path, "81")["exit_file"]).write_text("0\n")
@@ -338,6 +347,7 @@ def test_decide_exit_record_beats_the_deadline(tmp_path: Path) -> None:
     assert status.decide("81", tmp_path, query=scripted(ERR), grace_s=0, now=far)[0] == "success"
 
 
+@pytest.mark.unit
 def test_decide_without_submit_record(tmp_path: Path) -> None:
     result, reason, _ = status.decide("78", tmp_path, query=scripted(V("gone")), grace_s=0)
     assert result == "failed"
@@ -356,11 +366,13 @@ def test_decide_without_submit_record(tmp_path: Path) -> None:
         ("4715.tesseract-pbs", "error", None),  # not in the answer: says nothing
     ],
 )
+@pytest.mark.unit
 def test_interpret_qstat_json(jobid: str, kind: str, exit_status) -> None:
     verdict = status.interpret_qstat_json(jobid, 0, PBSPRO_JSON, "")
     assert (verdict.kind, verdict.exit_status) == (kind, exit_status)
 
 
+@pytest.mark.unit
 def test_interpret_qstat_json_failures() -> None:
     gone = status.interpret_qstat_json("9.srv", 153, "", "qstat: Unknown Job Id 9.srv")
     assert gone.kind == "gone"
@@ -383,10 +395,12 @@ def test_interpret_qstat_json_failures() -> None:
         (2, "pbs_version = 2022.1.3\n", ("text", False)),
     ],
 )
+@pytest.mark.unit
 def test_flavour_of(rc: int, output: str, flavour: tuple[str, bool]) -> None:
     assert status.flavour_of(rc, output) == flavour
 
 
+@pytest.mark.unit
 def test_status_main_logs_reason_and_always_exits_0(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
@@ -405,6 +419,7 @@ def test_status_main_logs_reason_and_always_exits_0(
     assert "5.srv failed: qstat rc=255" in (tmp_path / "logs/pbs/status.log").read_text()
 
 
+@pytest.mark.unit
 def test_status_main_internal_error_prints_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
@@ -434,6 +449,7 @@ def jobscript(props: dict, body: str = "echo hi") -> str:
     return f"#!/bin/sh\n# properties = {json.dumps(props)}\n{body}\n"
 
 
+@pytest.mark.unit
 def test_read_properties_and_names() -> None:
     props = submit.read_properties(jobscript(SINGLE))
     assert props == SINGLE
@@ -458,10 +474,12 @@ def test_read_properties_and_names() -> None:
         ),
     ],
 )
+@pytest.mark.unit
 def test_resource_list(props: dict, expected: str) -> None:
     assert submit.resource_list(props) == expected
 
 
+@pytest.mark.unit
 def test_build_qsub_args_account_and_queue() -> None:
     args = submit.build_qsub_args(
         SINGLE,
@@ -482,6 +500,7 @@ def test_build_qsub_args_account_and_queue() -> None:
         )
 
 
+@pytest.mark.unit
 def test_record_path_shared_by_submit_and_status(tmp_path: Path) -> None:
     for jobid in ("12", "12[3].srv", "12[].srv"):
         assert submit.record_path(tmp_path, jobid) == status.record_path(tmp_path, jobid)
@@ -498,6 +517,7 @@ def run_script(script: Path, *args: str, cwd: Path, env: dict | None = None, tim
     )
 
 
+@pytest.mark.quick
 def test_submit_requires_account_when_asked(tmp_path: Path) -> None:
     (tmp_path / "js.sh").write_text(jobscript(SINGLE))
     env = {k: v for k, v in os.environ.items() if k != "PBS_ACCOUNT"}
@@ -510,6 +530,7 @@ def test_submit_requires_account_when_asked(tmp_path: Path) -> None:
     assert not (tmp_path / "logs").exists()
 
 
+@pytest.mark.quick
 def test_submit_dry_run_and_wrapper_records_exit_code(tmp_path: Path) -> None:
     (tmp_path / "js.sh").write_text(jobscript(SINGLE, "echo ran > ran.txt; exit 3"))
     env = dict(os.environ, PBS_SUBMIT_DRY_RUN="1", PBS_ACCOUNT="dp1")
@@ -530,6 +551,7 @@ def test_submit_dry_run_and_wrapper_records_exit_code(tmp_path: Path) -> None:
 
 @needs_torque
 @pytest.mark.scheduler
+@pytest.mark.full
 def test_qsub_wrapper_accepts_our_arguments(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     """`qsub --sbatchline` shows the sbatch call (submits nothing; needs a slurm.conf)."""
     args = submit.build_qsub_args(
@@ -561,6 +583,7 @@ def test_qsub_wrapper_accepts_our_arguments(slurm_cluster: SlurmCluster, tmp_pat
 
 
 # ============================ pbs-cancel.sh ===================================
+@pytest.mark.quick
 def test_cancel_qdels_each_id_and_never_fails(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -610,6 +633,7 @@ def submit_job(cluster: SlurmCluster, cwd: Path, body: str, props: dict | None =
 
 @needs_torque
 @pytest.mark.scheduler
+@pytest.mark.full
 def test_submit_then_status_success(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     out = tmp_path / "result.txt"
     jobid = submit_job(slurm_cluster, tmp_path, f"echo hello > {out}")
@@ -621,6 +645,7 @@ def test_submit_then_status_success(slurm_cluster: SlurmCluster, tmp_path: Path)
 
 @needs_torque
 @pytest.mark.scheduler
+@pytest.mark.full
 def test_failing_job_reports_failed(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     jobid = submit_job(slurm_cluster, tmp_path, "exit 3")
     assert poll_status(slurm_cluster, jobid, tmp_path, {"success", "failed"}) == "failed"
@@ -629,6 +654,7 @@ def test_failing_job_reports_failed(slurm_cluster: SlurmCluster, tmp_path: Path)
 
 @needs_torque
 @pytest.mark.scheduler
+@pytest.mark.full
 def test_qdel_running_job_reports_failed(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     jobid = submit_job(slurm_cluster, tmp_path, "sleep 300")
     deadline = time.monotonic() + 60
@@ -645,6 +671,7 @@ def test_qdel_running_job_reports_failed(slurm_cluster: SlurmCluster, tmp_path: 
 
 @needs_torque
 @pytest.mark.scheduler
+@pytest.mark.full
 def test_snakemake_cluster_generic_end_to_end(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     """The real calling conventions of snakemake-executor-plugin-cluster-generic."""
     pytest.importorskip("snakemake_executor_plugin_cluster_generic")
@@ -676,6 +703,8 @@ def test_snakemake_cluster_generic_end_to_end(slurm_cluster: SlurmCluster, tmp_p
             "4",
             "--latency-wait",
             "10",
+            "--seconds-between-status-checks",  # a test's: the job takes a second, not 10
+            "1",
         ],
         cwd=tmp_path,
         env=slurm_cluster.client_env(),
@@ -687,6 +716,7 @@ def test_snakemake_cluster_generic_end_to_end(slurm_cluster: SlurmCluster, tmp_p
     assert [(tmp_path / f"out/{i}.txt").read_text().strip() for i in range(2)] == ["0", "1"]
 
 
+@pytest.mark.unit
 def test_status_main_success_from_exit_status_cleans_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
@@ -704,6 +734,7 @@ def test_status_main_success_from_exit_status_cleans_up(
     assert not copy.exists()
 
 
+@pytest.mark.unit
 def test_a_pbs_site_refuses_several_clients_without_a_launcher():
     """PBS has no srun: without CLOUDBENCH_LAUNCHER every client of a measurement would run
     on the job's first node. The run stops before submitting, saying what to set."""

@@ -691,7 +691,19 @@ def _kill_stale_daemons() -> list[int]:
                     timeout=10,
                     check=False,
                 )
-                time.sleep(2)
+                deadline = time.monotonic() + 10  # until its queue is empty, not a fixed pause
+                while (
+                    time.monotonic() < deadline
+                    and subprocess.run(
+                        ["squeue", "-h", "-t", "PD,R,CG,S,CF", "-o", "%i"],
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        timeout=10,
+                        check=False,
+                    ).stdout.strip()
+                ):
+                    time.sleep(0.2)
             except (subprocess.SubprocessError, OSError):
                 pass
         for name in ("slurmd", "slurmctld", "munged"):
