@@ -301,12 +301,12 @@ def transfer_metrics(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFr
             sus.append(math.nan)
             method.append("")
             continue
-        key = tuple(getattr(row, k) for k in keys)
-        s = by_key.get(key)
-        r = sustained_rate(
-            s if s is not None else pd.DataFrame(columns=["elapsed_s", "bytes"]),
-            float(row.mb_per_s),
-        )
+        s = by_key.get(tuple(getattr(row, k) for k in keys))
+        if s is None:  # no series: the whole transfer's rate, as sustained_rate gives it
+            sus.append(float(row.mb_per_s))
+            method.append("whole-transfer")
+            continue
+        r = sustained_rate(s, float(row.mb_per_s))
         sus.append(r.mb_per_s)
         method.append(r.method)
     out["sustained_mb_per_s"] = sus
