@@ -27,6 +27,7 @@ KEY, SECRET = "cbbookkeepingkey", "cbbookkeepingsecret"
 # --- unit -------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_a_measurement_was_attempted_before_only_with_a_kept_attempt_or_a_left_log(tmp_path):
     record = tmp_path / "r1.json"
     log = tmp_path / "r1.jsonl"
@@ -41,6 +42,7 @@ def test_a_measurement_was_attempted_before_only_with_a_kept_attempt_or_a_left_l
     assert attempted_before(record, [log])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("prefix", "local"),
     [
@@ -56,6 +58,7 @@ def test_plain_paths_are_local_remotes_are_not(prefix, local):
     assert (rc.local_path(prefix) is not None) is local
 
 
+@pytest.mark.unit
 def test_a_local_remote_is_listed_read_and_written_without_rclone(tmp_path):
     copy = tmp_path / "bkt" / "c" / "data" / "r1"
     (copy / "objects" / "f.bin").mkdir(parents=True)
@@ -73,6 +76,7 @@ def test_a_local_remote_is_listed_read_and_written_without_rclone(tmp_path):
     assert sorted(p.name for p in copy.iterdir()) == ["manifest.json", "objects"]  # no temp
 
 
+@pytest.mark.unit
 def test_a_remote_from_the_environment_is_found_in_any_case():
     listing = (
         '[{"name":"ucs3","type":"s3","source":"environment","description":""},'
@@ -85,12 +89,14 @@ def test_a_remote_from_the_environment_is_found_in_any_case():
     assert rc.type_in_listing("not json", "ucs3") == "unknown"
 
 
+@pytest.mark.unit
 def test_every_bookkeeping_call_names_itself_to_the_store():
     cmd = rc.helper_command("rclone", "lsjson", "s:b/p", extra_flags=("--user-agent", "mine"))
     assert cmd[cmd.index("--user-agent") + 1] == rc.BOOKKEEPING_AGENT
     assert cmd[-2:] == ["--user-agent", "mine"]  # a campaign's own flags still come last
 
 
+@pytest.mark.unit
 def test_the_bench_tells_bookkeeping_from_the_copy_and_the_run_by_the_stores_log():
     line = (
         "k bkt [24/November/2026:14:41:42 +0000] 127.0.0.1 k ID {action} {key} {uri} 200 - 0 "
@@ -134,6 +140,7 @@ def _logged(srv) -> int:
     return len(srv.access_log.read_text().splitlines()) if srv.access_log.exists() else 0
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("store", store_params())
 def test_bookkeeping_calls_cost_the_store_one_or_two_requests(store, tmp_path, monkeypatch):
     binary = rc.find_rclone()

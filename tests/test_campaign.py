@@ -2,6 +2,8 @@ import pytest
 
 from cloudbench.campaign.model import ConfigError, Measurement, Setting, load_campaign
 
+pytestmark = pytest.mark.unit
+
 
 def test_demo_implies_every_measurement(demo_config):
     c = load_campaign(demo_config)

@@ -11,6 +11,8 @@ import pytest
 from cloudbench import binaries as binary
 from cloudbench.campaign import clients as catalogue
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / "workflow"
 _NAMES = "|".join(map(re.escape, catalogue.NAMES))
@@ -34,7 +36,6 @@ def _name_branches() -> list[str]:
     return found
 
 
-@pytest.mark.unit
 def test_no_code_outside_the_clients_branches_on_a_clients_name():
     """A fifth client is one module and one registry line only while nothing else asks
     for a client by name: ask the registry for a capability instead."""
@@ -44,7 +45,6 @@ def test_no_code_outside_the_clients_branches_on_a_clients_name():
     assert NAME_BRANCH.search('if "command" in chosen:')
 
 
-@pytest.mark.unit
 def test_capabilities_are_asked_of_the_registry():
     assert catalogue.capped_by_rclone_flags("rclone") and not catalogue.capped_by_rclone_flags(
         "aws"
@@ -56,7 +56,6 @@ def test_capabilities_are_asked_of_the_registry():
         catalogue.info_of("rsync")
 
 
-@pytest.mark.unit
 @pytest.mark.parametrize(
     "path, split",
     [
@@ -72,7 +71,6 @@ def test_one_pattern_for_a_remotes_name(path, split):
     assert catalogue.is_remote(path) is (split is not None)
 
 
-@pytest.mark.unit
 @pytest.mark.parametrize(
     "line, version",
     [
@@ -87,7 +85,6 @@ def test_one_version_reader_reads_every_clients_first_line(line, version):
     assert binary.version_number(line) == version
 
 
-@pytest.mark.unit
 def test_one_finder_override_then_candidates_then_path(tmp_path, monkeypatch):
     spec = binary.Binary(
         "cb-no-such-tool", "CLOUDBENCH_NO_SUCH", "run `make`",
@@ -107,7 +104,6 @@ def test_one_finder_override_then_candidates_then_path(tmp_path, monkeypatch):
 # --- the evidence a client leaves ------------------------------------------------------------
 
 
-@pytest.mark.unit
 def test_a_listing_kept_beside_a_record_recounts_bytes_and_seconds(tmp_path):
     from cloudbench.campaign.paths import listing
     from cloudbench.measure.arrival import read_listing, write_listing
@@ -124,7 +120,6 @@ def test_a_listing_kept_beside_a_record_recounts_bytes_and_seconds(tmp_path):
     assert listing_evidence(tmp_path / "absent.tsv", 0.0).bytes is None
 
 
-@pytest.mark.unit
 def test_s5cmds_json_lines_count_each_copied_objects_size(tmp_path):
     from cloudbench.measure.arrival import write_listing
     from cloudbench.measure.clients import load
@@ -147,7 +142,6 @@ def test_s5cmds_json_lines_count_each_copied_objects_size(tmp_path):
     assert (ev.bytes, ev.objects, ev.seconds) == (3145733, 2, 3.5)
 
 
-@pytest.mark.unit
 def test_a_listing_with_the_sources_times_has_no_seconds_to_say(tmp_path):
     from cloudbench.measure.arrival import write_listing
     from cloudbench.measure.clients.base import listing_evidence
@@ -160,7 +154,6 @@ def test_a_listing_with_the_sources_times_has_no_seconds_to_say(tmp_path):
     assert listing_evidence(kept, started_epoch=1000.0).seconds == pytest.approx(-0.6)
 
 
-@pytest.mark.unit
 def test_a_download_whose_files_carry_the_objects_times_is_timed_by_its_series(tmp_path):
     """The AWS CLI sets a downloaded file's time to the object's: the series (the
     destination sampled every second) says when the bytes were all there."""
@@ -196,7 +189,6 @@ def _s3cmd_access(**kw):
     return S3Access(**{**base, **kw})
 
 
-@pytest.mark.unit
 def test_s3cmd_command_lines_keep_keys_in_the_environment(tmp_path):
     from cloudbench.measure.tools import copy_command
 
@@ -241,7 +233,6 @@ def test_s3cmd_command_lines_keep_keys_in_the_environment(tmp_path):
         assert not any(SECRET in t or "AKIAS3CMD" in t for t in cmd.files.values())
 
 
-@pytest.mark.unit
 def test_s3cmds_output_recounts_its_bytes_and_seconds(tmp_path):
     from cloudbench.measure.clients import load
     from cloudbench.measure.clients.base import Kept
@@ -268,7 +259,6 @@ def test_s3cmds_output_recounts_its_bytes_and_seconds(tmp_path):
     assert (ev.bytes, ev.objects, ev.seconds) == (3145728 + 10 + 20971520, 3, 2.1)
 
 
-@pytest.mark.unit
 def test_s3cmd_moves_one_object_at_a_time_and_its_record_says_so(tmp_path, monkeypatch):
     from cloudbench.measure.clients import load
     from cloudbench.measure.clients.base import CopyJob

@@ -189,6 +189,7 @@ def _small_files(cfg, tmp_path):
     cfg["strategies"] = ["plain"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("change", [None, _two_remotes, _auto_repeats, _compared, _small_files])
 def test_every_spec_serialises_as_the_workflow_passed_it_before(demo_config, tmp_path, change):
     if change:
@@ -212,6 +213,7 @@ def test_every_spec_serialises_as_the_workflow_passed_it_before(demo_config, tmp
                 assert jobs.gate(c, site.name, r.name, tool).to_json() == json.dumps(want)
 
 
+@pytest.mark.unit
 def test_a_spec_is_typed_and_frozen(demo_config):
     """A spec is a value: a job cannot be told something its type does not name."""
     spec = jobs.dataset(load_campaign(demo_config))
@@ -221,6 +223,7 @@ def test_a_spec_is_typed_and_frozen(demo_config):
         jobs.DatasetSpec(campaign="c", site="s", size=1, seed="x", extra=1)  # type: ignore[call-arg]
 
 
+@pytest.mark.unit
 def test_the_run_spec_round_trips_and_names_every_gate_of_each_site(demo_config, tmp_path):
     c = load_campaign(demo_config)
     spec = jobs.run(c, 1700000000.5)
@@ -238,6 +241,7 @@ def test_the_run_spec_round_trips_and_names_every_gate_of_each_site(demo_config,
     assert list(path.parent.iterdir()) == [path]  # written whole: no temporary left
 
 
+@pytest.mark.unit
 def test_a_missing_or_garbled_run_spec_is_one_line_naming_the_file(tmp_path):
     with pytest.raises(jobs.RunSpecError, match=r"runs/x\.json: no spec of this run .*onstart"):
         jobs.read_run(tmp_path / "runs" / "x.json")

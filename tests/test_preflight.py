@@ -23,9 +23,7 @@ def _spec(tmp_path, **kw) -> PreflightSpec:
     return PreflightSpec(**{**base, **kw})
 
 
-pytestmark = pytest.mark.quick  # preflight runs rclone (the venv's, or a fake)
-
-
+@pytest.mark.quick  # preflight runs rclone (the venv's, or a fake)
 def test_all_good_writes_the_record(tmp_path):
     out = tmp_path / "preflight.json"
     assert run_preflight(_spec(tmp_path), out) == []
@@ -33,6 +31,7 @@ def test_all_good_writes_the_record(tmp_path):
     assert not list((tmp_path / "remote").rglob("*.txt"))  # the test object was deleted
 
 
+@pytest.mark.quick
 def test_site_rclone_too_old_is_named(tmp_path, monkeypatch):
     fake = tmp_path / "rclone"
     fake.write_text("#!/bin/sh\necho 'rclone v1.53.3'\necho '- os/version: debian'\n")
@@ -47,6 +46,7 @@ def test_site_rclone_too_old_is_named(tmp_path, monkeypatch):
     assert not out.exists()
 
 
+@pytest.mark.quick
 def test_unwritable_remote_and_small_scratch_both_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("CLOUDBENCH_FREE_BYTES", "10")
     blocker = tmp_path / "remote"
@@ -57,6 +57,7 @@ def test_unwritable_remote_and_small_scratch_both_reported(tmp_path, monkeypatch
     assert problems[1].startswith(f"scratch {tmp_path / 'scratch'}: 10B free (10 bytes)")
 
 
+@pytest.mark.quick
 def test_a_misspelled_remote_is_named_not_configured_by_the_real_rclone(tmp_path, monkeypatch):
     """A user typed `objstor:` for `objstore:`; rclone said "didn't find section in config
     file" and s5cmd's check "only S3 remotes can use s5cmd". Both now say what it is."""
@@ -72,6 +73,7 @@ def test_a_misspelled_remote_is_named_not_configured_by_the_real_rclone(tmp_path
     assert all("\n" not in p for p in problems)
 
 
+@pytest.mark.quick
 def test_rclone_version_is_asked_once_per_binary(tmp_path, monkeypatch):
     """Every transfer job needs the version; `rclone version` runs once per binary, and
     again when the binary is replaced (new size or mtime), not from a stale cache."""

