@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.infra.checkout import fresh_copy
 from tests.infra.workflow import BIN, ROOT
 
 SITES = {"tursa": "slurm", "tesseract": "pbs"}  # site -> its template
@@ -37,27 +37,6 @@ def _profile(name: str) -> dict:
 def _setting_lines(name: str) -> int:
     text = (ROOT / "profiles" / name / "config.yaml").read_text()
     return sum(1 for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
-
-
-def fresh_copy(dest: Path) -> Path:
-    """The checkout as a clone would have it (plus files not yet committed), no venv/results."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    for rel in filter(None, listed.split("\0")):
-        src, dst = ROOT / rel, dest / rel
-        if not src.is_symlink() and not src.exists():
-            continue  # deleted in the working tree
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            dst.symlink_to(os.readlink(src))
-        else:
-            shutil.copy2(src, dst)
-    return dest
 
 
 def fake_schedulers(bindir: Path, calls: Path) -> None:
@@ -138,6 +117,7 @@ def submitted(calls: Path) -> list[str]:
     return [c for c in called if c.split()[0] in SUBMITTING]
 
 
+@pytest.mark.quick
 def test_make_profiles_then_bare_profile_names_plan_the_default_campaign(tmp_path, xdg):
     checkout, env, calls = linked_copy(tmp_path, xdg)
     env.update(DUMMY_ENV)
@@ -182,6 +162,7 @@ def test_make_profiles_then_bare_profile_names_plan_the_default_campaign(tmp_pat
         assert "slurm_account" not in block
 
 
+@pytest.mark.quick
 def test_a_run_without_the_scheduler_variables_stops_before_submitting(tmp_path, xdg):
     checkout, env, calls = linked_copy(tmp_path, xdg)
     run = subprocess.run(
@@ -199,6 +180,7 @@ def test_a_run_without_the_scheduler_variables_stops_before_submitting(tmp_path,
     assert not (checkout / "results" / campaign).exists()  # not even the local preflight ran
 
 
+@pytest.mark.quick
 def test_a_dry_run_needs_no_account(tmp_path, xdg):
     checkout, env, calls = linked_copy(tmp_path, xdg)
     for site in SITES:
@@ -214,6 +196,7 @@ def test_a_dry_run_needs_no_account(tmp_path, xdg):
     assert not submitted(calls)
 
 
+@pytest.mark.quick
 def test_make_profiles_refuses_foreign_profiles_and_keeps_them(tmp_path, xdg):
     store = Path(xdg["XDG_CONFIG_HOME"]) / "snakemake"
     mine = store / "tursa"
@@ -235,6 +218,7 @@ def test_make_profiles_refuses_foreign_profiles_and_keeps_them(tmp_path, xdg):
     assert os.readlink(store / "tesseract") == str(elsewhere)
 
 
+@pytest.mark.quick
 def test_make_profiles_is_idempotent_and_repairs_only_its_own_links(tmp_path, xdg):
     store = Path(xdg["XDG_CONFIG_HOME"]) / "snakemake"
     first = make_profiles(ROOT, xdg)
@@ -258,6 +242,7 @@ def test_make_profiles_is_idempotent_and_repairs_only_its_own_links(tmp_path, xd
     assert os.readlink(store / "tursa") == str(ROOT / "profiles" / "tursa")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("site", [*SITES, *SITES.values()])
 def test_site_profiles_hold_site_facts_only(site):
     """About ten lines; no key of the workflow profile (it would silently replace it)."""
@@ -269,6 +254,7 @@ def test_site_profiles_hold_site_facts_only(site):
     assert any(str(c).startswith("site=") for c in _profile(site)["config"])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("site", SITES)
 def test_sites_have_the_keys_of_their_template(site):
     assert set(_profile(site)) == set(_profile(SITES[site]))
@@ -277,6 +263,7 @@ def test_sites_have_the_keys_of_their_template(site):
             assert (ROOT / "profiles" / site / _profile(site)[name].split()[0]).is_file()
 
 
+@pytest.mark.unit
 def test_local_profile_agrees_with_the_workflow_profile():
     """local repeats the run policy (it is used from other directories too): same values."""
     local, workflow = _profile("local"), _profile("default")

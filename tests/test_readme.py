@@ -9,37 +9,18 @@ as written, is tests/test_real_campaign.py's job.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
-import textwrap
 
 import pytest
 import yaml
 
+from tests.infra.checkout import fresh_copy, readme_campaign, readme_commands
 from tests.infra.s3 import serve_s3
-from tests.infra.workflow import BIN, ROOT
-from tests.test_profile_lookup import fresh_copy
-
-README = ROOT / "README.md"
+from tests.infra.workflow import BIN
 
 
-def readme_campaign() -> tuple[str, dict]:
-    """The campaign file of step 2: its path as the README names it, and its contents."""
-    text = README.read_text()
-    name = re.search(r"Write a campaign file\*\*, e\.g\. `([^`]+)`", text).group(1)
-    block = re.search(r"```yaml\n(.*?)```", text, re.S).group(1)
-    return name, yaml.safe_load(textwrap.dedent(block))
-
-
-def readme_commands() -> list[str]:
-    """Every ``snakemake ...`` command of the README's campaign section and its cleanup."""
-    text = README.read_text()
-    section = text[text.index("## A real campaign") : text.index("## Documentation")]
-    found = re.findall(r"`(snakemake [^`]+)`", section.replace("\n   ", " "))
-    return [c for c in found if "--profile profiles/" in c or c.startswith("snakemake cleanup")]
-
-
+@pytest.mark.unit
 def test_readme_names_its_commands():
     name, campaign = readme_campaign()
     assert name == "config/tursa-to-us.yaml" and campaign["campaign"] == "tursa-us-2026"
