@@ -300,46 +300,47 @@ def test_a_download_seen_only_by_its_files_is_judged_by_the_listing_alone():
     assert unasked.cause(None, files, 1.0) is None and unasked.cause(None, files, 999.0) is None
 
 
-@pytest.mark.quick  # importing Snakemake's scheduler loads its executor plugins (`which`)
-def test_an_opened_breaker_stops_the_scheduler_from_its_own_thread_while_the_lock_is_held(capsys):
-    """The run is stopped through Snakemake's own graceful stop, called from the watching
-    thread: it waits while the scheduler holds its lock (as its main thread does while it
-    registers a finished job, the moment a breaker opens) and then stops the run. A SIGTERM
-    to the process ran the same stop in the main thread, inside that lock: a run hung for
-    good with no job left (2026-11-26)."""
+def test_an_opened_breaker_stops_the_scheduler_once_from_the_watching_thread(tmp_path, capsys):
+    """The run is stopped through the scheduler's own graceful stop (``exit_gracefully``, as
+    Snakemake's SIGTERM handler does), called from the breaker's watching thread, never a
+    SIGTERM to the process, whose handler would run in the main thread, inside the
+    scheduler's lock (a run hung for good with no job left, 2026-11-26). Wired as
+    site.lifecycle wires it; that the installed Snakemake still has that graceful stop is
+    test_measuring_rules.py::test_snakemake_private_api_we_rely_on_is_still_there's."""
+    import functools
     import threading
     from types import SimpleNamespace
 
-    from snakemake.scheduling.job_scheduler import JobScheduler
-
     from cloudbench.site.snakemake_internals import stop_scheduling
 
-    held = SimpleNamespace(
-        _lock=threading.Lock(), _open_jobs=threading.Semaphore(0), _user_kill=None
+    stops: list[str] = []
+    stopped = threading.Event()
+
+    def exit_gracefully() -> None:
+        stops.append(threading.current_thread().name)
+        stopped.set()
+
+    workflow = SimpleNamespace(scheduler=SimpleNamespace(exit_gracefully=exit_gracefully))
+    places = [(str(tmp_path), "s", "main"), (str(tmp_path), "s", "other")]
+    policy = breaker.Policy(after_failures=2)
+    on_open = functools.partial(
+        breaker.stop_submitting, stop=functools.partial(stop_scheduling, workflow)
     )
-    workflow = SimpleNamespace(
-        scheduler=SimpleNamespace(exit_gracefully=lambda: JobScheduler.exit_gracefully(held))
-    )
-    state = breaker.State(
-        remote="main",
-        failures=3,
-        since="2026-11-26T23:22:57Z",
-        last="2026-11-26T23:24:33Z",
-        cause="dial tcp 127.0.0.1:58141: connect: connection refused",
-        by="download plain r3",
-        checked_epoch=0.0,
-    )
-    watcher = threading.Thread(
-        target=breaker.stop_submitting,
-        args=(state,),
-        kwargs={"stop": lambda: stop_scheduling(workflow)},
-    )
-    with held._lock:  # the scheduler's main thread, registering a finished job
-        watcher.start()
-        watcher.join(0.5)
-        assert watcher.is_alive() and held._user_kill is None  # waits its turn
-    watcher.join(10)
-    assert not watcher.is_alive()
-    assert held._user_kill == "graceful"  # what Snakemake's SIGTERM handler sets
-    assert held._open_jobs.acquire(timeout=1)  # the scheduling loop is woken to end the run
-    assert "no more measurements of it are started" in capsys.readouterr().err
+    before = set(threading.enumerate())
+    watching = breaker.watch(places, policy, on_open, interval_s=0.01)
+    (watcher,) = set(threading.enumerate()) - before
+    try:
+        breaker.note(tmp_path, "s", "main", REFUSED, "upload r1")  # one failure: not open
+        breaker.note(tmp_path, "s", "main", REFUSED, "upload r2")
+        assert stopped.wait(60), "the watcher never stopped the run"
+        # watching goes on no longer: a breaker that opens later stops nothing twice
+        breaker.note(tmp_path, "s", "other", REFUSED, "upload r1")
+        breaker.note(tmp_path, "s", "other", REFUSED, "upload r2")
+        watcher.join(60)
+        assert not watcher.is_alive()
+    finally:
+        watching.set()
+    assert stops == ["cloudbench-breaker"]  # once, and not from the main thread
+    err = capsys.readouterr().err
+    assert err.count("no more measurements of it are started") == 1
+    assert "store 'main' has not answered since" in err
