@@ -24,6 +24,7 @@ def _attempt(record, status, when):
     keep_attempt(record, {"status": status, "started_utc": when})
 
 
+@pytest.mark.unit
 def test_retry_token_changes_once_per_failure_and_never_after_a_success(tmp_path):
     record = tmp_path / "r1.json"
     assert retry_token(str(record)) == ""  # never measured
@@ -37,6 +38,7 @@ def test_retry_token_changes_once_per_failure_and_never_after_a_success(tmp_path
     assert retry_token(str(record)) == "failed:2"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("strategy", "objects", "object_bytes", "backend", "direction", "expect"),
     [
@@ -66,6 +68,7 @@ def test_connections_are_counted_from_what_rclone_does(
     assert got == expect
 
 
+@pytest.mark.unit
 def test_s3_uploads_pin_part_concurrency_and_respect_the_5mib_minimum():
     conc = rc.concurrency(
         "plain", 4, objects=4, object_bytes=2**30, cutoff=2**30, part_bytes=2**20,
@@ -74,6 +77,7 @@ def test_s3_uploads_pin_part_concurrency_and_respect_the_5mib_minimum():
     assert conc.flags() == ["--s3-upload-concurrency", "1", "--s3-chunk-size", str(5 * 2**20)]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("backend", "verbosity"), [("s3", ["-vv"]), ("local", ["-v"])])
 def test_a_timed_copy_asks_for_one_log_level(tmp_path, backend, verbosity):
     """An S3 copy logs at DEBUG (every response and retried request), any other at INFO;
@@ -89,6 +93,7 @@ def test_a_timed_copy_asks_for_one_log_level(tmp_path, backend, verbosity):
     assert cmd[cmd.index("--stats-log-level") + 1] == "INFO" and "--use-json-log" in cmd
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("remote", "expected"),
     [("/data/remote", "local"), ("scratch/x", "local"), (":s3,provider=Ceph:b", "s3")],
@@ -97,6 +102,7 @@ def test_backend_type_without_asking_rclone(remote, expected):
     assert rc.backend_type("/nonexistent/rclone", remote) == expected
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("flag", "secret"),
     [("--s3-secret-access-key", True), ("--b2-key=x", True), ("--drive-token", True),
@@ -109,6 +115,7 @@ def test_credential_flags(flag, secret):
     assert (credential_flag(flag) is not None) == secret
 
 
+@pytest.mark.unit
 def test_regenerated_data_is_identical_and_checked_against_its_checksum(tmp_path):
     ds = steps.DatasetSpec("c", "s", 3 * 2**20 + 7, "seed")
     assert steps.ensure_file(ds, tmp_path, "f.bin") is True
@@ -126,6 +133,7 @@ def test_regenerated_data_is_identical_and_checked_against_its_checksum(tmp_path
     assert not steps.ensure_chunks(ds, tmp_path, tmp_path / "chunks", "f.bin", 2**20, digest)
 
 
+@pytest.mark.unit
 def test_steps_table_holds_only_this_campaigns_steps(tmp_path):
     from cloudbench.report.aggregate import steps_table
 
@@ -150,6 +158,7 @@ def test_steps_table_holds_only_this_campaigns_steps(tmp_path):
     assert json.loads(stale.read_text())  # kept on disk, only left out of the table
 
 
+@pytest.mark.unit
 def test_stopped_summary_says_what_is_recorded_and_what_to_do(tmp_path):
     from cloudbench.site.status import stopped_summary
 
@@ -169,6 +178,7 @@ def test_stopped_summary_says_what_is_recorded_and_what_to_do(tmp_path):
     assert stopped_summary(paths[1:3]).endswith("; rerun the same command to measure the 2 failed")
 
 
+@pytest.mark.unit
 def test_a_corrupt_download_is_counted_corrupt_and_the_line_says_how_to_measure_it(tmp_path):
     """A user saw "(8 ok, 0 failed) ... every measurement is recorded" after verify had
     found a download corrupt: the transfer's record is ok, its verify record is not."""
@@ -194,6 +204,7 @@ def test_a_corrupt_download_is_counted_corrupt_and_the_line_says_how_to_measure_
     assert "finish the report" not in line and "every measurement is recorded; the 1" in line
 
 
+@pytest.mark.unit
 def test_status_names_the_forcerun_that_measures_a_corrupt_download_again(tmp_path):
     from cloudbench.campaign import paths as cbpaths
     from cloudbench.site.status import describe
@@ -217,6 +228,7 @@ def test_status_names_the_forcerun_that_measures_a_corrupt_download_again(tmp_pa
     assert describe([row], tmp_path).startswith("1 measurement(s) not ok:\n")
 
 
+@pytest.mark.unit
 def test_a_failed_preflight_asks_for_a_fix_not_a_rerun(tmp_path):
     from cloudbench.site.status import stopped_summary
 
@@ -225,6 +237,7 @@ def test_a_failed_preflight_asks_for_a_fix_not_a_rerun(tmp_path):
     assert f"the preflight failed (see {log}): fix what it says, then rerun" in line
 
 
+@pytest.mark.unit
 def test_rclone_flags_from_the_environment_are_named_in_the_record_secrets_are_not():
     from cloudbench.campaign.secrets import rclone_env_flags
 
@@ -241,6 +254,7 @@ def test_rclone_flags_from_the_environment_are_named_in_the_record_secrets_are_n
     assert "Walrus5" not in flags and rclone_env_flags({"HOME": "/root"}) == ""
 
 
+@pytest.mark.quick
 def test_a_job_whose_shell_is_killed_ends_with_it(tmp_path):
     """kill -9 of a job's shell (the pid ps shows for a rule) must end the job's Python too:
     an orphan would go on measuring beside the next transfer and write its record after
@@ -248,31 +262,47 @@ def test_a_job_whose_shell_is_killed_ends_with_it(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
     pidfile = tmp_path / "child.pid"
+    # the job's Python says it is ready, then waits for its input to close (the test's end),
+    # so that an orphan cannot outlive the test
     code = (
-        "import os, time; from cloudbench.site.jobenv import end_with_job_shell; "
+        "import os, sys; from cloudbench.site.jobenv import end_with_job_shell; "
         f"end_with_job_shell(); open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
-        "time.sleep(120)"
+        "sys.stdin.read()"
     )
-    shell = subprocess.Popen(["bash", "-c", f'{sys.executable} -c "{code}"; true'])
-    deadline = time.monotonic() + 20
-    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    child = int(pidfile.read_text())
-    shell.send_signal(signal.SIGKILL)
-    shell.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
-        state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        if state == "Z":  # ended, not yet reaped by init
-            break
-        time.sleep(0.05)
-    else:
-        assert not Path(f"/proc/{child}").exists(), "the job's Python outlived its shell"
+    shell = subprocess.Popen(
+        ["bash", "-c", f'{sys.executable} -c "{code}"; true'], stdin=subprocess.PIPE
+    )
+    try:
+        _poll(lambda: pidfile.exists() and pidfile.read_text(), "the job's Python to start")
+        child = int(pidfile.read_text())
+        shell.send_signal(signal.SIGKILL)
+        shell.wait(timeout=60)
+
+        def ended() -> bool:
+            try:
+                stat = Path(f"/proc/{child}/stat").read_text()
+            except FileNotFoundError:
+                return True
+            return stat.rsplit(")", 1)[1].split()[0] == "Z"  # ended, not yet reaped by init
+
+        _poll(ended, "the job's Python to end with its shell (it outlived it)")
+    finally:
+        shell.stdin.close()
 
 
+def _poll(event, what: str, deadline_s: float = 120) -> None:
+    """Wait for ``event()`` to be true; the deadline is one only a hang reaches."""
+    import time
+
+    deadline = time.monotonic() + deadline_s
+    while not event():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.unit
 def test_every_cloudbench_command_ends_with_its_job_shell(monkeypatch):
     from cloudbench import cli
     from cloudbench.site import jobenv
@@ -284,6 +314,7 @@ def test_every_cloudbench_command_ends_with_its_job_shell(monkeypatch):
     assert calls == [1]
 
 
+@pytest.mark.unit
 def test_a_log_left_by_a_killed_attempt_is_kept_not_overwritten(tmp_path):
     from cloudbench.measure.attempts import keep_attempt, set_aside_unrecorded
 
@@ -326,6 +357,7 @@ def test_a_log_left_by_a_killed_attempt_is_kept_not_overwritten(tmp_path):
     assert not live_log(log).exists()
 
 
+@pytest.mark.unit
 def test_every_attempt_counts_in_the_bytes_moved_that_the_store_bills(tmp_path):
     """A download failed, then one was killed mid-way (rclone's real log of a killed S3
     copy), then one succeeded: three attempts, and the bytes of all three."""
@@ -356,6 +388,7 @@ def test_every_attempt_counts_in_the_bytes_moved_that_the_store_bills(tmp_path):
     assert attempt_totals(other, done) == {"attempts": 2, "bytes_moved_all_attempts": 5}
 
 
+@pytest.mark.unit
 def test_a_transfer_that_finished_while_snakemake_stopped_is_told_apart(tmp_path):
     from cloudbench.site.status import finished_while_stopping
 
@@ -371,6 +404,7 @@ def test_a_transfer_that_finished_while_snakemake_stopped_is_told_apart(tmp_path
     assert not finished_while_stopping([record, series], marked_incomplete=True)
 
 
+@pytest.mark.unit
 def test_an_rclone_stopped_by_a_signal_says_which():
     """A user's Ctrl-C'd download was recorded as "rclone failed" (rclone logs nothing then)."""
     from cloudbench.measure.clients.rclone import exit_reason
@@ -380,6 +414,7 @@ def test_an_rclone_stopped_by_a_signal_says_which():
     assert exit_reason(1) == "failed (exit 1)" and exit_reason(255) == "failed (exit 255)"
 
 
+@pytest.mark.unit
 def test_an_rclone_stopped_by_sigterm_is_recorded_as_stopped_not_by_its_stderr(tmp_path):
     """A SIGTERM'd upload was recorded with rclone's stderr as its error: a DEBUG line about
     its config, which is no reason. A dead store is named, not "is a file not a directory"."""
@@ -417,6 +452,7 @@ def test_an_rclone_stopped_by_sigterm_is_recorded_as_stopped_not_by_its_stderr(t
     assert not CLIENT.outcome(job, plan, Run(1, 12.0, 0.0, stderr, ())).corrupt
 
 
+@pytest.mark.unit
 def test_a_copy_is_corrupt_only_where_it_failed_for_that():
     from cloudbench.measure.group import aggregate
     from cloudbench.records import copy_status
@@ -434,6 +470,7 @@ def test_a_copy_is_corrupt_only_where_it_failed_for_that():
     assert aggregate([{**client, "retries": 1}, {**bad, "retries": 0}], 2, 1.0)["retries"] == 1
 
 
+@pytest.mark.unit
 def test_a_transfer_rclone_found_corrupt_is_kept_as_found(tmp_path):
     """Counted corrupt by the last line, with its --forcerun, and no input that would make
     a rerun measure it again (a failed one has its newest attempt as one)."""
@@ -478,13 +515,13 @@ def test_bookkeeping_against_a_dead_store_names_the_refused_connection(monkeypat
 
 
 _WAITING_JOB = """
-import argparse, sys, tempfile, time
+import argparse, sys, tempfile
 from cloudbench import cli
 parse = argparse.ArgumentParser.parse_args
 def wait(args):
     with tempfile.TemporaryDirectory(dir=sys.argv[1]) as tmp:
         print(tmp, flush=True)
-        time.sleep(60)
+        sys.stdin.read()  # until SIGTERM (or the test's end closes it)
 def parse_args(self, *a, **k):
     ns = parse(self, *a, **k)
     ns.func = wait
@@ -505,15 +542,16 @@ def test_a_job_stopped_by_sigterm_ends_as_ctrl_c_ends_it(tmp_path):
 
     proc = subprocess.Popen(
         [sys.executable, "-c", _WAITING_JOB, str(tmp_path)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        folder = Path(proc.stdout.readline().strip())
+        folder = Path(proc.stdout.readline().strip())  # the job is under way
         assert folder.is_dir()
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
     assert proc.returncode == 143
@@ -522,14 +560,14 @@ def test_a_job_stopped_by_sigterm_ends_as_ctrl_c_ends_it(tmp_path):
 
 
 _KILLED_JOB = """
-import sys, time
+import sys
 from pathlib import Path
 from cloudbench import records
 records.small_files_dir = lambda: sys.argv[1]
 with records.small_files("copy") as tmp:
     (tmp / "objects").write_text("f1.bin\\n")
     print(tmp, flush=True)
-    time.sleep(60)
+    sys.stdin.read()  # alive until killed, or until the test's end closes its input
 """
 
 
@@ -545,14 +583,15 @@ def test_the_small_files_of_a_killed_job_go_with_the_next_job(tmp_path, monkeypa
 
     def start():
         p = subprocess.Popen(
-            [sys.executable, "-c", _KILLED_JOB, str(tmp_path)], stdout=subprocess.PIPE, text=True
-        )
+            [sys.executable, "-c", _KILLED_JOB, str(tmp_path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
         return p, Path(p.stdout.readline().strip())
 
     (killed, gone), (alive, kept) = start(), start()
     try:
         killed.send_signal(signal.SIGKILL)
-        killed.wait(timeout=30)
+        killed.wait(timeout=120)
         assert gone.is_dir() and kept.is_dir()  # nothing of the killed job's removed it
         stranger = tmp_path / "cloudbench-copy-1-1-x"  # another pid namespace's: not read here
         stranger.mkdir()
@@ -588,6 +627,7 @@ def test_help_names_every_command_a_person_types():
         assert command in out, command
 
 
+@pytest.mark.unit
 def test_a_group_attempt_killed_before_its_clients_wrote_a_line_still_counts(tmp_path):
     """A new user SIGKILLed a 2-client s5cmd download 1.5 s in: its clients had written
     nothing, so nothing was set aside and attempts stayed short by one. The group's own log
@@ -611,6 +651,7 @@ def test_a_group_attempt_killed_before_its_clients_wrote_a_line_still_counts(tmp
     assert attempt_totals(record, done) == {"attempts": 2, "bytes_moved_all_attempts": 9}
 
 
+@pytest.mark.unit
 def test_first_few_names_three_then_counts_the_rest():
     from cloudbench.records import first_few
 
@@ -619,6 +660,7 @@ def test_first_few_names_three_then_counts_the_rest():
     assert first_few(["r1.json", "r2.json", "r3.json"], sep=" ") == "r1.json r2.json r3.json"
 
 
+@pytest.mark.unit
 def test_an_iso_time_and_its_epoch_are_one_reading():
     from cloudbench.records import utc_now
 
