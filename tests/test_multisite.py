@@ -1,25 +1,39 @@
-"""Three sites that share nothing but the remote (a real S3 endpoint on 127.0.0.1)."""
+"""Sites that share nothing but the remote (a real S3 endpoint on 127.0.0.1).
+
+Three sites, each in a directory of its own, and a laptop that only aggregates, run once
+for the module (:func:`three_sites`); the tests below read what those runs left.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests.infra.s3 import serve_s3
-from tests.infra.workflow import BIN, snakemake, write_config
+from tests.infra.workflow import BIN, ROOT, snakemake, write_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.full, pytest.mark.slow]
 SITES = ("tursa", "tesseract", "bnl")
 
 
-def _config(demo_config: dict, campaign: str = "demo") -> dict:
-    demo_config.update(campaign=campaign, remote="s3t:", strategies=["plain", "chunked"], repeats=1)
-    demo_config["dataset"].update(files=1, size="6MiB", chunk_sizes=["2MiB"])
-    demo_config["rclone"]["flags"] = []
-    demo_config["sites"] = {
+def _demo_config() -> dict:
+    with open(ROOT / "config" / "config.yaml") as fh:
+        return copy.deepcopy(yaml.safe_load(fh))
+
+
+def _config(campaign: str = "demo") -> dict:
+    cfg = _demo_config()
+    cfg.update(campaign=campaign, remote="s3t:", strategies=["plain", "chunked"], repeats=1)
+    cfg["dataset"].update(files=1, size="2MiB", chunk_sizes=["1MiB"])
+    cfg["rclone"]["flags"] = []
+    cfg["probe"] = {"count": 2}  # the probe is not what these tests look at
+    cfg["sites"] = {
         "tursa": {
             "upload": True,
             "download": True,
@@ -39,7 +53,7 @@ def _config(demo_config: dict, campaign: str = "demo") -> dict:
             "location": [40.87, -72.88],
         },
     }
-    return demo_config
+    return cfg
 
 
 def _run_site(root: Path, cfg: dict, site: str, env: dict, *args: str):
@@ -52,73 +66,107 @@ def _table(workdir: Path, name: str = "transfers.tsv") -> pd.DataFrame:
     return pd.read_csv(workdir / "results/demo" / name, sep="\t")
 
 
-def test_three_sites_meet_at_the_remote(tmp_path, demo_config):
-    cfg = _config(demo_config)
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+@pytest.fixture(scope="module")
+def three_sites(tmp_path_factory):
+    """tursa uploads, tesseract and then bnl download, each in its own directory (each
+    site's run pulls the others' results); tesseract's downloads are measured again; then a
+    laptop (site=none), which measures nothing, aggregates and makes the report. What each
+    step left, for the tests below."""
+    root = tmp_path_factory.mktemp("three-sites")
+    cfg = _config()
+    seen = SimpleNamespace(root=root, s3root=root / "s3root")
+    with serve_s3(str(BIN / "rclone"), seen.s3root) as s3:
         env = s3.client_env("S3T")
         for site in ("tursa", "tesseract"):
-            run = _run_site(tmp_path, cfg, site, env)
+            run = _run_site(root, cfg, site, env)
             assert run.returncode == 0, site + run.stderr[-3000:]
+        # tesseract's run pulled tursa's results, and bnl has not reported yet
+        seen.early = _table(root / "tesseract")
+        seen.early_missing = _table(root / "tesseract", "missing.tsv")
 
-        laptop = _run_site(tmp_path, cfg, "none", env)  # aggregate anywhere: pulls everything
-        assert laptop.returncode == 0, laptop.stderr[-3000:]
-        missing = _table(tmp_path / "none", "missing.tsv")
-        assert set(missing["site"]) == {"bnl"}  # not reported yet: listed, not dropped
-        assert len(_table(tmp_path / "none")) == 2 + 2 + 2
-
-        run = _run_site(tmp_path, cfg, "bnl", env)
+        run = _run_site(root, cfg, "bnl", env)  # the last site: its run pulls the others
         assert run.returncode == 0, run.stderr[-3000:]
-        laptop = _run_site(tmp_path, cfg, "none", env)
-        assert laptop.returncode == 0, laptop.stderr[-3000:]
-        before = _table(tmp_path / "none")
-        assert len(before) == 8 and (before["status"] == "ok").all()
-        assert _table(tmp_path / "none", "missing.tsv").empty
-        assert set(before["site"]) == set(SITES)
-        for col in ("host", "started_utc", "rclone_version", "node_cores"):
-            assert before[col].notna().all()
-        # cross-site visibility, both ends from the manifest exchange: every site read the
-        # same copy's publication time, after its upload ended; bnl ran last, so its copies
-        # were oldest when read
-        downs = before[before["direction"] == "download"]
-        assert downs.groupby("layout")["copy_published_utc"].nunique().eq(1).all()
-        ups = before[before["direction"] == "upload"].set_index("layout")
-        for d in downs.itertuples():
-            up_end = pd.Timestamp(ups.loc[d.layout, "started_utc"]) + pd.Timedelta(
-                seconds=ups.loc[d.layout, "seconds"]
-            )
-            assert pd.Timestamp(d.copy_published_utc) >= up_end
-            read = pd.Timestamp(d.copy_read_utc) - pd.Timestamp(d.copy_published_utc)
-            assert d.copy_age_s == pytest.approx(read.total_seconds(), abs=0.01)
-        age = downs.groupby("site")["copy_age_s"].min()
-        assert 0 < age["tursa"] < age["tesseract"] < age["bnl"]
-        report = tmp_path / "none/results/demo/report.html"
-        rep = _run_site(tmp_path, cfg, "none", env, "--report", str(report))
-        assert rep.returncode == 0 and report.stat().st_size > 50_000
-        latency_page = (tmp_path / "none/results/demo/figures/latency.html").read_text()
-        assert "Cross-site visibility" in latency_page and "min_copy_age_s" in latency_page
+        seen.all_sites = _table(root / "bnl")
+        seen.all_sites_missing = _table(root / "bnl", "missing.tsv")
+        seen.run_before = json.loads(
+            (seen.s3root / "cloudbench/demo/results/tesseract/run.json").read_text()
+        )
 
         # rerun one downloader: only its rows change, its earlier run is kept as history
-        rerun = _run_site(tmp_path, cfg, "tesseract", env, "--forcerun", "download")
+        rerun = _run_site(root, cfg, "tesseract", env, "--forcerun", "download")
         assert rerun.returncode == 0, rerun.stderr[-3000:]
-        laptop = _run_site(tmp_path, cfg, "none", env)
+        laptop = _run_site(root, cfg, "none", env)  # aggregate anywhere: pulls everything
         assert laptop.returncode == 0, laptop.stderr[-3000:]
-        after = _table(tmp_path / "none")
-        key = ["site", "direction", "layout", "repeat"]
-        merged = before.merge(after, on=key, suffixes=("_before", "_after"))
-        changed = merged[merged["started_utc_before"] != merged["started_utc_after"]]
-        assert set(changed["site"]) == {"tesseract"} and len(changed) == 2
-        history = tmp_path / "s3root/cloudbench/demo/history/tesseract"
-        runs = [p for p in history.iterdir() if p.is_dir()]
-        assert len(runs) == 1
-        old = json.loads((runs[0] / "run.json").read_text())
-        new = json.loads(
-            (tmp_path / "s3root/cloudbench/demo/results/tesseract/run.json").read_text()
+        seen.after = _table(root / "none")
+        seen.after_missing = _table(root / "none", "missing.tsv")
+        seen.report = root / "none/results/demo/report.html"
+        rep = _run_site(root, cfg, "none", env, "--report", str(seen.report))
+        assert rep.returncode == 0, rep.stderr[-3000:]
+    return seen
+
+
+def test_a_site_not_reported_yet_is_listed_missing_not_dropped(three_sites):
+    """At tesseract, after tursa and itself, before bnl."""
+    assert set(three_sites.early_missing["site"]) == {"bnl"}
+    assert len(three_sites.early) == 2 + 2 + 2
+    assert set(three_sites.early["site"]) == {"tursa", "tesseract"}
+
+
+def test_three_sites_meet_at_the_remote(three_sites):
+    """Every site's rows at the last site to run, and at a laptop that measured nothing."""
+    for table, missing in (
+        (three_sites.all_sites, three_sites.all_sites_missing),
+        (three_sites.after, three_sites.after_missing),
+    ):
+        assert len(table) == 8 and (table["status"] == "ok").all()
+        assert missing.empty
+        assert set(table["site"]) == set(SITES)
+        for col in ("host", "started_utc", "rclone_version", "node_cores"):
+            assert table[col].notna().all()
+
+
+def test_cross_site_visibility_is_read_from_the_manifest_exchange(three_sites):
+    """Both ends from the manifest exchange: every site read the same copy's publication
+    time, after its upload ended; bnl ran last, so its copies were oldest when read."""
+    before = three_sites.all_sites
+    downs = before[before["direction"] == "download"]
+    assert downs.groupby("layout")["copy_published_utc"].nunique().eq(1).all()
+    ups = before[before["direction"] == "upload"].set_index("layout")
+    for d in downs.itertuples():
+        up_end = pd.Timestamp(ups.loc[d.layout, "started_utc"]) + pd.Timedelta(
+            seconds=ups.loc[d.layout, "seconds"]
         )
-        assert old["run_id"] != new["run_id"]
+        assert pd.Timestamp(d.copy_published_utc) >= up_end
+        read = pd.Timestamp(d.copy_read_utc) - pd.Timestamp(d.copy_published_utc)
+        assert d.copy_age_s == pytest.approx(read.total_seconds(), abs=0.01)
+    age = downs.groupby("site")["copy_age_s"].min()
+    assert 0 < age["tursa"] < age["tesseract"] < age["bnl"]
 
 
-def test_download_site_before_upload_stops_at_once(tmp_path, demo_config):
-    cfg = _config(demo_config, campaign="early")
+def test_the_laptops_report_shows_cross_site_visibility(three_sites):
+    assert three_sites.report.stat().st_size > 50_000
+    latency_page = (three_sites.root / "none/results/demo/figures/latency.html").read_text()
+    assert "Cross-site visibility" in latency_page and "min_copy_age_s" in latency_page
+
+
+def test_a_downloader_measured_again_changes_only_its_rows_and_keeps_its_run(three_sites):
+    key = ["site", "direction", "layout", "repeat"]
+    merged = three_sites.all_sites.merge(three_sites.after, on=key, suffixes=("_before", "_after"))
+    assert len(merged) == 8
+    changed = merged[merged["started_utc_before"] != merged["started_utc_after"]]
+    assert set(changed["site"]) == {"tesseract"} and len(changed) == 2
+    history = three_sites.s3root / "cloudbench/demo/history/tesseract"
+    runs = [p for p in history.iterdir() if p.is_dir()]
+    assert len(runs) == 1
+    old = json.loads((runs[0] / "run.json").read_text())
+    new = json.loads(
+        (three_sites.s3root / "cloudbench/demo/results/tesseract/run.json").read_text()
+    )
+    assert old["run_id"] == three_sites.run_before["run_id"] != new["run_id"]
+
+
+def test_download_site_before_upload_stops_at_once(tmp_path):
+    cfg = _config(campaign="early")
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         run = _run_site(tmp_path, cfg, "bnl", s3.client_env("S3T"))
     assert run.returncode != 0
@@ -129,39 +177,20 @@ def test_download_site_before_upload_stops_at_once(tmp_path, demo_config):
     assert not (tmp_path / "bnl/results/early/sites/bnl/transfers").exists()
 
 
-def test_two_remotes_measured_side_by_side(tmp_path, demo_config):
-    demo_config.pop("remote")
-    demo_config["remotes"] = {
-        "alpha": {"url": "scratch/remote-alpha", "location": [50.11, 8.68]},
-        "beta": {"url": "scratch/remote-beta", "location": [39.04, -77.49]},
-    }
-    demo_config.update(strategies=["plain"], repeats=1)
-    demo_config["dataset"].update(files=1, size="2MiB", chunk_sizes=["1MiB"])
-    demo_config["rclone"]["flags"] = []
-    cfg = write_config(tmp_path, demo_config)
-    run = snakemake(tmp_path, cfg)
-    assert run.returncode == 0, run.stderr[-3000:]
-    df = pd.read_csv(tmp_path / "results/demo/transfers.tsv", sep="\t")
-    pairs = {(r.site, r.remote, r.direction) for r in df.itertuples()}
-    assert pairs == {
-        (s, r, d)
-        for r in ("alpha", "beta")
-        for s, d in (("tursa", "upload"), ("tursa", "download"), ("tesseract", "download"))
-    }
-    assert (df["status"] == "ok").all()
-    for remote in ("alpha", "beta"):
-        assert (
-            tmp_path / f"scratch/remote-{remote}/cloudbench/demo/results/tesseract/run.json"
-        ).exists()
-
-
-def test_site_by_site_then_all_measures_nothing_again(tmp_path, demo_config):
+def test_two_remotes_site_by_site_then_all_measures_nothing_again(tmp_path):
     """The README's two ways to run, in one directory: site=<name> at each site, then
-    site=all (and back). A preflight's params once differed between the two (seen by a
-    user: every download measured again), with site=all a download also waits for its
-    upload's record, and each site's run pulls the others: none of it may measure a
-    finished transfer again, or publish the same results again."""
-    cfg = _config(demo_config)
+    site=all (and back), with two remotes measured side by side (an S3 store and a
+    directory). A preflight's params once differed between the two (seen by a user: every
+    download measured again), with site=all a download also waits for its upload's record,
+    and each site's run pulls the others: none of it may measure a finished transfer again,
+    or publish the same results again."""
+    cfg = _config()
+    cfg.pop("remote")
+    disk = tmp_path / "remote-disk"
+    cfg["remotes"] = {
+        "s3": {"url": "s3t:", "location": [50.11, 8.68]},
+        "disk": {"url": str(disk), "location": [39.04, -77.49]},
+    }
     cfg["strategies"] = ["plain"]
     cfg["sites"] = {"up": {**cfg["sites"]["tursa"], "download": False}, "down": cfg["sites"]["bnl"]}
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
@@ -171,7 +200,15 @@ def test_site_by_site_then_all_measures_nothing_again(tmp_path, demo_config):
             run = snakemake(tmp_path, path, "--config", f"site={site}", env=env)
             assert run.returncode == 0, site + run.stderr[-3000:]
         measured = _table(tmp_path)
-        assert len(measured) == 2 and (measured["status"] == "ok").all()
+        assert (measured["status"] == "ok").all()
+        pairs = {(r.site, r.remote, r.direction) for r in measured.itertuples()}
+        assert len(measured) == len(pairs) == 4
+        assert pairs == {
+            (s, r, d) for r in ("s3", "disk") for s, d in (("up", "upload"), ("down", "download"))
+        }
+        for store in (tmp_path / "s3root", disk):  # each site's results go to every remote
+            for site in ("up", "down"):
+                assert (store / f"cloudbench/demo/results/{site}/run.json").exists(), (store, site)
         for site in ("all", "down", "all"):
             run = snakemake(tmp_path, path, "--config", f"site={site}", env=env)
             assert run.returncode == 0, site + run.stderr[-3000:]
@@ -182,6 +219,7 @@ def test_site_by_site_then_all_measures_nothing_again(tmp_path, demo_config):
             after = _table(tmp_path)
             assert sorted(after["started_utc"]) == sorted(measured["started_utc"]), site
         # nor publish the same results again (each publish moves the last one to history/)
-        history = tmp_path / "s3root/cloudbench/demo/history"
-        assert not history.exists(), sorted(p.name for p in history.rglob("*") if p.is_dir())
+        for store in (tmp_path / "s3root", disk):
+            history = store / "cloudbench/demo/history"
+            assert not history.exists(), sorted(p.name for p in history.rglob("*") if p.is_dir())
         assert (tmp_path / "results/demo/sites/up/transfers").is_dir()  # never pulled over
