@@ -119,8 +119,8 @@ def write_results(
         "holds each place equally often: `pairs.tsv` has the count run); a row's ratio is "
         "the median of the per-pair ratios "
         "(baseline time / our time; for transfers our rate / the bare rate). Transfers get "
-        f"{TRANSFER_PAIRS * bench.pairs} pairs: one rclone copy varies by far more than the "
-        f"3% being tested. Generate runs {GENERATE_PAIRS * bench.pairs} rounds (ours, dd, "
+        f"{bench.rounds(TRANSFER_PAIRS)} pairs: one rclone copy varies by far more than the "
+        f"3% being tested. Generate runs {bench.rounds(GENERATE_PAIRS)} rounds (ours, dd, "
         "openssl): writing fresh page cache varies 4x from run to run on a VM whose host takes "
         "memory back.",
         "- Transfers: local to local, `steps.upload` (strategy plain, threads = usable cores) "
@@ -245,11 +245,21 @@ def main(argv: list[str] | None = None) -> int:
         help="no untimed warm-up round before the timed ones (for a quick check that every "
         "row runs, as the tests do; its figures are then not comparable)",
     )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="the smallest run in which every row is made, to check that they all run (the "
+        "test suite's; implies --pairs 1 --no-warmup): one round of every comparison, the "
+        "plans' sweep of 4 measurements (1 and 64 clients x concurrency 4 and 64), the "
+        "requests' campaigns of one file probed once; its figures say nothing of the machine",
+    )
     p.add_argument("--child", nargs=2, metavar=("STEP", "JSON"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
         child_main(a.child[0], json.loads(a.child[1]))
         return 0
+    if a.quick:
+        a.pairs, a.warmup = 1, False
     a.size = parse_size(a.size)
     if a.size < 4 or a.pairs < 1:
         p.error("--size must be at least 4 bytes and --pairs at least 1")

@@ -132,7 +132,7 @@ class DataPath(Harness):
             sides.append(
                 self.previous_side(clean, ("generate", {"out": str(prev_out), "size": self.size}))
             )
-        runs = self.pairs_of("generate", sides, pairs=GENERATE_PAIRS * self.pairs)
+        runs = self.pairs_of("generate", sides, pairs=self.rounds(GENERATE_PAIRS))
         for p in (ours_out, dd_out, ssl_out, prev_out):
             p.unlink(missing_ok=True)
         previous = runs.get("previous")
@@ -430,7 +430,7 @@ class DataPath(Harness):
         runs = self.pairs_of(
             "transfer",
             [("ours", prep, ours), ("bare-rclone", prep, bare)],
-            pairs=TRANSFER_PAIRS * self.pairs,
+            pairs=self.rounds(TRANSFER_PAIRS),
         )
         shutil.rmtree(d / "remote", ignore_errors=True)
         ours_runs, bare_runs = runs["ours"], runs["bare-rclone"]
@@ -546,13 +546,19 @@ class DataPath(Harness):
         study = {
             "dataset": {"name": "gauge", "files": 10, "size": "3.8GiB", "chunk_sizes": ["64MiB"]},
         }
+        clients, concurrency = [1, 2, 4, 8, 16, 32, 64], [4, 8, 16, 32, 64]
+        if self.quick:  # the same plans, of 4 measurements where the sweep has 35
+            clients, concurrency = [1, 64], [4, 64]
         sweep = {
             "dataset": {"name": "gauge", "files": 64, "size": "1GiB", "chunk_sizes": ["64MiB"]},
-            "clients": [1, 2, 4, 8, 16, 32, 64],
-            "concurrency": {s: [4, 8, 16, 32, 64] for s in ("plain", "chunked", "multithread")},
+            "clients": clients,
+            "concurrency": {s: concurrency for s in ("plain", "chunked", "multithread")},
         }
         self._plan("schedule", d / "study", study, "10 files x 3.8 GiB, 64 MiB chunks")
-        what = "64 files, clients 1-64 (7 values) x concurrency 4-64 (5 values)"
+        what = (
+            f"64 files, clients {clients[0]}-{clients[-1]} ({len(clients)} values) x "
+            f"concurrency {concurrency[0]}-{concurrency[-1]} ({len(concurrency)} values)"
+        )
         self._plan("schedule-sweep", d / "sweep", sweep, f"{what}, every site here")
         # what a centre runs: its own share (snakemake --profile <site>)
         self._plan("schedule-sweep-site", d / "sweep", sweep, f"{what}, site1's share", "site1")

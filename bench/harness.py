@@ -141,8 +141,16 @@ class Harness:
         # another checkout of cloudbench (the previous landed version), run side by side
         self.compare: Path | None = getattr(args, "compare", None)
         self.warmup: bool = getattr(args, "warmup", True)
+        # --quick: the smallest run in which every row is made (the test suite's), its
+        # figures not comparable with a real run's
+        self.quick: bool = getattr(args, "quick", False)
         self.rows: list[Row] = []
         self.runs: list[Run] = []
+
+    def rounds(self, per_pair: int) -> int:
+        """Timed rounds of a comparison that runs ``per_pair`` rounds per ``--pairs``; one
+        per pair with ``--quick``."""
+        return self.pairs if self.quick else per_pair * self.pairs
 
     # --- page cache and timing --------------------------------------------------------------
 

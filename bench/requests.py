@@ -66,8 +66,12 @@ def classify(log_lines: list[str], campaign: str) -> dict[str, Counter]:
     return out
 
 
-def _run_campaign(work: Path, env: dict[str, str], files: int, size: int, chunk: int) -> Path:
+def _run_campaign(
+    work: Path, env: dict[str, str], files: int, size: int, chunk: int, quick: bool = False
+) -> Path:
     cfg = campaign_config(work, files, size, chunk) | {"remote": f"{REMOTE}:"}
+    if quick:  # the probe's requests are once a run, not the measurement's: one of each
+        cfg["probe"] = {"count": 1}
     config = work / "campaign.yaml"
     config.write_text(yaml.safe_dump(cfg))
     proc = subprocess.run(
@@ -101,6 +105,7 @@ def bench_requests(h: Harness, files: int = FILES, size: int = FILE_SIZE) -> Non
         ]  # fmt: skip
         return
     size = min(size, max(MIB, h.size // MIB * MIB))  # a quick run (--size 8MiB) stays quick
+    files = 1 if h.quick else files
     chunk = max(MIB, min(h.chunk, size // 2))
     rclone = shutil.which("rclone", path=user_env()["PATH"]) or "rclone"
     d = h.work / "requests"
@@ -114,10 +119,10 @@ def bench_requests(h: Harness, files: int = FILES, size: int = FILE_SIZE) -> Non
             if rtt:
                 with delay_proxy(srv.port, rtt) as proxy:
                     env = {**user_env(), **_remote_env(proxy.port, srv.key, srv.secret)}
-                    results[side] = _run_campaign(work, env, files, size, chunk)
+                    results[side] = _run_campaign(work, env, files, size, chunk, h.quick)
             else:
                 env = {**user_env(), **_remote_env(srv.port, srv.key, srv.secret)}
-                results[side] = _run_campaign(work, env, files, size, chunk)
+                results[side] = _run_campaign(work, env, files, size, chunk, h.quick)
                 counts = classify(srv.access_log.read_text().splitlines(), CAMPAIGN)
     here = orchestration_seconds(results["here"])
     far = orchestration_seconds(results["far"])

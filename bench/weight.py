@@ -159,7 +159,7 @@ def bench_weight(bench: DataPath) -> None:
         prep()
         ours()  # the typed command line is the one the measurement ran: learn it first
         runs = bench.pairs_of(
-            "weight", [("ours", prep, ours), ("as-typed", prep, typed)], pairs=PAIRS * bench.pairs
+            "weight", [("ours", prep, ours), ("as-typed", prep, typed)], pairs=bench.rounds(PAIRS)
         )
         cmd = " ".join(shlex.quote(a) for a in typed_argv()[1:])
     ratios = [

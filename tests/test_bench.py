@@ -34,14 +34,17 @@ ROWS = [
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _quick_run(tmp_path: Path, *steps: str) -> tuple[dict[str, dict[str, str]], str]:
-    """``python -m bench`` on small data for ``steps``: its rows by name, and its stdout.
-    The bench's steps are run in four tests, so that they run side by side."""
+def _quick_run(
+    tmp_path: Path, *steps: str, size: str = "8MiB", e2e: tuple[int, str] = (1, "4MiB")
+) -> tuple[dict[str, dict[str, str]], str]:
+    """``python -m bench --quick`` (one round of everything) on small data for ``steps``:
+    its rows by name, and its stdout. The bench's steps are run in four tests, so that they
+    run side by side."""
     out = tmp_path / "out"
     only = [a for step in steps for a in ("--only", step)]
     run = subprocess.run(
-        [sys.executable, "-m", "bench", "--size", "8MiB", "--pairs", "1", "--no-warmup",
-         "--e2e-size", "8MiB",
+        [sys.executable, "-m", "bench", "--quick", "--size", size,
+         "--e2e-files", str(e2e[0]), "--e2e-size", e2e[1],
          "--out", str(out), "--dir", str(tmp_path / "scratch"), *only],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
@@ -61,10 +64,11 @@ def _quick_run(tmp_path: Path, *steps: str) -> tuple[dict[str, dict[str, str]], 
     return rows, run.stdout
 
 
+@pytest.mark.quick
 @needs_tools
 def test_bench_quick_run_of_the_data_steps(tmp_path):
     rows, stdout = _quick_run(
-        tmp_path, "generate", "checksum", "chunk", "reassemble", "transfer", "memory"
+        tmp_path, "generate", "checksum", "chunk", "reassemble", "transfer", "memory", size="1MiB"
     )
     assert list(rows) == ROWS[: ROWS.index("schedule")]
     for name in rows:
@@ -75,7 +79,8 @@ def test_bench_quick_run_of_the_data_steps(tmp_path):
     assert "reassemble+verify" in stdout  # the table is printed
 
 
-@pytest.mark.slow  # a 1,890-job plan
+@pytest.mark.full
+@pytest.mark.slow  # three plans, one of the study's whole DAG
 def test_bench_quick_run_of_the_plans(tmp_path):
     rows, _ = _quick_run(tmp_path, "schedule")
     assert list(rows) == ["schedule", "schedule-sweep", "schedule-sweep-site"]
@@ -84,12 +89,19 @@ def test_bench_quick_run_of_the_plans(tmp_path):
     assert float(rows["schedule"]["ours"]) > 0 and rows["schedule"]["target"], rows["schedule"]
     jobs = rows["schedule"]["detail"].split(" jobs")[0].rsplit(" ", 1)[-1]
     assert int(jobs) > 100  # the study's whole DAG was planned
-    # the large sweep: one transfer job per measurement (7 x 5 x 3 x 3 uploads, 5 sites down)
+    # the sweep, at --quick 2 client counts (1 and 64) x 2 concurrency values: one transfer
+    # job per measurement, not per client (2 x 2 x 3 strategies x 3 repeats uploads, and as
+    # many downloads at each of 5 sites; make bench's whole sweep, 7 x 5 clients x
+    # concurrency values, plans 1890 and 630)
+    assert (
+        "clients 1-64 (2 values) x concurrency 4-64 (2 values)" in rows["schedule-sweep"]["detail"]
+    )
     assert "4 x 8 MiB" not in rows["schedule-sweep"]["detail"]
-    assert "1890 transfer jobs" in rows["schedule-sweep"]["detail"]
-    assert "630 transfer jobs" in rows["schedule-sweep-site"]["detail"]  # site1: up and down
+    assert "216 transfer jobs" in rows["schedule-sweep"]["detail"]
+    assert "72 transfer jobs" in rows["schedule-sweep-site"]["detail"]  # site1: up and down
 
 
+@pytest.mark.full
 @pytest.mark.slow  # two whole campaigns and the bash procedure
 @needs_tools
 def test_bench_quick_run_of_the_whole_job(tmp_path):
@@ -102,7 +114,7 @@ def test_bench_quick_run_of_the_whole_job(tmp_path):
     ]
     e2e = rows["end-to-end"]
     assert e2e["target"] == "<= 1.35x" and float(e2e["ours"]) > 0 and float(e2e["baseline"]) > 0
-    assert "4 x 8 MiB, 2 MiB chunks" in e2e["detail"] and "1 round(s) after" in e2e["detail"]
+    assert "1 x 4 MiB, 1 MiB chunks" in e2e["detail"] and "1 round(s) after" in e2e["detail"]
     assert "Snakemake alone" in e2e["detail"]
     orchestration = rows["orchestration-per-measurement"]
     assert 0 < float(orchestration["ours"]) < 10, orchestration  # job seconds less the copy's
@@ -111,9 +123,10 @@ def test_bench_quick_run_of_the_whole_job(tmp_path):
     assert float(rows["report"]["ours"]) > 0
 
 
+@pytest.mark.full
 @pytest.mark.slow  # two campaigns against versitygw, one through a delay proxy
 def test_bench_quick_run_counts_bookkeeping_requests(tmp_path):
-    rows, _ = _quick_run(tmp_path, "requests")
+    rows, _ = _quick_run(tmp_path, "requests", size="2MiB")
     assert list(rows) == ["bookkeeping-requests-per-measurement", "orchestration-at-100ms-rtt"]
     requests = rows["bookkeeping-requests-per-measurement"]
     if not versitygw_binary().exists():  # `make test` builds it; a bare pytest may not have
@@ -121,7 +134,7 @@ def test_bench_quick_run_counts_bookkeeping_requests(tmp_path):
         return
     # counted by versitygw's own log: at most 2 requests a measurement beyond the copy's
     assert requests["pass"] == "PASS" and float(requests["ours"]) <= 2, requests
-    assert "over 4 measurements" in requests["detail"], requests
+    assert "over 4 measurements (1 x 2 MiB" in requests["detail"], requests  # --quick: 1 file
     # each measurement's job makes 2 bookkeeping requests, each a round trip of 100 ms there
     # (the difference to the near side is the bench's figure: under load it is noise-bound)
     far = rows["orchestration-at-100ms-rtt"]
@@ -131,6 +144,7 @@ def test_bench_quick_run_counts_bookkeeping_requests(tmp_path):
 # --- the data path --------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_keystream_can_start_anywhere_even_across_a_counter_carry():
     key = bytes(range(32))
     nonce = bytes(8) + b"\xff" * 7 + b"\xfe"  # the low 64 bits wrap after 2 blocks
@@ -146,6 +160,7 @@ def test_keystream_can_start_anywhere_even_across_a_counter_carry():
     assert _keystream_at(key, top, 0).update(bytes(32))[16:] == zero
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("stripe", "block", "size"), [(64, 48, 1000), (4096, 1000, 10_001), (2**16, 4096, 300_017)]
 )
@@ -157,6 +172,7 @@ def test_striped_generation_is_the_sequential_keystream(tmp_path, monkeypatch, s
     assert _key_nonce("s", "f.bin") != _key_nonce("s", "g.bin")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_split_across_map_windows_and_workers(tmp_path, monkeypatch, workers):
     monkeypatch.setattr(chunking, "WINDOW", 3 * 4096)  # chunks straddle window edges
@@ -174,6 +190,7 @@ def test_split_across_map_windows_and_workers(tmp_path, monkeypatch, workers):
     assert hash_stream([src], [10_000]) == hash_stream(parts, [10_000])
 
 
+@pytest.mark.unit
 def test_empty_file_round_trip(tmp_path):
     src = tmp_path / "e.bin"
     generate_file(src, 0, seed="e")
@@ -212,6 +229,7 @@ def _download(tmp_path, size=3 * 2**20 + 5, chunk=2**20):
     return spec, man, src
 
 
+@pytest.mark.unit
 def test_verify_uses_the_digest_reassemble_computed_while_writing(tmp_path):
     spec, man, src = _download(tmp_path)
     steps.reassemble(spec, man, tmp_path / "ra.json", {})
@@ -236,6 +254,7 @@ def test_verify_uses_the_digest_reassemble_computed_while_writing(tmp_path):
     assert not spec.local_dir.exists()  # the whole download, chunks included, is gone
 
 
+@pytest.mark.unit
 def test_a_file_changed_after_reassembly_is_hashed_again_and_the_chunk_named(tmp_path):
     spec, man, _ = _download(tmp_path)
     steps.reassemble(spec, man, tmp_path / "ra.json", {})
@@ -256,6 +275,7 @@ def test_a_file_changed_after_reassembly_is_hashed_again_and_the_chunk_named(tmp
     assert f"XXH128 {found} read, {expected} expected" in rec["problems"][0]
 
 
+@pytest.mark.unit
 def test_a_corrupt_chunk_is_named_when_verify_trusts_reassemble(tmp_path):
     spec, man, _ = _download(tmp_path)
     part = spec.local_dir / "f.bin" / "f.bin.0002"
@@ -269,6 +289,7 @@ def test_a_corrupt_chunk_is_named_when_verify_trusts_reassemble(tmp_path):
     assert "f.bin/f.bin.0002" in rec["problems"][0] and "0001" not in rec["problems"][0]
 
 
+@pytest.mark.unit
 def test_a_forced_check_after_the_data_is_gone_repeats_its_result_or_refuses(tmp_path):
     """--forcerun verify after verify removed the download keeps an ok row ok, says so."""
     spec, man, _ = _download(tmp_path)
@@ -303,6 +324,7 @@ def _imported(tmp_path, code: str) -> set[str]:
     }
 
 
+@pytest.mark.quick
 def test_a_data_job_imports_neither_pandas_nor_plotting_nor_rclone(tmp_path):
     """One Python start-up per job is most of a job's cost on small files."""
     dataset = '{"campaign": "c", "site": "s", "size": 4096, "seed": "x"}'
@@ -318,12 +340,14 @@ def test_a_data_job_imports_neither_pandas_nor_plotting_nor_rclone(tmp_path):
         assert heavy not in mods, heavy
 
 
+@pytest.mark.quick
 def test_html_tables_need_no_plotting_library(tmp_path):
     mods = _imported(tmp_path, "import cloudbench.report.tables, cloudbench.report.outputs")
     assert "cloudbench.report.tables" in mods
     assert not {m for m in mods if m.split(".")[0] in ("matplotlib", "seaborn")}
 
 
+@pytest.mark.unit
 def test_rounds_give_every_side_every_place_equally_often(tmp_path):
     """Runs alternated fast and slow one after the other (2026-11-25): with 10 rounds of 4
     sides, one side ran first 3 times and third twice. Rotating over a multiple of the
@@ -349,6 +373,7 @@ def test_rounds_give_every_side_every_place_equally_often(tmp_path):
     assert all(sorted(p) == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3] for p in places.values())
 
 
+@pytest.mark.unit
 def test_the_weight_rows_command_is_the_measured_one_less_its_logging():
     """The weight row's baseline is the transfer as a user would type it: the same transfer
     settings, without the flags, log file and object list the measurement adds."""
@@ -370,6 +395,7 @@ def test_the_weight_rows_command_is_the_measured_one_less_its_logging():
     assert len(measured) - 1 - len(typed) == 12  # 5 flags with a value, 2 without
 
 
+@pytest.mark.unit
 def test_the_series_bench_row_reads_its_synthetic_occurrences(tmp_path):
     """bench/series.py at a small scale: its occurrences are a series the command reads."""
     from bench.series import write_series
