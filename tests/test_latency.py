@@ -9,6 +9,8 @@ import pytest
 
 from cloudbench.report import latency
 
+pytestmark = pytest.mark.unit  # pure functions on files and tables, no process started
+
 
 def _probe(site, remote, when, connect_s, get_s=0.01, status="ok"):
     s = lambda v: {"n": 4, "min": v, "p50": v, "p90": v, "p99": v, "max": v}  # noqa: E731
@@ -228,7 +230,6 @@ def test_throttling_and_other_server_errors_get_a_red_sentence_each_on_the_front
     assert _throttled(metrics.assign(throttled=None, server_errors=None)) == ""
 
 
-@pytest.mark.unit
 def test_every_per_object_bar_is_named_by_what_sets_it_apart():
     """The demo's per-object panel had nine bars, six of them named "rclone download": the
     bars differ by site and layout, so that is what their names must say."""

@@ -25,6 +25,8 @@ from cloudbench.measure.rclonelog import (
     short_cause,
 )
 
+pytestmark = pytest.mark.unit  # pure functions on files and tables, no process started
+
 DATA = Path(__file__).parent / "data" / "rclone-logs"
 MiB = 1024 * 1024
 BWLIMIT = 20 * MiB  # capture.sh runs every copy with --bwlimit 20M
@@ -144,12 +146,15 @@ def test_clean_run_series(name):
     series = check_series(log)
     assert len(series) == len(log.samples)  # no zero or negative steps here
     assert [t for t, _, _ in series] == [s.elapsed for s in log.samples]
-    # The bandwidth limit bounds the average; a single second may carry a small burst.
+    # The bandwidth limit bounds the average from above (a busy machine only slows a copy); a
+    # single second may carry a small burst.
     assert log.final.bytes / log.final.elapsed <= 1.05 * BWLIMIT
     assert max(rate for _, _, rate in series) <= 1.5 * BWLIMIT
-    # Full one-second intervals in mid-transfer run at the limit, give or take.
+    # Full one-second intervals in mid-transfer run at the copy's own average, give or take
+    # (the same run's seconds: steady under its limit, whatever the machine did that day).
+    average = log.final.bytes / log.final.elapsed
     middle = [rate for _, _, rate in series[1:-1]]
-    assert middle and all(0.8 * BWLIMIT <= r <= 1.2 * BWLIMIT for r in middle)
+    assert middle and all(0.8 * average <= r <= 1.2 * average for r in middle)
 
 
 @pytest.mark.parametrize("name", ["s3_upload_mt.jsonl", "s3_download_mt.jsonl"])

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 
+@pytest.mark.full
 @pytest.mark.slow
 @pytest.mark.browser
 def test_slowdown_answers_to_a_copy_are_counted_in_its_row_and_flagged(tmp_path):
