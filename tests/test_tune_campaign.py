@@ -2,7 +2,7 @@
 server (``rclone serve s3``), interrupted, resumed and rerun.
 
 A setting that fails is made by the ``command`` tool: its template (a real rclone copy) exits
-non-zero above 2 transfers, and sleeps 4 s / transfers before copying, so the rate doubles
+non-zero above 2 transfers, and sleeps 2 s / transfers before copying, so the rate doubles
 with each step up to where it fails; the search must climb to 2 and avoid 4.
 """
 
@@ -33,7 +33,7 @@ from tests.infra.workflow import (
 pytestmark = [pytest.mark.full, pytest.mark.slow]
 KEY, SECRET = "tunekeyid0042", "tune-Secret-7c1d"
 FAILS_ABOVE_TWO = (
-    "sh -c 'test $3 -le 2 || exit 7; sleep $((4 / $3)); exec rclone copy --transfers $3 $1 $2'"
+    "sh -c 'test $3 -le 2 || exit 7; sleep $((2 / $3)); exec rclone copy --transfers $3 $1 $2'"
     " tune {src} {dst} {threads}"
 )
 
