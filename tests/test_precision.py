@@ -16,12 +16,14 @@ from cloudbench.intervals import median_interval
 TARGET = Precision(width=0.10, max_repeats=12)
 
 
+@pytest.mark.unit
 def test_first_rounds_are_the_fewest_with_a_95_percent_median_interval():
     n = precision.first_rounds()
     assert n == 6
     assert median_interval([1.0] * n).level >= 0.95 > median_interval([1.0] * (n - 1)).level
 
 
+@pytest.mark.unit
 def test_a_steady_identity_meets_the_target_a_noisy_one_goes_on_then_stops_at_the_max():
     steady = decide([100, 101, 99, 100, 102, 98], ["ok"] * 6, TARGET)
     assert steady["decision"] == MET
@@ -37,16 +39,19 @@ def test_a_steady_identity_meets_the_target_a_noisy_one_goes_on_then_stops_at_th
     assert last["level"] == pytest.approx(level) and level >= 0.95
 
 
+@pytest.mark.unit
 def test_a_width_met_only_at_a_coverage_below_95_percent_is_not_met():
     five = decide([100.0] * 5, ["ok"] * 5, TARGET)  # width 0, but [min, max] of 5 is 93.75%
     assert five["decision"] == MORE and five["relative_width"] == 0
 
 
+@pytest.mark.unit
 def test_a_failed_repeat_stops_the_identity_with_its_reason():
     d = decide([100, None, 100, 100, 100, 100], ["ok", "failed", *["ok"] * 4], TARGET)
     assert d["decision"] == FAILED and d["ok"] == 5 and d["repeats"] == 6
 
 
+@pytest.mark.unit
 def test_a_round_decides_the_identities_measured_in_it_and_keeps_the_others():
     def rec(layout, repeat, rate):
         return {
@@ -73,12 +78,14 @@ def test_a_round_decides_the_identities_measured_in_it_and_keeps_the_others():
     assert [(m["layout"], m["repeat"]) for m in later] == [("chunked-1MiB", 7)]
 
 
+@pytest.mark.unit
 def test_downloads_beyond_the_first_rounds_read_those_copies_in_turn():
     assert [precision.copy_repeat(r, 6) for r in range(1, 15)] == [
         *range(1, 7), *range(1, 7), 1, 2,
     ]  # fmt: skip
 
 
+@pytest.mark.unit
 def test_the_stops_are_said_in_one_sentence():
     decisions = [
         {"decision": MET, "repeats": 6, "relative_width": 0.05},
@@ -103,6 +110,7 @@ def campaign_cfg(**changes):
     return cfg | changes
 
 
+@pytest.mark.unit
 def test_the_campaign_file_says_auto_and_its_target():
     c = load_campaign(campaign_cfg(repeats="auto", precision={"width": "5%", "max_repeats": 9}))
     assert (c.repeats, c.precision) == (6, Precision(0.05, 9))
@@ -110,6 +118,7 @@ def test_the_campaign_file_says_auto_and_its_target():
     assert load_campaign(campaign_cfg(repeats=4)).precision is None
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "repeats, target, message",
     [
@@ -125,6 +134,7 @@ def test_a_wrong_auto_target_is_one_line_naming_it(repeats, target, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.full
 @pytest.mark.slow
 @pytest.mark.browser
 def test_auto_repeats_stop_at_the_target_or_the_max_and_a_rerun_measures_nothing(tmp_path):
@@ -185,7 +195,7 @@ def test_auto_repeats_stop_at_the_target_or_the_max_and_a_rerun_measures_nothing
 def _repeats_shown_in_chromium(report, workdir) -> None:
     """The front page's first paragraph counts the stops, in red; the Repeats page shows
     its table (no errors, not blank)."""
-    from tests.test_report_browser import (
+    from tests.infra.browser import (
         CHROMIUM,
         WINDOW,
         assert_not_blank,

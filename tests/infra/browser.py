@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import html
 import json
 import os
 import queue
+import re
 import shutil
 import subprocess
 import tempfile
@@ -21,6 +23,12 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from cloudbench.report.outputs import REPORT_OUTPUTS, TABLES
 
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -220,3 +228,172 @@ class Browser:
         out.write_bytes(base64.b64decode(data))
         self._drain()
         return out
+
+
+# --- the campaign report, as a reader opens it ------------------------------------------------
+# Shared by the report's browser tests and every test that opens a campaign's report or its
+# figures (tests/test_report_browser.py describes the checks).
+
+WINDOW = (1600, 1000)
+# every file the report shows as an entry of its own (summary.tsv is checked apart)
+REPORT_FIGURES = {
+    Path(o.path).name
+    for o in REPORT_OUTPUTS.values()
+    if o.caption and o.path.startswith("figures/")
+}
+# every table the report lists (steps.tsv once went missing when a figure took its name)
+REPORT_TABLES = {o.path for o in TABLES.values() if o.caption} | {
+    o.path for o in REPORT_OUTPUTS.values() if o.caption and o.path.endswith(".tsv")
+}  # summary.tsv, scaling.tsv, tools.tsv, latency.tsv: what the pages show, as TSV
+CATEGORIES = sorted({o.category for o in REPORT_OUTPUTS.values() if o.category} | {"Tables"})
+
+
+CHROMIUM = find_chromium()
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium not installed: `make sysdeps` installs Debian's chromium"
+)
+
+# Select one result as the menu's button would (one setView: React batches state updates, a
+# second call would undo the first), then wait until its image decoded or its frame is there.
+SELECT = """(async (key) => {
+  const r = results[key];
+  const kind = r.mime_type.startsWith("image/") ? "img" : "html";
+  app.setView({navbarMode: "resultinfo", content: kind, contentPath: r.data_uri,
+               resultPath: key});
+  let img = null, frame = null;
+  for (let waited = 0; waited < 10000; waited += 100) {
+    await new Promise((done) => setTimeout(done, 100));
+    img = Array.from(document.images).find((i) => i.src === r.data_uri) || null;
+    frame = Array.from(document.querySelectorAll("iframe")).find((f) => f.src === r.data_uri);
+    if ((img && img.complete && img.naturalWidth > 0) || frame) break;
+  }
+  await new Promise((done) => setTimeout(done, 300));  // the frame's table lays out
+  return {img_width: img ? img.naturalWidth : null, iframe: Boolean(frame)};
+})(%s)"""
+
+
+def browser(workdir: Path, size: tuple[int, int] = WINDOW) -> Browser:
+    """One Chromium for a test: every page and view it opens shares it."""
+    return Browser(CHROMIUM, workdir, size)
+
+
+def open_page(b: Browser, url: str) -> str:
+    """Load ``url`` in ``b``, let it settle; its rendered DOM."""
+    b.open(url)
+    b.settle()
+    return b.dom()
+
+
+def select_view(b: Browser, key: str) -> dict:
+    """Show result ``key`` of the open report, as a click in its menu would."""
+    return b.evaluate(SELECT % json.dumps(key))
+
+
+def ink(png: Path, box: tuple[int, int, int, int] | None = None) -> tuple[float, float]:
+    """(grey-level standard deviation, fraction of pixels that differ from the most common
+    colour) of a PNG or a region of it: a blank page has both near 0."""
+    img = Image.open(png).convert("L")
+    if box is not None:
+        img = img.crop(box)
+    a = np.asarray(img, dtype=float)
+    values, counts = np.unique(a.round(), return_counts=True)
+    background = values[counts.argmax()]
+    return float(a.std()), float((np.abs(a - background) > 8).mean())
+
+
+def assert_not_blank(png: Path, box=None, min_std: float = 8.0, min_ink: float = 0.01) -> None:
+    std, frac = ink(png, box)
+    assert std > min_std and frac > min_ink, (
+        f"{png.name} looks blank: std {std:.1f}, ink {frac:.3f}"
+    )
+
+
+def keep_screenshots(shots: Path, tag: str) -> None:
+    target = os.environ.get("CLOUDBENCH_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        for p in shots.glob("*.png"):
+            shutil.copy(p, Path(target) / f"{tag}-{p.name}")
+
+
+def report_results(report: Path) -> dict[str, dict]:
+    """The report's embedded ``results`` object: path -> name, caption, mime type, data URI."""
+    text = report.read_text()
+    m = re.search(r"^\s*var results = (\{.*\});\s*$", text, re.MULTILINE)
+    assert m, "no results object in the report"
+    return json.loads(m.group(1))
+
+
+def check_report_in_browser(report: Path, workdir: Path, expected: set[str]) -> dict[str, dict]:
+    """Every check on one report; returns its results object. Screenshots go to workdir/shots."""
+    shots = workdir / "shots"
+    shots.mkdir(exist_ok=True)
+    results = report_results(report)
+    names = {r["name"] for r in results.values()}
+    assert expected <= names, f"missing from the report: {sorted(expected - names)}"
+
+    with browser(workdir) as b:
+        # the landing page: the menu lists every category, the page renders, no errors
+        dom = open_page(b, report.as_uri())
+        for cat in CATEGORIES:
+            assert cat in dom, f"category {cat!r} not in the rendered menu"
+        assert b.errors == [], b.errors
+        assert_not_blank(b.screenshot(shots / "report.png"))
+
+        # each figure and table, selected one after the other as clicks in the menu would
+        for key, r in sorted(results.items()):
+            if r["mime_type"] not in ("image/png", "text/html"):
+                continue
+            shown = select_view(b, key)
+            shot = shots / f"view-{Path(r['name']).stem}-{r['mime_type'].split('/')[1]}.png"
+            b.screenshot(shot)
+            assert b.errors == [], (key, b.errors)
+            text = html.unescape(re.sub(r"<[^>]+>", " ", b.dom()))
+            for word in html.unescape(re.sub(r"<[^>]+>", " ", r["caption"])).split()[:6]:
+                assert word in text, f"caption of {key} not shown ({word!r} missing)"
+            if r["mime_type"] == "image/png":
+                width = shown["img_width"]
+                assert width is not None and width > 300, f"{key} did not decode: {width}"
+            else:
+                assert shown["iframe"], f"{key} not shown in a frame"
+            # the content area is the right half (the left half holds the menu and caption)
+            assert_not_blank(shot, box=(WINDOW[0] // 2 + 10, 0, WINDOW[0], WINDOW[1]))
+    keep_screenshots(shots, "report")
+    return results
+
+
+def check_outputs_in_browser(paths: list[Path], workdir: Path, tag: str) -> dict[str, str]:
+    """Open each figure PNG and HTML table on its own: not blank, no errors; returns the DOMs
+    of the HTML files."""
+    shots = workdir / f"shots-{tag}"
+    shots.mkdir(exist_ok=True)
+    doms = {}
+    pages = []
+    for p in paths:
+        assert p.stat().st_size > 0, p
+        if p.suffix == ".json":  # data for monitoring (routes.json): it parses
+            json.loads(p.read_text())
+            continue
+        if p.suffix == ".prom":  # Prometheus' text format: a sample on every other line
+            assert all(line.startswith("#") or line.rsplit(" ", 1)[1].replace(".", "").isdigit()
+                       for line in p.read_text().splitlines()), p  # fmt: skip
+            continue
+        if p.suffix != ".png":
+            pages.append(p)
+            continue
+        # a PNG decodes whole and is not blank (a browser adds nothing a decoder does
+        # not check: each figure is also shown in the report, in Chromium, above)
+        with Image.open(p) as img:
+            img.load()
+            assert min(img.size) > 100, (p.name, img.size)
+        assert_not_blank(p)
+    if pages:
+        with browser(workdir) as b:
+            for p in pages:
+                doms[p.name] = open_page(b, p.as_uri())
+                shot = b.screenshot(shots / f"file-{p.stem}-{p.suffix[1:]}.png")
+                assert "<table" in doms[p.name], p.name
+                assert b.errors == [], (p.name, b.errors)
+                assert_not_blank(shot)
+    keep_screenshots(shots, tag)
+    return doms
