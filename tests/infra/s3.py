@@ -165,3 +165,43 @@ def serve_s3(
         yield server
     finally:
         server.stop()
+
+
+#: The rclone remote each store is reached by in a campaign that measures both side by side.
+REMOTE_OF = {SERVE_S3: "s3serve", VERSITYGW: "s3versity"}
+
+
+def built_stores() -> tuple[str, ...]:
+    """The stores a test can start here: versitygw only where ``make versitygw`` built it."""
+    return tuple(s for s in STORES if s != VERSITYGW or versitygw_binary().exists())
+
+
+@contextmanager
+def both_stores(
+    rclone: str, root: Path, key: str = "cbtestkey", secret: str = "cbtestsecret"
+) -> Iterator[dict[str, S3Server]]:
+    """Every built store at once (``{store: server}``), each over its own directory under
+    ``root``: one campaign measures them side by side as two remotes (:func:`remotes_of`),
+    where a parametrization would run the whole campaign once per store."""
+    servers: dict[str, S3Server] = {}
+    try:
+        for store in built_stores():
+            servers[store] = S3Server(rclone, root / store, free_port(), key, secret, store=store)
+            servers[store].start()
+        yield servers
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+def remotes_of(servers: dict[str, S3Server]) -> dict[str, dict[str, str]]:
+    """A campaign's ``remotes``: one per store, named after it."""
+    return {store: {"url": f"{REMOTE_OF[store]}:"} for store in servers}
+
+
+def env_of(servers: dict[str, S3Server]) -> dict[str, str]:
+    """The environment that defines every store's remote (:data:`REMOTE_OF`)."""
+    env: dict[str, str] = {}
+    for store, server in servers.items():
+        env |= server.client_env(REMOTE_OF[store])
+    return env
