@@ -17,13 +17,14 @@ import json
 import os
 import re
 import shutil
+from contextlib import ExitStack
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
-from tests.infra.s3 import SERVE_S3, VERSITYGW, serve_s3, store_params, versitygw_binary
+from tests.infra.s3 import SERVE_S3, VERSITYGW, serve_s3, versitygw_binary
 from tests.infra.slurm import PBS_BIN, PBS_STANDIN_VARIABLE
 from tests.infra.workflow import BIN, snakemake, trace_command, write_config
 
@@ -57,13 +58,20 @@ def _together(clients: pd.DataFrame) -> bool:
 
 
 def _campaign(
-    tmp_path, clients, files=FILES, size=f"{SIZE_MIB}MiB", concurrency=1, site="edi", download=False
+    tmp_path,
+    clients,
+    files=FILES,
+    size=f"{SIZE_MIB}MiB",
+    concurrency=1,
+    site="edi",
+    download=False,
+    remotes=None,
 ):
     return write_config(
         tmp_path,
         {
             "campaign": "scale",
-            "remote": "s3t:",
+            **({"remotes": remotes} if remotes else {"remote": "s3t:"}),
             "bucket": "bench",
             "dataset": {"files": files, "size": size},
             "strategies": ["plain"],
@@ -81,89 +89,41 @@ def _rows(tmp_path):
     return df.set_index("clients").sort_index()
 
 
-@pytest.mark.parametrize("store", store_params())
-def test_local_clients_run_together_and_add_up(tmp_path, store):
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
-        cfg = _campaign(tmp_path, [1, 2, 4], download=True)
-        env = s3.client_env("S3T")
+def test_local_clients_run_together_and_add_up(tmp_path):
+    """Local clients against both S3 servers side by side, as two remotes of one campaign
+    (rclone serve s3 as ``serve``, versitygw as ``gw`` where it is built): 1, 2 and 4
+    clients each way, every group's clients running together and adding up."""
+    stores = {"serve": SERVE_S3} | ({"gw": VERSITYGW} if versitygw_binary().exists() else {})
+    names = {"serve": "S3T", "gw": "S3G"}
+    with ExitStack() as stack:
+        servers = {
+            r: stack.enter_context(serve_s3(str(BIN / "rclone"), tmp_path / f"root-{r}", store=s))
+            for r, s in stores.items()
+        }
+        env = {k: v for r, srv in servers.items() for k, v in srv.client_env(names[r]).items()}
+        remotes = {r: {"url": f"{names[r].lower()}:"} for r in servers}
+        cfg = _campaign(tmp_path, [1, 2, 4], download=True, remotes=remotes)
         run = snakemake(tmp_path, cfg, env=env)
         assert run.returncode == 0, run.stderr[-3000:]
         every = pd.read_csv(tmp_path / "results/scale/transfers.tsv", sep="\t")
+        assert set(every["remote"]) == set(servers) and len(every) == 6 * len(servers)
         # every row traces to its own raw files; a group's, to its clients' own rclone logs
         # added up, from the first client's start to the last one's end
         traced = trace_command(tmp_path / "results/scale")
         assert traced.returncode == 0, traced.stdout[-3000:] + traced.stderr[-2000:]
         assert traced.stdout.count("-> traced") == len(every), traced.stdout
         assert "4 clients: rclone's JSON log (r1.client-0.log)" in traced.stdout
-        down = every[every["direction"] == "download"].set_index("clients")
-        assert (down["status"] == "ok").all(), down["error"]  # each verified against the manifest
-        clients = pd.read_csv(tmp_path / "results/scale/clients.tsv", sep="\t")
-        assert down.loc[1, "mb_per_s"] <= CAP * 1.1
-        for n in (2, 4):  # together, not one after the other (that would be 1 x a client)
-            group = clients[(clients["direction"] == "download") & (clients["clients"] == n)]
-            assert _together(group) and _adds_up(down.loc[n], group), (n, group)
         steps = pd.read_csv(tmp_path / "results/scale/steps.tsv", sep="\t")
-        verify = steps[steps["step"] == "verify"].set_index("setting")
+        verify = steps[steps["step"] == "verify"]
         # several clients hash their own files on their node; verify compares the digests
-        assert verify.loc["rclone-4x1", "digest_from"] == "client"
-        assert verify.loc["rclone-1x1", "digest_from"] == "verify"
-        df = every[every["direction"] == "upload"].set_index("clients")
-        assert list(df.index) == [1, 2, 4] and (df["status"] == "ok").all(), df["error"]
-        # A client whose PUT failed after its last byte sends the file again (rclone's
-        # low-level retry, silent at -v). Against serve s3, one of 4 clients starting
-        # together into a fresh prefix does so with its first file in most runs here (2 of
-        # the last 2; 4 MiB files); real stores have no directories to race for. That group
-        # is slower by what it re-sent, so it is measured truly but not at N x the cap: it
-        # is left out of the rate checks, and the front page must say so instead.
-        # A part or request the S3 SDK sent again after a 5xx (counted now that the copies
-        # log every response) costs time the same way, without adding to bytes_moved.
-        resent = (df["bytes_moved"] > df["bytes_requested"]) | (
-            df["server_errors"].fillna(0) + df["throttled"].fillna(0) > 0
-        )
-        assert resent.sum() <= 1, df[["bytes_moved", "bytes_requested", "server_errors"]]
-        clean = [n for n in (1, 2, 4) if not resent[n]]
-        clients = clients[clients["direction"] == "upload"]
-        assert df.loc[1, "mb_per_s"] <= CAP * 1.1 or resent[1]  # the cap holds
-        for n in (2, 4):
-            # N clients that ran together move the sum of their own rates, N x what one
-            # moves (one after the other they would move 1 x). The group's seconds run from
-            # the first client's start to the last one's end, so the clients' start skew is
-            # in them: the lower bound allows for the skew the row itself reports.
-            group = clients[clients["clients"] == n]
-            assert df.loc[n, "start_skew_s"] >= 0 and _together(group), group
-            if n in clean:
-                assert _adds_up(df.loc[n], group), (n, group, df.loc[n, "start_skew_s"])
-                assert df.loc[n, "client_mb_per_s_max"] <= CAP * 1.1  # each at most its cap
-        if resent.any():
-            front = (tmp_path / "results/scale/figures/headline.html").read_text()
-            assert "rclone counted bytes beyond the data (sent again" in front, front
-        assert sorted(clients.groupby("clients")["client"].nunique().items()) == [(2, 2), (4, 4)]
-        assert (clients.groupby("clients")["files"].sum() == FILES).all()  # every file, once
-        # the aggregate row traces to the clients' own rclone logs
-        logs = sorted(
-            (tmp_path / "results/scale/sites/edi/client-logs/upload").rglob("r1.client-*.log")
-        )
-        assert len(logs) == 6
-        index = tmp_path / "results/scale/sites/edi/client-logs/upload"
-        (own,) = [p for p in index.rglob("rclone-4x1/r1.log")]  # no longer left empty
-        assert "4 clients: r1.client-0.log, r1.client-1.log" in own.read_text()
-        moved = 0
-        for log in logs:
-            if "rclone-4x1" in str(log):
-                stats = [
-                    json.loads(x)["stats"] for x in log.read_text().splitlines() if '"stats"' in x
-                ]
-                moved += stats[-1]["bytes"]
-        assert moved == df.loc[4, "bytes_moved"]
-        assert moved == FILES * SIZE_MIB * 2**20 or resent[4]
-        series = pd.read_csv(tmp_path / "results/scale/timeseries.tsv", sep="\t")
-        four = series[(series["setting"] == "rclone-4x1") & (series["direction"] == "upload")]
-        assert four["bytes"].max() == moved  # the summed series ends at every byte moved
+        by = verify.groupby("setting")["digest_from"].agg(set)
+        assert by["rclone-4x1"] == {"client"} and by["rclone-1x1"] == {"verify"}, by
+        all_clients = pd.read_csv(tmp_path / "results/scale/clients.tsv", sep="\t")
+        for remote in servers:
+            _local_remote(tmp_path, every[every["remote"] == remote], all_clients, remote)
         # the report's Scaling section has the sweep and names a knee
         html = (tmp_path / "results/scale/figures/scaling.html").read_text()
-        assert (
-            "Knee of each sweep" in html and "from edi to main (rclone remote s3t) (upload)" in html
-        )
+        assert "Knee of each sweep" in html and "(rclone remote s3t) (upload)" in html
         assert (tmp_path / "results/scale/figures/scaling.png").stat().st_size > 10_000
         # finished work is never measured again
         started = sorted(every["started_utc"])
@@ -171,6 +131,69 @@ def test_local_clients_run_together_and_add_up(tmp_path, store):
         assert again.returncode == 0 and "Nothing to be done" in again.stderr
         after = pd.read_csv(tmp_path / "results/scale/transfers.tsv", sep="\t")
         assert sorted(after["started_utc"]) == started
+
+
+def _local_remote(tmp_path, every: pd.DataFrame, all_clients: pd.DataFrame, remote: str) -> None:
+    """The local scale test's checks of one remote's rows."""
+    clients = all_clients[all_clients["remote"] == remote]
+    down = every[every["direction"] == "download"].set_index("clients")
+    assert (down["status"] == "ok").all(), down["error"]  # each verified against the manifest
+    assert down.loc[1, "mb_per_s"] <= CAP * 1.1
+    for n in (2, 4):  # together, not one after the other (that would be 1 x a client)
+        group = clients[(clients["direction"] == "download") & (clients["clients"] == n)]
+        assert _together(group) and _adds_up(down.loc[n], group), (remote, n, group)
+    df = every[every["direction"] == "upload"].set_index("clients")
+    assert list(df.index) == [1, 2, 4] and (df["status"] == "ok").all(), df["error"]
+    # A client whose PUT failed after its last byte sends the file again (rclone's
+    # low-level retry, silent at -v). Against serve s3, one of 4 clients starting
+    # together into a fresh prefix does so with its first file in most runs here (2 of
+    # the last 2; 4 MiB files); real stores have no directories to race for. That group
+    # is slower by what it re-sent, so it is measured truly but not at N x the cap: it
+    # is left out of the rate checks, and the front page must say so instead.
+    # A part or request the S3 SDK sent again after a 5xx (counted now that the copies
+    # log every response) costs time the same way, without adding to bytes_moved.
+    resent = (df["bytes_moved"] > df["bytes_requested"]) | (
+        df["server_errors"].fillna(0) + df["throttled"].fillna(0) > 0
+    )
+    assert resent.sum() <= 1, df[["bytes_moved", "bytes_requested", "server_errors"]]
+    clean = [n for n in (1, 2, 4) if not resent[n]]
+    clients = clients[clients["direction"] == "upload"]
+    assert df.loc[1, "mb_per_s"] <= CAP * 1.1 or resent[1]  # the cap holds
+    for n in (2, 4):
+        # N clients that ran together move the sum of their own rates, N x what one
+        # moves (one after the other they would move 1 x). The group's seconds run from
+        # the first client's start to the last one's end, so the clients' start skew is
+        # in them: the lower bound allows for the skew the row itself reports.
+        group = clients[clients["clients"] == n]
+        assert df.loc[n, "start_skew_s"] >= 0 and _together(group), group
+        if n in clean:
+            assert _adds_up(df.loc[n], group), (remote, n, group, df.loc[n, "start_skew_s"])
+            assert df.loc[n, "client_mb_per_s_max"] <= CAP * 1.1  # each at most its cap
+    if resent.any():
+        front = (tmp_path / "results/scale/figures/headline.html").read_text()
+        assert "rclone counted bytes beyond the data (sent again" in front, front
+    assert sorted(clients.groupby("clients")["client"].nunique().items()) == [(2, 2), (4, 4)]
+    assert (clients.groupby("clients")["files"].sum() == FILES).all()  # every file, once
+    # the aggregate row traces to the clients' own rclone logs
+    index = tmp_path / f"results/scale/sites/edi/client-logs/upload/{remote}"
+    logs = sorted(index.rglob("r1.client-*.log"))
+    assert len(logs) == 6
+    (own,) = [p for p in index.rglob("rclone-4x1/r1.log")]  # no longer left empty
+    assert "4 clients: r1.client-0.log, r1.client-1.log" in own.read_text()
+    moved = 0
+    for log in logs:
+        if "rclone-4x1" in str(log):
+            stats = [json.loads(x)["stats"] for x in log.read_text().splitlines() if '"stats"' in x]
+            moved += stats[-1]["bytes"]
+    assert moved == df.loc[4, "bytes_moved"]
+    assert moved == FILES * SIZE_MIB * 2**20 or resent[4]
+    series = pd.read_csv(tmp_path / "results/scale/timeseries.tsv", sep="\t")
+    four = series[
+        (series["setting"] == "rclone-4x1")
+        & (series["direction"] == "upload")
+        & (series["remote"] == remote)
+    ]
+    assert four["bytes"].max() == moved  # the summed series ends at every byte moved
 
 
 def test_a_client_count_above_the_files_is_refused_before_any_work(tmp_path):
