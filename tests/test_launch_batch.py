@@ -38,13 +38,14 @@ def _start(workdir: Path, env: dict, how: str) -> subprocess.CompletedProcess[st
     return subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.full
 @pytest.mark.scheduler
 @pytest.mark.parametrize("how", ["sbatch", "qsub"])
 def test_a_site_run_as_a_batch_job_reports_and_is_not_started_twice(
     tmp_path, demo_config, slurm_cluster, monkeypatch, how
 ):
     cfg = dict(demo_config, campaign="batch", remote="s3t:", strategies=["plain"], repeats=1)
-    cfg["dataset"] = dict(cfg["dataset"], files=1, size="2MiB", chunk_sizes=["1MiB"])
+    cfg["dataset"] = dict(cfg["dataset"], files=1, size="1MiB", chunk_sizes=["1MiB"])
     cfg["rclone"] = dict(cfg["rclone"], flags=[])
     cfg["sites"] = {"tursa": {"upload": True, "download": True, "scratch": "scratch"}}
     workdir = tmp_path / "tursa"

@@ -1,6 +1,8 @@
-"""Issue #37's acceptance test for scheduler status: the status command failing one call in
-three for a whole campaign, on both schedulers: every measurement ok, and no two copies at a
-site overlap in time.
+"""One campaign through both schedulers, read by several tests: the demo's steps through
+the Slurm profile (tursa), then the PBS one (tesseract), with each scheduler's status
+command failing one call in three the whole time (issue #37's acceptance test: every
+measurement ok, and no two copies at a site overlap in time); and a Slurm status outage
+of many calls in a row, waited out.
 
 The failing command is real: a small shell script named ``squeue`` (Slurm, the status
 command of profiles/default) or ``qstat`` (PBS, called by profiles/pbs/pbs-status.py), first
@@ -13,22 +15,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
+from tests.infra.batchsite import HANG_S, site_env
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.slurm import SlurmCluster
-from tests.infra.workflow import BIN, snakemake, write_config
+from tests.infra.workflow import BIN, ROOT, snakemake, write_config
 
-pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
-RUN_TIMEOUT = 600
+pytestmark = [pytest.mark.full, pytest.mark.scheduler, pytest.mark.slow]
 
 #: fails calls 3, 6, 9...; every call's number and outcome go to ``<dir>/calls.log``
 FLAKY = """#!/bin/sh
@@ -58,16 +61,57 @@ def flaky_path(tmp_path: Path, name: str) -> tuple[str, Path]:
     return f"{folder}:{BIN}:{os.environ.get('PATH', '')}", folder / "calls.log"
 
 
-def campaign(tmp_path: Path, demo_config: dict) -> Path:
-    """Four measurements of one 4 MiB file, plain, two repeats: tursa uploads twice (and
-    downloads nothing), tesseract downloads twice; each copy slowed (--bwlimit 1M) to last
-    about 4 s, so that an overlap, were there one, would be seconds long."""
-    demo_config["dataset"].update(files=1, size="4MiB")
-    demo_config["repeats"] = 2
-    demo_config["strategies"] = ["plain"]
-    demo_config["sites"]["tursa"]["download"] = False
-    demo_config["rclone"].update(flags=["--bwlimit", "1M"])
-    return write_config(tmp_path, demo_config)
+@dataclass
+class Campaign:
+    """What the module's one campaign left: its working directory, each run's output and
+    its status command's log of calls, and the table as it stood after the Slurm run."""
+
+    workdir: Path
+    tursa_out: str
+    tesseract_out: str
+    squeue_calls: Path
+    qstat_calls: Path
+    tursa_table: pd.DataFrame
+
+
+@pytest.fixture(scope="module")
+def through_both(slurm_cluster: SlurmCluster, tmp_path_factory) -> Campaign:  # noqa: F811
+    """Two 2 MiB files, plain and chunked (1 MiB chunks), one repeat, each copy slowed
+    (--bwlimit 2M) to last about 2 s, so that an overlap, were there one, would be seconds
+    long: tursa uploads and downloads through Slurm (data steps as array jobs), tesseract
+    downloads through PBS. Every step kind goes through both schedulers."""
+    tmp = tmp_path_factory.mktemp("both")
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config["dataset"].update(files=2, size="2MiB", chunk_sizes=["1MiB"])
+    config.update(repeats=1, strategies=["plain", "chunked"])
+    config["rclone"].update(flags=["--bwlimit", "2M"])
+    cfg = write_config(tmp, config)
+    base = site_env(slurm_cluster)
+
+    # Slurm (tursa): the executor plugin's squeue fails one call in three
+    path, squeue_calls = flaky_path(tmp, "squeue")
+    tursa = snakemake(
+        tmp, cfg, "--cores", "2", profile="tursa", env={**base, "PATH": path}, timeout=HANG_S
+    )
+    assert tursa.returncode == 0, tursa.stdout[-3000:] + tursa.stderr[-3000:]
+    tursa_table = pd.read_csv(tmp / "results/demo/transfers.tsv", sep="\t")
+
+    # PBS (tesseract, downloads only): pbs-status.py's qstat fails one call in three; its
+    # status checked every 2 s rather than a centre's 10 (a test's setting: shorter waits)
+    path, qstat_calls = flaky_path(tmp, "qstat")
+    tesseract = snakemake(
+        tmp, cfg, "--cores", "2", "--seconds-between-status-checks", "2",
+        profile="tesseract", env={**base, "PATH": path}, timeout=HANG_S,
+    )  # fmt: skip
+    assert tesseract.returncode == 0, tesseract.stdout[-3000:] + tesseract.stderr[-3000:]
+    return Campaign(
+        tmp,
+        tursa.stdout + tursa.stderr,
+        tesseract.stdout + tesseract.stderr,
+        squeue_calls,
+        qstat_calls,
+        tursa_table,
+    )
 
 
 def copies(workdir: Path, site: str) -> list[tuple[float, float, str]]:
@@ -77,7 +121,7 @@ def copies(workdir: Path, site: str) -> list[tuple[float, float, str]]:
     for path in folder.glob("*/*/*/*/r*.json"):  # direction/remote/layout/setting/r<repeat>
         rec = json.loads(path.read_text())
         assert rec["status"] == "ok", (path, rec.get("error"))
-        found.append((rec["started_epoch"], rec["started_epoch"] + rec["seconds"], path.stem))
+        found.append((rec["started_epoch"], rec["started_epoch"] + rec["seconds"], str(path)))
     return sorted(found)
 
 
@@ -93,47 +137,47 @@ def failures(calls_log: Path, name: str) -> tuple[int, int]:
     return sum(ln.endswith(" failed") for ln in mine), len(mine)
 
 
-def run(workdir: Path, cfg: Path, profile: str, env: dict) -> None:
-    done = snakemake(workdir, cfg, "--cores", "2", profile=profile, env=env, timeout=RUN_TIMEOUT)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-
-
-def test_failing_status_calls_never_free_a_site_mid_copy(
-    slurm_cluster: SlurmCluster,  # noqa: F811
-    tmp_path: Path,
-    demo_config: dict,
-) -> None:
-    cfg = campaign(tmp_path, demo_config)
-    base = {
-        **slurm_cluster.env,
-        "SBATCH_ACCOUNT": "cloudbench",
-        "SBATCH_PARTITION": slurm_cluster.partition,
-        "PBS_ACCOUNT": "cloudbench",
-    }
-    # Slurm (tursa): the executor plugin's squeue fails one call in three
-    path, calls = flaky_path(tmp_path, "squeue")
-    run(tmp_path, cfg, "tursa", {**base, "PATH": path})
-    failed, made = failures(calls, "squeue")
-    assert failed >= 1 and failed == made // 3, calls.read_text()
-
-    # PBS (tesseract, downloads only): pbs-status.py's qstat fails one call in three
-    path, calls = flaky_path(tmp_path, "qstat")
-    run(tmp_path, cfg, "tesseract", {**base, "PATH": path})
-    failed, made = failures(calls, "qstat")
-    assert failed >= 1 and failed == made // 3, calls.read_text()
-    said = (tmp_path / "logs/pbs/status.log").read_text()
+def test_failing_status_calls_never_free_a_site_mid_copy(through_both: Campaign) -> None:
+    failed, made = failures(through_both.squeue_calls, "squeue")
+    assert failed >= 1 and failed == made // 3, through_both.squeue_calls.read_text()
+    failed, made = failures(through_both.qstat_calls, "qstat")
+    assert failed >= 1 and failed == made // 3, through_both.qstat_calls.read_text()
+    said = (through_both.workdir / "logs/pbs/status.log").read_text()
     # a failed call was answered from the job's exit record, or as running: never as failed
     assert ": qstat rc=1 qstat: slurm_load_jobs error" in said, said
     assert " failed:" not in said, said
 
-    df = pd.read_csv(tmp_path / "results/demo/transfers.tsv", sep="\t")
-    assert len(df) == 4 and (df["status"] == "ok").all(), df[["site", "status", "error"]]
+    df = pd.read_csv(through_both.workdir / "results/demo/transfers.tsv", sep="\t")
+    assert len(df) == 6 and (df["status"] == "ok").all(), df[["site", "status", "error"]]
     assert (df["attempts"] == 1).all()  # no measurement was run twice
     assert df["waited_for_slot_s"].notna().all()  # every copy held the site's slot
-    for site, expected in (("tursa", 2), ("tesseract", 2)):
-        spans = copies(tmp_path, site)
+    for site, expected in (("tursa", 4), ("tesseract", 2)):
+        spans = copies(through_both.workdir, site)
         assert len(spans) == expected, spans
         assert_apart(spans)
+
+
+def test_demo_through_tursa_then_tesseract(
+    through_both: Campaign,
+    slurm_cluster: SlurmCluster,  # noqa: F811
+) -> None:
+    """The demo's steps through both site profiles: data steps as Slurm array jobs (Slurm's
+    own records say so), transfers with the node's cores as threads, and through qsub."""
+    assert "Submitted array job" in through_both.tursa_out
+    # Slurm's own records: slurmctld allocated array tasks (JobId=<array>_<task>)
+    ctld = Path(slurm_cluster.log_paths["slurmctld"]).read_text()
+    tasks = set(re.findall(r"JobId=(\d+)_(\d+)", ctld))
+    arrays = {job for job, _ in tasks}
+    assert any(sum(1 for j, _ in tasks if j == a) >= 2 for a in arrays), ctld[-2000:]
+    df = through_both.tursa_table
+    assert set(df["site"]) == {"tursa"} and (df["status"] == "ok").all()
+    assert (df["connections"] == 2).all()  # threads = the --cores 2 node
+
+    assert list((through_both.workdir / "logs/pbs/jobs").glob("*.exit")), "nothing via qsub"
+    df = pd.read_csv(through_both.workdir / "results/demo/transfers.tsv", sep="\t")
+    tess = df[df["site"] == "tesseract"]
+    assert sorted(tess["layout"]) == ["chunked-1MiB", "plain"], tess
+    assert (tess["status"] == "ok").all()
 
 
 #: fails every call while ``<dir>/outage`` counts down (a status outage of K calls in a row)
@@ -155,39 +199,8 @@ OUTAGE_CALLS = 12  # more failing calls in a row than the plugin's default 5 att
 
 def status_attempts() -> int:
     """profiles/default's slurm-status-attempts, what every Slurm site runs with."""
-    profile = Path(__file__).resolve().parents[1] / "profiles/default/config.yaml"
+    profile = ROOT / "profiles/default/config.yaml"
     return int(yaml.safe_load(profile.read_text())["slurm-status-attempts"])
-
-
-def outage_run(
-    cluster: SlurmCluster, tmp_path: Path, attempts: int
-) -> tuple[subprocess.Popen, Path]:
-    """A one-job Snakemake run through the slurm executor (squeue status, as in
-    profiles/default) whose squeue fails OUTAGE_CALLS calls in a row while the job runs."""
-    folder = tmp_path / "outage-squeue"
-    folder.mkdir()
-    script = folder / "squeue"
-    script.write_text(OUTAGE.format(dir=folder, real=shutil.which("squeue")))
-    script.chmod(0o755)
-    (tmp_path / "Snakefile").write_text(
-        "rule all:\n    input: 'out.txt'\n"
-        "rule wait:\n    output: 'out.txt'\n    shell: 'sleep 20; echo done > {output}'\n"
-    )
-    env = cluster.client_env({"PATH": f"{folder}:{BIN}:{os.environ.get('PATH', '')}"})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "--executor", "slurm", "--jobs", "1",
-         "--slurm-status-command", "squeue", "--slurm-status-attempts", str(attempts),
-         "--slurm-init-seconds-before-status-checks", "5",
-         "--default-resources", f"slurm_partition={cluster.partition}", "mem_mb=100",
-         "runtime=5"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while "RUNNING" not in cluster.run(["squeue", "-h", "-o", "%T"], check=False).stdout:
-        assert time.monotonic() < deadline and proc.poll() is None, "the job never ran"
-        time.sleep(0.5)
-    (folder / "outage").write_text(f"{OUTAGE_CALLS}\n")  # from now on, while the job runs
-    return proc, folder / "calls.log"
 
 
 def test_a_slurm_status_outage_is_waited_out(
@@ -195,13 +208,33 @@ def test_a_slurm_status_outage_is_waited_out(
     tmp_path: Path,
 ) -> None:
     """With the plugin's default 5 attempts, a check whose calls all fail drops the run's
-    jobs from polling and the run never ends (seen by hand with outage_run(..., 5): five
-    failed squeue calls, then none at all, and Snakemake still waiting 150 s later though
-    its job had written out.txt); profiles/default's attempts wait the outage out."""
+    jobs from polling and the run never ends (seen by hand: five failed squeue calls, then
+    none at all, and Snakemake still waiting 150 s later though its job had written
+    out.txt); profiles/default's attempts wait the outage out. A one-job run through the
+    slurm executor (squeue status, as in profiles/default) whose job itself starts an
+    outage of OUTAGE_CALLS failing squeue calls in a row, before the run's first check."""
     assert status_attempts() > OUTAGE_CALLS
-    proc, calls = outage_run(slurm_cluster, tmp_path, status_attempts())
+    folder = tmp_path / "outage-squeue"
+    folder.mkdir()
+    script = folder / "squeue"
+    script.write_text(OUTAGE.format(dir=folder, real=shutil.which("squeue")))
+    script.chmod(0o755)
+    (tmp_path / "Snakefile").write_text(
+        "rule all:\n    input: 'out.txt'\n"
+        "rule job:\n    output: 'out.txt'\n"
+        f"    shell: 'echo {OUTAGE_CALLS} > {folder}/outage; echo done > {{output}}'\n"
+    )
+    env = slurm_cluster.client_env({"PATH": f"{folder}:{BIN}:{os.environ.get('PATH', '')}"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--executor", "slurm", "--jobs", "1",
+         "--slurm-status-command", "squeue", "--slurm-status-attempts", str(status_attempts()),
+         "--slurm-init-seconds-before-status-checks", "5",
+         "--default-resources", f"slurm_partition={slurm_cluster.partition}", "mem_mb=100",
+         "runtime=5"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
     try:
-        out, _ = proc.communicate(timeout=RUN_TIMEOUT)
+        out, _ = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -209,5 +242,5 @@ def test_a_slurm_status_outage_is_waited_out(
             slurm_cluster.run(["scancel", "-u", "root"], check=False)
     assert proc.returncode == 0, out[-3000:]
     assert (tmp_path / "out.txt").read_text() == "done\n"
-    said = calls.read_text().splitlines()
+    said = (folder / "calls.log").read_text().splitlines()
     assert said.count("squeue failed") == OUTAGE_CALLS and said[-1] == "squeue ran", said
