@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -16,10 +15,11 @@ import pytest
 from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.paths import transfer_log
 from cloudbench.measure.rclonelog import network_cause
-from tests.infra.s3 import serve_s3, store_params
-from tests.infra.workflow import BIN, ROOT, default_sigint, snakemake, write_config
+from tests.infra.e2e import check_campaign
+from tests.infra.s3 import REMOTE_OF, both_stores, env_of, remotes_of, serve_s3
+from tests.infra.workflow import BIN, popen_snakemake, snakemake, wait_for, write_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.full, pytest.mark.slow]
 # rclone reads flags from RCLONE_* variables: given only to the run whose server dies, so
 # the rerun against the restarted server keeps rclone's retries. `rclone serve s3` answers
 # concurrent PUTs into new nested directories with the odd 500 (a race in its VFS), which a
@@ -34,8 +34,8 @@ FAST_FAIL = {
 PLAIN_R1 = {"remote": "main", "layout": "plain", "setting": "rclone-1xauto", "repeat": 1}
 
 
-def _plain_r1(site: str, direction: str) -> MeasurementId:
-    return MeasurementId.of(PLAIN_R1 | {"site": site, "direction": direction})
+def _plain_r1(site: str, direction: str, remote: str = "main") -> MeasurementId:
+    return MeasurementId.of(PLAIN_R1 | {"site": site, "direction": direction, "remote": remote})
 
 
 def _small(cfg: dict, **dataset) -> dict:
@@ -47,83 +47,59 @@ def _table(workdir: Path, campaign: str = "demo") -> pd.DataFrame:
     return pd.read_csv(workdir / "results" / campaign / "transfers.tsv", sep="\t")
 
 
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _popen_snakemake(workdir: Path, cfg: Path, env: dict) -> subprocess.Popen:
-    cmd = [
-        str(BIN / "snakemake"),
-        "--snakefile",
-        str(ROOT / "workflow/Snakefile"),
-        "--directory",
-        str(workdir),
-        "--profile",
-        str(ROOT / "profiles/local"),
-        "--configfile",
-        str(cfg),
-    ]
-    full_env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env}
-    return subprocess.Popen(
-        cmd,
-        cwd=workdir,
-        env=full_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-        preexec_fn=default_sigint,  # it is Ctrl-C'd
-    )
-
-
-@pytest.mark.parametrize("store", store_params())
-def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_config, store):
-    """The server dies during the first upload: that measurement is failed with rclone's
+def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_config):
+    """Each server dies during its first upload: that measurement is failed with rclone's
     error, naming the refused connection; the next upload is not started against a store
     that still does not answer (a new user's dead store cost 8 minutes an upload) and says
     so; the campaign goes on once the server is back, the run ends non-zero listing the
-    failures, and a rerun measures exactly the failed transfers again."""
+    failures, and a rerun measures exactly the failed transfers again. Both S3 servers,
+    side by side as two remotes of one campaign, each killed in its own upload."""
     cfg_d = _small(demo_config, size="12MiB")  # 3 s a copy at 4 MiB/s: killed after 1 s
-    cfg_d.update(remote="s3t:", strategies=["plain"], repeats=2)
+    cfg_d.pop("remote")
+    cfg_d.update(strategies=["plain"], repeats=2)
     # the store comes back while the run goes on: the breaker (test_store_down) stays shut
     cfg_d["store_down"] = {"after_failures": 5}
     del cfg_d["sites"]["tesseract"]  # one site's downloads say all there is to say
     cfg_d["rclone"]["flags"] = ["--bwlimit", "4M"]
-    cfg = write_config(tmp_path, cfg_d)
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
-        env = s3.client_env("S3T")
-        proc = _popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
-        log = tmp_path / transfer_log("results/demo", _plain_r1("tursa", "upload"))
-        _wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 120, "upload to start")
-        s3.kill()
-        record = (
-            tmp_path / "results/demo/sites/tursa/transfers/upload/main/plain/rclone-1xauto/r1.json"
-        )
-        _wait_for(record.exists, 120, "the failed upload's record")
-        second = record.with_name("r2.json")
-        _wait_for(second.exists, 120, "the second upload's record")
-        s3.start()
+    with both_stores(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        cfg = write_config(tmp_path, cfg_d | {"remotes": remotes_of(s3)})
+        env = env_of(s3)
+        proc = popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
+        records = tmp_path / "results/demo/sites/tursa/transfers/upload"
+        killed: list[str] = []
+
+        def each_killed_mid_upload_and_its_second_recorded() -> bool:
+            for store, server in s3.items():
+                log = tmp_path / transfer_log("results/demo", _plain_r1("tursa", "upload", store))
+                if store not in killed and log.exists() and '"stats"' in log.read_text():
+                    server.kill()  # its first upload is moving bytes
+                    killed.append(store)
+            return all((records / s / "plain/rclone-1xauto/r2.json").exists() for s in s3)
+
+        wait_for(each_killed_mid_upload_and_its_second_recorded, 300, "the uploads' records", proc)
+        assert sorted(killed) == sorted(s3)
+        for server in s3.values():
+            server.start()
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode != 0
         # the status job's line says how many are not ok; its log names each of them
         assert "failed: rule status: cloudbench status: " in out and "not ok" in out
         status = (tmp_path / "results/demo/logs/status.log").read_text()
-        assert "failed: tursa upload main plain rclone-1xauto r1" in status
         df = _table(tmp_path)
-        ups = df[df["direction"] == "upload"].sort_values("repeat")
-        up, up2 = ups.iloc[0], ups.iloc[1]
-        assert up["status"] == "failed" and network_cause(up["error"])
-        assert pd.isna(up["mb_per_s"])
-        assert up2["status"] == "failed" and pd.isna(up2["seconds"])  # never started
-        assert up2["error"].startswith("not measured: store 'main' (s3t:) has not answered since")
-        assert "failure(s) in a row; the last, dial tcp" in up2["error"]
-        assert up2["outage"] == "during"
+        for store in s3:
+            assert f"failed: tursa upload {store} plain rclone-1xauto r1" in status
+            ups = df[(df["direction"] == "upload") & (df["remote"] == store)]
+            up, up2 = ups.sort_values("repeat").iloc[0], ups.sort_values("repeat").iloc[1]
+            assert up["status"] == "failed" and network_cause(up["error"]), (store, up["error"])
+            assert pd.isna(up["mb_per_s"])
+            assert up2["status"] == "failed" and pd.isna(up2["seconds"])  # never started
+            assert up2["error"].startswith(
+                f"not measured: store '{store}' ({REMOTE_OF[store]}:) has not answered since"
+            ), up2["error"]
+            assert "failure(s) in a row; the last, dial tcp" in up2["error"]
+            assert up2["outage"] == "during"
         downs = df[df["direction"] == "download"]
+        assert set(downs["remote"]) == set(s3)
         assert (downs["status"] == "failed").all()  # nothing to download: said, not skipped
         # the copy was never whole; while the store was down, that is what they could say
         said = downs["error"].str.contains("upload of this copy failed")
@@ -133,28 +109,31 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
         assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
         df2 = _table(tmp_path)
         assert (df2["status"] == "ok").all()
-        for rec in (record, second):
-            attempts = sorted((rec.with_suffix(".attempts")).glob("*.json"))
-            assert [json.loads(p.read_text())["status"] for p in attempts] == ["failed", "ok"]
+        for store in s3:
+            for r in (1, 2):
+                rec = records / store / f"plain/rclone-1xauto/r{r}.json"
+                attempts = sorted((rec.with_suffix(".attempts")).glob("*.json"))
+                statuses = [json.loads(p.read_text())["status"] for p in attempts]
+                assert statuses == ["failed", "ok"], (store, r)
         assert not list((tmp_path / "scratch").rglob(".store-down.*"))  # the store is back
 
 
 def test_server_killed_mid_download(tmp_path, demo_config):
-    cfg_d = _small(demo_config, size="24MiB")
+    cfg_d = _small(demo_config, size="12MiB")  # 3 s a copy at 4 MiB/s: killed after 1 s
     cfg_d.update(remote="s3t:", strategies=["plain"], repeats=1)
     cfg_d["sites"]["tursa"]["download"] = False
     cfg_d["rclone"]["flags"] = ["--bwlimit", "4M"]
     cfg = write_config(tmp_path, cfg_d)
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         env = s3.client_env("S3T")
-        proc = _popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
+        proc = popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
         log = tmp_path / transfer_log("results/demo", _plain_r1("tesseract", "download"))
-        _wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 240, "download start")
+        wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 240, "download start")
         s3.kill()
         record = tmp_path / (
             "results/demo/sites/tesseract/transfers/download/main/plain/rclone-1xauto/r1.json"
         )
-        _wait_for(record.exists, 120, "the failed download's record")
+        wait_for(record.exists, 120, "the failed download's record")
         # back while the run goes on: the steps after the download (publish) need not wait
         # out their patience with a dead store (45 s; test_store_down has a store that stays
         # dead, test_terminal the lines its run ends with)
@@ -308,9 +287,10 @@ def test_scratch_too_small_is_one_clear_line(tmp_path, demo_config):
 def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_config):
     cfg_d = _small(demo_config, size="16MiB")
     cfg_d.update(strategies=["plain", "multithread"], repeats=1)
+    del cfg_d["sites"]["tesseract"]  # one site's four transfers: one finished, one cut
     cfg_d["rclone"]["flags"] = ["--bwlimit", "8M"]
     cfg = write_config(tmp_path, cfg_d)
-    proc = _popen_snakemake(tmp_path, cfg, {})
+    proc = popen_snakemake(tmp_path, cfg, {})
 
     def finished() -> dict[Path, dict]:
         """Records written and known to Snakemake as complete (not in .snakemake/incomplete)."""
@@ -329,7 +309,7 @@ def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_co
         logs = (tmp_path / "results/demo/sites").rglob("*.log.live")
         return [p for p in logs if '"stats"' in p.read_text()]
 
-    _wait_for(lambda: len(finished()) >= 1 and running(), 240, "a finished and a running one")
+    wait_for(lambda: len(finished()) >= 1 and running(), 240, "a finished and a running one")
     os.killpg(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     done = finished()
@@ -355,6 +335,12 @@ def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_co
 
 
 def test_secret_never_written_anywhere(tmp_path, demo_config):
+    """The demo's campaign (two sites, every strategy) against a real S3 endpoint: every
+    check of a whole campaign holds (tests/infra/e2e.py); an rclone flag from the
+    environment applies to every copy and each row names it; the store holds the copies'
+    objects and the manifest, and cleanup removes the bulk data from it and from scratch and
+    keeps every result. No secret is written anywhere: not the store's, nor other backends'
+    from the environment."""
     secret = "Zq9-distinctive-SECRET-4711"
     # Other backends' credentials in the environment, sensitive by rclone's metadata but not
     # by their names (rclone applies none of them to an S3 remote): they reach the records'
@@ -366,18 +352,36 @@ def test_secret_never_written_anywhere(tmp_path, demo_config):
         "RCLONE_SFTP_KEY_PEM": "Zq9-sftp-key-pem-4715",
         "RCLONE_CONFIG_X_KEY": "Zq9-config-x-key-4716",
     }
-    cfg_d = _small(demo_config)
+    cfg_d = _small(demo_config, size="7MiB")  # 2 MiB chunks: the last one 1 MiB
     cfg_d.update(remote="s3t:", repeats=1)
     cfg = write_config(tmp_path, cfg_d)
+    store = tmp_path / "s3root/cloudbench/demo"
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key="cbkey4711", secret=secret) as s3:
-        env = {**s3.client_env("S3T"), **others}
+        env = {**s3.client_env("S3T"), **others, "RCLONE_USE_MMAP": "true"}
         run = snakemake(tmp_path, cfg, env=env)
         assert run.returncode == 0, run.stderr[-2000:]
+        df = check_campaign(tmp_path, cfg_d)
+        assert df["rclone_env"].str.contains("RCLONE_USE_MMAP=true").all(), df["rclone_env"]
+        objects = store / "data/chunked-2MiB/rclone-1xauto/r1/objects/demo-001.bin"
+        assert sorted(p.name for p in objects.iterdir()) == [
+            f"demo-001.bin.000{i}" for i in range(4)
+        ]
+        assert (objects / "demo-001.bin.0003").stat().st_size == 2**20
+        assert (store / "manifest.json").exists()
         rep = snakemake(
             tmp_path, cfg, "--report", str(tmp_path / "results/demo/report.html"), env=env
         )
         assert rep.returncode == 0
+
+        # cleanup removes the bulk data from the remote and scratch, and keeps every result
+        clean = snakemake(tmp_path, cfg, "cleanup", env=env)
+        assert clean.returncode == 0, clean.stderr[-2000:]
+        assert not (store / "data").exists()
+        assert (store / "manifest.json").exists()
+        assert (store / "results/tursa/run.json").exists()
+        assert (tmp_path / "results/demo/transfers.tsv").exists()
     for value in (secret, *others.values()):
-        assert value not in run.stdout + run.stderr
+        for said in (run, rep, clean):
+            assert value not in said.stdout + said.stderr
         leaks = [p for p in tmp_path.rglob("*") if p.is_file() and value.encode() in p.read_bytes()]
         assert leaks == [], value

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -84,3 +85,34 @@ def trace_command(results: Path, *flags: str) -> subprocess.CompletedProcess[str
         text=True,
         timeout=120,
     )
+
+
+def popen_snakemake(workdir: Path, configfile: Path, env: dict | None = None) -> subprocess.Popen:
+    """:func:`snakemake_command` started in the background (``--profile profiles/local``), in
+    a session of its own, its output on one pipe: a run the test breaks while it goes on (it
+    kills the store, or Ctrl-Cs it: ``os.killpg(proc.pid, signal.SIGINT)``)."""
+    return subprocess.Popen(
+        snakemake_command(workdir, configfile, profile="local"),
+        cwd=workdir,
+        env=snakemake_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=default_sigint,  # it is Ctrl-C'd
+    )
+
+
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    """Poll ``predicate`` until it holds; ``timeout`` is a generous deadline only a hang
+    reaches (never a duration the test relies on). With ``proc``, a run that ended first
+    fails at once, with its output's tail."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            raise AssertionError(f"the run ended before {what}: {out[-3000:]}")
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
