@@ -5,8 +5,10 @@ key, no prices, no locations) and its credentials live only in the environment. 
 then does what users do: the server dies mid-campaign, a rerun completes it, two more runs
 must measure nothing, ``--forcerun verify`` must keep good rows good, and ``cleanup`` (as
 the README writes it) must leave no data and no unfinished multipart upload on the store.
-Against both servers; the runs in between, which only Snakemake and cloudbench decide
-(nothing measured again, a lost record, ``--forcerun verify``), against rclone serve s3.
+Both servers in one campaign, as two remotes measured side by side: the store's part
+(killed, rerun, multipart uploads, cleanup) is checked at each; the runs in between, which
+only Snakemake and cloudbench decide (nothing measured again, a lost record, ``--forcerun
+verify``), over both at once.
 """
 
 from __future__ import annotations
@@ -15,17 +17,16 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from tests.infra.s3 import SERVE_S3, serve_s3, store_params
-from tests.infra.workflow import BIN, ROOT, default_sigint, snakemake, write_config
+from tests.infra.s3 import REMOTE_OF, both_stores, env_of, remotes_of, serve_s3
+from tests.infra.workflow import BIN, ROOT, popen_snakemake, snakemake, wait_for, write_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.full, pytest.mark.slow]
 CAMPAIGN = {
     "campaign": "trust",
     "remote": "mystore:",
@@ -50,9 +51,11 @@ def _rclone(env: dict, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def _multipart_uploads(env: dict) -> list[dict]:
-    """The store's own listing of unfinished multipart uploads in the bucket."""
-    res = _rclone(env, "backend", "list-multipart-uploads", "mystore:bench")
+def _multipart_uploads(env: dict, store: str = "") -> list[dict]:
+    """The store's own listing of unfinished multipart uploads in the bucket (``store``:
+    its remote in a campaign of both stores; mystore: without)."""
+    remote = REMOTE_OF[store] if store else "mystore"
+    res = _rclone(env, "backend", "list-multipart-uploads", f"{remote}:bench")
     if res.returncode != 0:
         assert "NoSuchUpload" in res.stderr or "404" in res.stderr, res.stderr
         return []
@@ -68,25 +71,25 @@ def _start_killed_multipart(env: dict, workdir: Path, dst: str) -> None:
          "--multi-thread-cutoff", "1M", "--s3-chunk-size", "5M", "--bwlimit", "4M"],
         env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while not _multipart_uploads(env) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    store = next((s for s, r in REMOTE_OF.items() if dst.startswith(f"{r}:")), "")
+    wait_for(lambda: _multipart_uploads(env, store), 60, "a multipart upload under way", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    assert _multipart_uploads(env), "the killed upload should have left a multipart upload"
+    assert _multipart_uploads(env, store), "the killed upload should have left a multipart upload"
 
 
-# Timing-sensitive (a store killed mid-run, Ctrl-C, the store restarted), not a rate check: it
-# runs side by side with the others. Its failures in ci10-ci12 and ci14 were two bugs of ours,
-# not load: Ctrl-C landing while Snakemake evaluated a job's resources skipped onerror (fixed:
-# the exit handler in rules/common.smk), and a failed record Snakemake never registered was
-# not measured again (fixed: jobenv.failed_attempt, tested below).
-@pytest.mark.parametrize("store", store_params())
-def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
-    cfg = write_config(tmp_path, CAMPAIGN)
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
-        env = s3.client_env("MYSTORE")
-        assert _rclone(env, "mkdir", "mystore:bench").returncode == 0
+# Timing-sensitive (a store killed mid-run, Ctrl-C, the store restarted), not a rate check.
+# Its failures in ci10-ci12 and ci14 were two bugs of ours, not load: Ctrl-C landing while
+# Snakemake evaluated a job's resources skipped onerror (fixed: the exit handler in
+# rules/common.smk), and a failed record Snakemake never registered was not measured again
+# (fixed: jobenv.failed_attempt, tested below).
+def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
+    with both_stores(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+        campaign = {k: v for k, v in CAMPAIGN.items() if k != "remote"}
+        cfg = write_config(tmp_path, campaign | {"remotes": remotes_of(s3)})
+        env = env_of(s3)
+        for store in s3:
+            assert _rclone(env, "mkdir", f"{REMOTE_OF[store]}:bench").returncode == 0
 
         # An earlier run's last word, as a finished campaign leaves it: a run that stops
         # early must not leave it standing (a user read "all measurements ok" after one)
@@ -94,26 +97,18 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
         status.parent.mkdir(parents=True)
         status.write_text("all measurements ok\n")
 
-        # Run 1: the server dies once the first chunked upload is recorded; once a failure
+        # Run 1: the servers die once the first chunked upload is recorded; once a failure
         # is recorded the user presses Ctrl-C.
-        proc = subprocess.Popen(
-            [str(BIN / "snakemake"), "--snakefile", str(ROOT / "workflow/Snakefile"),
-             "--directory", str(tmp_path), "--profile", str(ROOT / "profiles/local"),
-             "--configfile", str(cfg)],
-            cwd=tmp_path,
-            env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env, **FAST_FAIL},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            preexec_fn=default_sigint,  # Ctrl-C'd below
-        )  # fmt: skip
-        first = (
-            tmp_path
-            / RESULTS
-            / "sites/edi/transfers/upload/main/chunked-2MiB/rclone-1xauto/r1.json"
+        proc = popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
+        uploads = tmp_path / RESULTS / "sites/edi/transfers/upload"
+        wait_for(
+            lambda: any(uploads.glob("*/chunked-2MiB/rclone-1xauto/r1.json")),
+            300,
+            "the first chunked upload's record",
+            proc,
         )
-        deadline = time.monotonic() + 300
-        while not first.exists() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        s3.kill()
+        for server in s3.values():
+            server.kill()
 
         def failed_records() -> list[dict]:
             found = []
@@ -126,9 +121,7 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
                     found.append(rec)
             return found
 
-        deadline = time.monotonic() + 300
-        while not failed_records() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
+        wait_for(lambda: failed_records() or proc.poll() is not None, 300, "a failed record")
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=600)
@@ -140,20 +133,23 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
         assert "run the upload site" not in out, out[-3000:]
 
         # Run 2 completes the campaign.
-        s3.start()
+        for server in s3.values():
+            server.start()
         run2 = snakemake(tmp_path, cfg, env=env)
         assert run2.returncode == 0, run2.stdout[-3000:] + run2.stderr[-3000:]
         rows = _rows(tmp_path)
-        assert len(rows) == 2 * 2 * 3  # up + down, plain + chunked, 3 repeats (the default)
+        # up + down, plain + chunked, 3 repeats (the default), at each store
+        assert rows.groupby("remote").size().to_dict() == {s: 2 * 2 * 3 for s in s3}
         assert set(rows["status"]) == {"ok"}
         assert status.read_text() == "all measurements ok\n"
-        assert _multipart_uploads(env) == []
+        for store in s3:
+            assert _multipart_uploads(env, store) == []
 
         # The campaign file is the whole campaign: no demo site, no demo bandwidth cap, no
         # demo prices or places.
         assert set(rows["site"]) == {"edi"}
         logs = list((tmp_path / RESULTS / "sites/edi/client-logs").rglob("*.log"))
-        assert len(logs) == 12
+        assert len(logs) == 12 * len(s3)
         assert not any("bandwidth limiter" in p.read_text().lower() for p in logs)
         plan = run2.stderr + run2.stdout
         assert "--bwlimit" not in plan
@@ -163,97 +159,107 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path, store):
         assert "NoSuchUpload" not in plan
 
         # Every column is what its name says, checked against the raw rclone log.
-        row = rows[(rows["direction"] == "upload") & (rows["layout"] == "chunked-2MiB")].iloc[0]
-        assert row["bytes_requested"] == 2 * 6 * 2**20
-        assert row["objects"] == 6 and row["transfers"] == row["objects_in_flight"]
-        assert row["streams_per_object"] == 1 and row["backend"] == "s3"
-        assert row["backend_concurrency"] == 1
-        assert row["connections"] == row["objects_in_flight"]
-        assert row["mb_per_s"] == pytest.approx(
-            row["bytes_requested"] / row["seconds"] / 1e6, rel=1e-3
-        )
-        log = (
-            tmp_path
-            / RESULTS
-            / "sites/edi/client-logs/upload/main/chunked-2MiB/rclone-1xauto"
-            / "r1.log"
-        )
-        finals = [json.loads(x)["stats"] for x in log.read_text().splitlines() if '"stats"' in x]
-        assert row["bytes_moved"] == finals[-1]["bytes"]
-
-        before = _rows(tmp_path)[["direction", "layout", "repeat", "started_utc"]]
-        # What follows up to the hard-killed upload is Snakemake's rerun model and ours, the
-        # same whichever store answers: checked once, against rclone serve s3. The store's
-        # own part (killed mid-run, multipart uploads, cleanup) is checked against both.
-        if store == SERVE_S3:
-            # Runs 3 and 4: nothing is measured again (identical start times, nothing to do).
-            for _ in range(2):
-                again = snakemake(tmp_path, cfg, env=env)
-                assert again.returncode == 0, again.stderr[-3000:]
-                assert "Nothing to be done" in again.stdout + again.stderr
-            after = _rows(tmp_path)[["direction", "layout", "repeat", "started_utc"]]
-            pd.testing.assert_frame_equal(before, after)
-
-            # A record lost (deleted by hand) is measured again, and only it: Snakemake alone
-            # would not re-create a missing intermediate file while the tables exist.
-            lost = (
-                tmp_path / RESULTS / "sites/edi/transfers/download/main/plain/rclone-1xauto/r2.json"
+        for store in s3:
+            up = rows[(rows["direction"] == "upload") & (rows["remote"] == store)]
+            row = up[up["layout"] == "chunked-2MiB"].iloc[0]
+            assert row["bytes_requested"] == 2 * 6 * 2**20
+            assert row["objects"] == 6 and row["transfers"] == row["objects_in_flight"]
+            assert row["streams_per_object"] == 1 and row["backend"] == "s3"
+            assert row["backend_concurrency"] == 1
+            assert row["connections"] == row["objects_in_flight"]
+            assert row["mb_per_s"] == pytest.approx(
+                row["bytes_requested"] / row["seconds"] / 1e6, rel=1e-3
             )
-            lost.unlink()
-            plan = snakemake(tmp_path, cfg, "-n", env=env)
-            assert "Nothing to be done" not in plan.stdout + plan.stderr
-            assert (
-                f"Missing output files: {lost.relative_to(tmp_path)}" in plan.stdout + plan.stderr
+            log = (
+                tmp_path
+                / RESULTS
+                / f"sites/edi/client-logs/upload/{store}/chunked-2MiB/rclone-1xauto"
+                / f"r{row['repeat']}.log"
             )
-            fixed = snakemake(tmp_path, cfg, env=env)
-            assert fixed.returncode == 0 and lost.exists(), fixed.stderr[-3000:]
-            now = _rows(tmp_path).merge(before, on=["direction", "layout", "repeat"])
-            moved = now[now["started_utc_x"] != now["started_utc_y"]]
-            assert list(zip(moved["direction"], moved["layout"], moved["repeat"], strict=True)) == [
-                ("download", "plain", 2)
+            finals = [
+                json.loads(x)["stats"] for x in log.read_text().splitlines() if '"stats"' in x
             ]
-            before = _rows(tmp_path)[["direction", "layout", "repeat", "started_utc"]]
+            assert row["bytes_moved"] == finals[-1]["bytes"]
+
+        # Snakemake's rerun model and ours, over both stores at once.
+        key = ["remote", "direction", "layout", "repeat"]
+        before = _rows(tmp_path)[[*key, "started_utc"]]
+        # Runs 3 and 4: nothing is measured again (identical start times, nothing to do).
+        for _ in range(2):
             again = snakemake(tmp_path, cfg, env=env)
-            assert "Nothing to be done" in again.stdout + again.stderr
+            assert again.returncode == 0, again.stderr[-3000:]
+            assert "Nothing to be done" in again.stdout + again.stderr, again.stderr[-3000:]
+        after = _rows(tmp_path)[[*key, "started_utc"]]
+        pd.testing.assert_frame_equal(before, after)
 
-            # --forcerun verify (the README's example) keeps ok rows ok, and says it repeated.
-            forced = snakemake(tmp_path, cfg, "--forcerun", "verify", env=env)
-            assert forced.returncode == 0, forced.stderr[-3000:]
-            assert set(_rows(tmp_path)["status"]) == {"ok"}
-            ver = tmp_path / RESULTS / "sites/edi/verify/main/plain/rclone-1xauto/r1.json"
-            assert "repeated" in json.loads(ver.read_text())
-
-        # A hard-killed upload left parts under one copy's place: the next upload of that
-        # copy (here asked for by name) aborts them before it measures.
-        _start_killed_multipart(
-            env, tmp_path, "mystore:bench/trust/data/plain/rclone-1xauto/r3/objects"
+        # A record lost (deleted by hand) is measured again, and only it: Snakemake alone
+        # would not re-create a missing intermediate file while the tables exist.
+        first = next(iter(s3))
+        lost = (
+            tmp_path / RESULTS / f"sites/edi/transfers/download/{first}/plain/rclone-1xauto/r2.json"
         )
-        one = str(RESULTS / "sites/edi/transfers/upload/main/plain/rclone-1xauto/r3.json")
-        redo = snakemake(tmp_path, cfg, "--forcerun", one, env=env)
+        lost.unlink()
+        plan = snakemake(tmp_path, cfg, "-n", env=env)
+        assert "Nothing to be done" not in plan.stdout + plan.stderr
+        assert f"Missing output files: {lost.relative_to(tmp_path)}" in plan.stdout + plan.stderr
+        fixed = snakemake(tmp_path, cfg, env=env)
+        assert fixed.returncode == 0 and lost.exists(), fixed.stderr[-3000:]
+        now = _rows(tmp_path).merge(before, on=key)
+        moved = now[now["started_utc_x"] != now["started_utc_y"]]
+        assert list(moved[key].itertuples(index=False, name=None)) == [
+            (first, "download", "plain", 2)
+        ]
+        before = _rows(tmp_path)[[*key, "started_utc"]]
+        again = snakemake(tmp_path, cfg, env=env)
+        assert "Nothing to be done" in again.stdout + again.stderr
+
+        # --forcerun verify (the README's example) keeps ok rows ok, and says it repeated.
+        forced = snakemake(tmp_path, cfg, "--forcerun", "verify", env=env)
+        assert forced.returncode == 0, forced.stderr[-3000:]
+        assert set(_rows(tmp_path)["status"]) == {"ok"}
+        ver = tmp_path / RESULTS / f"sites/edi/verify/{first}/plain/rclone-1xauto/r1.json"
+        assert "repeated" in json.loads(ver.read_text())
+
+        # A hard-killed upload left parts under one copy's place, at each store: the next
+        # upload of that copy (here asked for by name) aborts them before it measures.
+        for store in s3:
+            _start_killed_multipart(
+                env, tmp_path, f"{REMOTE_OF[store]}:bench/trust/data/plain/rclone-1xauto/r3/objects"
+            )
+        ones = [
+            str(RESULTS / f"sites/edi/transfers/upload/{store}/plain/rclone-1xauto/r3.json")
+            for store in s3
+        ]
+        redo = snakemake(tmp_path, cfg, "--forcerun", *ones, env=env)
         assert redo.returncode == 0, redo.stderr[-3000:]
-        assert _multipart_uploads(env) == []
-        changed = _rows(tmp_path).merge(before, on=["direction", "layout", "repeat"])
+        for store in s3:
+            assert _multipart_uploads(env, store) == [], store
+        changed = _rows(tmp_path).merge(before, on=key)
         moved = changed[changed["started_utc_x"] != changed["started_utc_y"]]
-        assert set(zip(moved["direction"], moved["layout"], moved["repeat"], strict=True)) == {
-            ("upload", "plain", 3),
-            ("download", "plain", 3),  # it reads the copy just measured again
+        assert set(moved[key].itertuples(index=False, name=None)) == {
+            (store, direction, "plain", 3)
+            for store in s3
+            for direction in ("upload", "download")  # it reads the copy just measured again
         }
 
         # cleanup as the README writes it: no data, no unfinished multipart upload left.
-        _start_killed_multipart(
-            env, tmp_path, "mystore:bench/trust/data/plain/rclone-1xauto/r1/objects"
-        )
+        for store in s3:
+            _start_killed_multipart(
+                env, tmp_path, f"{REMOTE_OF[store]}:bench/trust/data/plain/rclone-1xauto/r1/objects"
+            )
         # the command exactly as the README and docs/failures.md write it: no profile (the
         # README's once failed with "Workflow requires a total number of cores")
         for page in ("README.md", "docs/failures.md"):
             assert "snakemake cleanup --cores 1 --configfile " in (ROOT / page).read_text()
         clean = snakemake(tmp_path, cfg, "cleanup", "--cores", "1", env=env, profile=None)
         assert clean.returncode == 0, clean.stderr[-3000:]
-        assert _multipart_uploads(env) == []
         said = clean.stdout + clean.stderr  # the count the store listed, whichever store
-        assert "aborted 1 unfinished multipart upload(s) under mystore:bench/trust" in said
-        listing = _rclone(env, "lsf", "-R", "mystore:bench/trust/data")
-        assert listing.stdout.strip() == ""
+        for store in s3:
+            assert _multipart_uploads(env, store) == [], store
+            remote = REMOTE_OF[store]
+            assert f"aborted 1 unfinished multipart upload(s) under {remote}:bench/trust" in said
+            listing = _rclone(env, "lsf", "-R", f"{remote}:bench/trust/data")
+            assert listing.stdout.strip() == "", store
         assert (tmp_path / RESULTS / "transfers.tsv").exists()  # results are kept
 
 
@@ -296,20 +302,10 @@ def test_ctrl_c_to_snakemake_alone_keeps_the_transfer_it_let_finish(tmp_path):
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         env = s3.client_env("MYSTORE")
         assert _rclone(env, "mkdir", "mystore:bench").returncode == 0
-        proc = subprocess.Popen(
-            [str(BIN / "snakemake"), "--snakefile", str(ROOT / "workflow/Snakefile"),
-             "--directory", str(tmp_path), "--profile", str(ROOT / "profiles/local"),
-             "--configfile", str(cfg)],
-            cwd=tmp_path,
-            env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", **env,
-                 "RCLONE_BWLIMIT": "1M"},  # the upload takes ~4 s
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            preexec_fn=default_sigint,  # Ctrl-C'd below
-        )  # fmt: skip
+        # the upload takes 4 s at least: SIGINT lands while it runs
+        proc = popen_snakemake(tmp_path, cfg, {**env, "RCLONE_BWLIMIT": "1M"})
         log = results / "client-logs/upload/main/plain/rclone-1xauto/r1.log"
-        deadline = time.monotonic() + 120
-        while not log.exists() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
+        wait_for(log.exists, 120, "the upload's log", proc)
         assert proc.poll() is None, "the upload should still be running"
         proc.send_signal(signal.SIGINT)  # Snakemake alone: the job is not in the signal
         out, _ = proc.communicate(timeout=120)
