@@ -282,7 +282,7 @@ def test_one_allocation_puts_each_client_on_a_node_of_its_own(slurm_cluster, tmp
     store = VERSITYGW if versitygw_binary().exists() else SERVE_S3
     profile = _one_allocation_profile(tmp_path, "tursa")
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", store=store) as s3:
-        cfg = _campaign(tmp_path, [1, 2, 3], files=6, site="tursa")
+        cfg = _campaign(tmp_path, [1, 2, 3], files=6, size="2MiB", site="tursa")  # 6 s at the cap
         # the data steps first, without the scheduler (their batch arrays are
         # tests/test_profiles.py's): what goes through Slurm here is the transfer phase
         data = snakemake(
