@@ -14,7 +14,7 @@ from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.paths import transfer_log
 from cloudbench.measure.rclonelog import parse_rclone_log
 from cloudbench.report.burst import burst_lines, bursts, change_point, find_burst
-from tests.test_report_browser import needs_chromium
+from tests.infra.browser import needs_chromium
 
 MIB = 2**20
 SWITCH = 40 * MIB  # the copy's rate limit lowered once it moved this (5 s at 8 MiB/s)
@@ -107,9 +107,9 @@ def test_a_copy_throttled_midway_is_flagged_on_the_front_page(tmp_path):
     gives the burst's length and both rates, each as rclone's own stats had them over the same
     seconds (read through its remote control at the switch), and the report's first
     paragraph flags it in Chromium."""
+    from tests.infra.browser import browser
     from tests.infra.s3 import free_port, serve_s3
     from tests.infra.workflow import BIN, snakemake, snakemake_command, snakemake_env, write_config
-    from tests.test_report_browser import browser
 
     rc = f"127.0.0.1:{free_port()}"
     cfg = write_config(tmp_path, {

@@ -14,9 +14,9 @@ import pytest
 from cloudbench.measure.rclone import find_rclone
 from cloudbench.measure.tools import S3Access
 from cloudbench.site import probe
-from tests.conftest import ROOT
 from tests.infra.s3 import serve_s3, store_params
 from tests.infra.skewclock import faked_clock_env, libfaketime
+from tests.infra.workflow import ROOT
 
 SECRET = "h13-probe-Secret-77aa"
 OPENING = 0.3  # seconds a slow connection takes to open

@@ -46,7 +46,7 @@ def test_slowdown_answers_to_a_copy_are_counted_in_its_row_and_flagged(tmp_path)
 
 def _first_paragraph_in_chromium(report, workdir) -> str:
     """The report's first paragraph as Chromium shows it (no page errors)."""
-    from tests.test_report_browser import CHROMIUM, browser
+    from tests.infra.browser import CHROMIUM, browser
 
     if CHROMIUM is None:  # the counts above were still checked
         pytest.skip("chromium not installed: `make sysdeps` installs Debian's chromium")
