@@ -1,6 +1,6 @@
 """A series for real: short occurrences of one campaign file against a real S3 server through
 a link of known capacity (tests/infra/shaper.py): two pooled as the baseline, one unchanged,
-one while the store is down, then one whose uploads cross a link slowed to 40% of itself
+one while the store is down, then one whose uploads cross a link slowed to a quarter of itself
 (downloads not) (cloudbench.report.series).
 
 Every row is first held to the link's own record of its seconds: the bytes the link carried
@@ -10,7 +10,7 @@ the bottleneck. The rest of a copy's seconds (rclone's start, its listing) are t
 not the link's: the largest share of them in any copy is the smallest change this run can
 attribute to the link, so the series is read with that margin (the product's own 5% when the
 machine added less). An unchanged route then cannot read slower by more than the margin, and
-the slowed route's 60% stays beyond it until the machine takes over a third of a copy.
+the slowed route's 75% stays beyond it until the machine takes half of a copy's seconds.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tests.infra.workflow import BIN, snakemake, write_config
 
 pytestmark = [pytest.mark.full, pytest.mark.slow]
 CAP = 1e6  # bytes/s: the store's link, in each direction (one connection moves at it)
-SLOW = 0.4  # the uploads' link in the slowed occurrence
+SLOW = 0.25  # the uploads' link in the slowed occurrence
 MIB = 2**20
 BASELINE = 2  # occurrences pooled: 6 rates against each later occurrence's 3
 UNSLOWED, DOWN_LABEL, SLOWED = "20261103", "20261104", "20261105"
