@@ -50,37 +50,31 @@ versitygw:
 sysdeps:
 	bash scripts/install-sysdeps.sh
 
-# Tiers (tests/conftest.py gives each test one): unit (pure functions), quick (starts
-# processes or servers), full (campaigns, schedulers, browsers). Tests marked `rates` check
-# measured rates against a bandwidth cap: they run first and alone (scripts/test-suite.sh).
+# Tiers (tests/conftest.py; every test carries one mark): unit (pure functions), quick
+# (starts processes or servers), full (campaigns, schedulers, browsers). docs/testing.md
+# says what each runs and how a test checks a rate or a time at any machine speed.
 PYTEST := $(BIN)/python -m pytest
-## TEST_WORKERS: pytest-xdist workers for the tests that do not check rates (2 cores here;
-## much of their time is spent waiting on capped transfers, Slurm polls and process
-## start-up). Four: the two cores are busy throughout (vmstat, 2026-11-25); six were no
-## faster on a quiet machine (2026-11-26: 649 s against 624 s, docs/testing.md)
+## TEST_WORKERS: pytest-xdist workers for make test. Much of a full test's time is spent
+## waiting (on a link's tokens, Slurm's polls, process start-up), so four keep two cores
+## busy. Every test of a file runs on one worker (a module's campaign is made once), files
+## with a full test handed out first (tests/conftest.py)
 TEST_WORKERS ?= 4
-## RATES_WORKERS: the tests that check rates against a bandwidth cap (a few MB/s each, a
-## quarter of a core each, with bursts of CPU-bound work: campaigns, reports) run this many
-## at a time. One: on this machine at half its usual speed (2026-11-28, s48c), two at a time
-## alone failed twice, a tuned setting at 0.877 of its link beside the eight-occurrence
-## series' reports, a pbsdsh pair under 0.9 of its cap beside another Slurm campaign; with
-## three (ci11, ci7) a 2-client upload reached 7.45 of its 8.39 MB/s
-RATES_WORKERS ?= 1
 ## ARGS: more pytest arguments, e.g. make test-quick ARGS="-k probe -x"
 ARGS ?=
 
-## test: the whole suite (installs what it needs): the tests that check rates (marked
-## `rates`) RATES_WORKERS at a time, first and alone, then every other test TEST_WORKERS at
-## a time (scripts/test-suite.sh); at the end the ten slowest and the counts
+## test: the whole suite (installs what it needs); the demo campaign is made once for all
+## workers, in a directory of its own removed at the end
 test: $(STAMP) sysdeps versitygw
-	@bash scripts/test-suite.sh "$(PYTEST)" $(RATES_WORKERS) $(TEST_WORKERS) $(ARGS)
+	@demo=$$(mktemp -d) && trap 'rm -rf "$$demo"' EXIT && \
+	CLOUDBENCH_DEMO_DIR=$$demo/demo $(PYTEST) -n $(TEST_WORKERS) --dist loadfile \
+		--no-loadscope-reorder $(ARGS)
 
-## test-quick: the inner loop (under 2 minutes): unit and quick tests, no end-to-end
+## test-quick: the inner loop (goal: under a minute): unit and quick tests, no end-to-end
 ## campaigns, schedulers or browsers
 test-quick: $(STAMP)
 	$(PYTEST) -m "unit or quick" -n 2 $(ARGS)
 
-## test-unit: pure functions only, no process started (seconds)
+## test-unit: pure functions only, no process started (goal: 15 s)
 test-unit: $(STAMP)
 	$(PYTEST) -m unit $(ARGS)
 
