@@ -192,7 +192,7 @@ class _KernelCopy:
     is supported between the two files (some FUSE file systems), ``write`` from a map.  On a
     VM whose user-space copies are slow (this project's test machines) the kernel's copy took
     0.53-0.66 s for 2 GiB of 64 MiB chunks where ``write`` from the chunks' maps took 1.2-3.2 s,
-    side by side (bench/README.md).  A way once refused is not asked again.
+    side by side (`make bench ONLY=chunk`, 2026-11-25).  A way once refused is not asked again.
     """
 
     WAYS = ("copy_file_range", "sendfile", "write")

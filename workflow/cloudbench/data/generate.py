@@ -86,7 +86,7 @@ def generate_file(path: Path, size: int, seed: str, block: int = BLOCK) -> None:
                 # the same CPU time (a second hand-off of the GIL per block); but while this
                 # VM's host faulted pages in, the version with it was faster (0.67-1.23 s
                 # against 1.12-1.59 s: a writer then waits on the file's lock in the kernel;
-                # bench/README.md, 2026-11-25)
+                # `make bench ONLY=generate`, 2026-11-25)
                 while data:
                     k = os.pwrite(fd, data, pos)
                     data, pos = data[k:], pos + k
