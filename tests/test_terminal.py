@@ -222,9 +222,9 @@ def _copying(workdir: Path, stats: int = 1, least_bytes: int = 0) -> bool:
 @pytest.mark.full
 @pytest.mark.slow
 def test_ctrl_c_during_an_upload_prints_a_few_lines_and_no_json(tmp_path):
-    """The issue's acceptance test: Ctrl-C a few stats lines into an upload (a real S3 server, an rclone
-    bandwidth cap): at most 15 lines after it, no JSON; the upload is one line naming its
-    logs, and the run's summary line is there."""
+    """The issue's acceptance test: Ctrl-C a few stats lines into an upload (a real S3
+    server, an rclone bandwidth cap): at most 15 lines after it, no JSON; the upload is one
+    line naming its logs, and the run's summary line is there."""
     cfg = _campaign(tmp_path)
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         run = _Run(tmp_path, cfg, s3.client_env("S3T"))
