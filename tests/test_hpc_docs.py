@@ -18,10 +18,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from tests.infra.checkout import fresh_copy, readme_campaign
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.workflow import BIN, ROOT
-from tests.test_profile_lookup import fresh_copy
-from tests.test_readme import readme_campaign
 
 PAGE = ROOT / "docs" / "hpc-sites.md"
 pytestmark = [pytest.mark.scheduler, pytest.mark.full]

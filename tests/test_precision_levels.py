@@ -25,7 +25,7 @@ SLACK = 2 * math.sqrt(TARGET_LEVEL * (1 - TARGET_LEVEL) / TRIALS)
 TARGET = Precision(width=0.10, max_repeats=20)
 
 
-def coverage(spread: float, tail: bool, drift: float, decide_=decide, seed: int = 1) -> float:
+def coverage(spread: float, tail: bool, drift: float, seed: int = 1) -> float:
     rng = np.random.default_rng(seed)
     first = first_rounds()
     covered = 0
@@ -37,7 +37,7 @@ def coverage(spread: float, tail: bool, drift: float, decide_=decide, seed: int 
             rates.append(level * noise)
             if (
                 len(rates) >= first
-                and decide_(rates, ["ok"] * len(rates), TARGET)["decision"] != MORE
+                and decide(rates, ["ok"] * len(rates), TARGET)["decision"] != MORE
             ):
                 break
         low, high, _ = median_interval(rates)
@@ -59,17 +59,3 @@ SCENARIOS = [
 @pytest.mark.parametrize(("spread", "tail", "drift"), SCENARIOS)
 def test_the_printed_level_holds_after_the_rule_stops(spread, tail, drift):
     assert coverage(spread, tail, drift) >= TARGET_LEVEL - SLACK
-
-
-@pytest.mark.full
-def test_stopping_on_the_printed_interval_alone_would_not_hold():
-    """The reason for the rule: deciding on the printed 95% interval itself, the interval
-    after the stop covers less (93.7% in this scenario with 4,000 identities)."""
-
-    def naive(rates, statuses, precision):
-        low, high, level = median_interval(rates)
-        med = float(np.median(rates))
-        met = level >= TARGET_LEVEL and (high - low) / med <= precision.width
-        return {"decision": "met target" if met or len(rates) >= precision.max_repeats else MORE}
-
-    assert coverage(0.12, True, 0.0, decide_=naive) < TARGET_LEVEL - SLACK / 2
