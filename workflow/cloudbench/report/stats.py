@@ -93,6 +93,10 @@ Stat = Callable[..., np.ndarray]
 # --- per-transfer numbers ---------------------------------------------------------------------
 
 
+#: a sustained rate's method where no series says more: the whole transfer's own rate
+WHOLE_TRANSFER = "whole-transfer"
+
+
 class Sustained(NamedTuple):
     """A sustained rate and how it was obtained (window in seconds since the run started)."""
 
@@ -125,7 +129,7 @@ def sustained_rate(
     ``"whole-transfer"``.
     """
     t, b = _samples(series)
-    fallback = Sustained(float(whole_mb_per_s), "whole-transfer", math.nan, math.nan)
+    fallback = Sustained(float(whole_mb_per_s), WHOLE_TRANSFER, math.nan, math.nan)
     if t.size < MIN_SERIES_POINTS:
         return fallback
     i = int(np.searchsorted(t, ramp_fraction * t[-1], side="left"))
@@ -304,7 +308,7 @@ def transfer_metrics(transfers: pd.DataFrame, series: pd.DataFrame) -> pd.DataFr
         s = by_key.get(tuple(getattr(row, k) for k in keys))
         if s is None:  # no series: the whole transfer's rate, as sustained_rate gives it
             sus.append(float(row.mb_per_s))
-            method.append("whole-transfer")
+            method.append(WHOLE_TRANSFER)
             continue
         r = sustained_rate(s, float(row.mb_per_s))
         sus.append(r.mb_per_s)
@@ -396,7 +400,7 @@ def summarise(
             "sustained_median": float(np.median(sus)) if sus.size else math.nan,
             "sustained_ci_low": sus_iv.low, "sustained_ci_high": sus_iv.high,
             "sustained_ci_level": sus_iv.level,
-            "sustained_from_whole": int((ok["sustained_method"] == "whole-transfer").sum()),
+            "sustained_from_whole": int((ok["sustained_method"] == WHOLE_TRANSFER).sum()),
             "speedup_vs_plain": sp.ratio, "speedup_ci_low": sp.low, "speedup_ci_high": sp.high,
             "speedup_ci_level": sp.level,
             "failed": int((g["status"] == "failed").sum()),
