@@ -64,7 +64,7 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
     with both_stores(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         cfg = write_config(tmp_path, cfg_d | {"remotes": remotes_of(s3)})
         env = env_of(s3)
-        proc = popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
+        proc = popen_snakemake(tmp_path, cfg, env={**env, **FAST_FAIL})
         records = tmp_path / "results/demo/sites/tursa/transfers/upload"
         killed: list[str] = []
 
@@ -76,7 +76,7 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
                     killed.append(store)
             return all((records / s / "plain/rclone-1xauto/r2.json").exists() for s in s3)
 
-        wait_for(each_killed_mid_upload_and_its_second_recorded, 300, "the uploads' records", proc)
+        wait_for(each_killed_mid_upload_and_its_second_recorded, "the uploads' records", proc=proc)
         assert sorted(killed) == sorted(s3)
         for server in s3.values():
             server.start()
@@ -126,14 +126,14 @@ def test_server_killed_mid_download(tmp_path, demo_config):
     cfg = write_config(tmp_path, cfg_d)
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         env = s3.client_env("S3T")
-        proc = popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
+        proc = popen_snakemake(tmp_path, cfg, env={**env, **FAST_FAIL})
         log = tmp_path / transfer_log("results/demo", _plain_r1("tesseract", "download"))
-        wait_for(lambda: log.exists() and '"stats"' in log.read_text(), 240, "download start")
+        wait_for(lambda: log.exists() and '"stats"' in log.read_text(), "download start")
         s3.kill()
         record = tmp_path / (
             "results/demo/sites/tesseract/transfers/download/main/plain/rclone-1xauto/r1.json"
         )
-        wait_for(record.exists, 120, "the failed download's record")
+        wait_for(record.exists, "the failed download's record")
         # back while the run goes on: the steps after the download (publish) need not wait
         # out their patience with a dead store (45 s; test_store_down has a store that stays
         # dead, test_terminal the lines its run ends with)
@@ -290,7 +290,7 @@ def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_co
     del cfg_d["sites"]["tesseract"]  # one site's four transfers: one finished, one cut
     cfg_d["rclone"]["flags"] = ["--bwlimit", "8M"]
     cfg = write_config(tmp_path, cfg_d)
-    proc = popen_snakemake(tmp_path, cfg, {})
+    proc = popen_snakemake(tmp_path, cfg, env={})
 
     def finished() -> dict[Path, dict]:
         """Records written and known to Snakemake as complete (not in .snakemake/incomplete)."""
@@ -309,7 +309,7 @@ def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_co
         logs = (tmp_path / "results/demo/sites").rglob("*.log.live")
         return [p for p in logs if '"stats"' in p.read_text()]
 
-    wait_for(lambda: len(finished()) >= 1 and running(), 240, "a finished and a running one")
+    wait_for(lambda: len(finished()) >= 1 and running(), "a finished and a running one")
     os.killpg(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     done = finished()

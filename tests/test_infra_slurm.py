@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.infra import fixtures
-from tests.infra.batchsite import wait_for
 from tests.infra.slurm import PBS_BIN, PBS_STANDIN_VARIABLE, SlurmCluster
+from tests.infra.workflow import wait_for
 
 slurm_cluster = fixtures.slurm_cluster  # the session fixture, visible to this module
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.infra.batchsite import HANG_S, popen_snakemake, site_env
+from tests.infra.batchsite import site_env
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.slurm import SlurmCluster
-from tests.infra.workflow import snakemake, write_config
+from tests.infra.workflow import HANG_S, popen_snakemake, snakemake, write_config
 
 pytestmark = [pytest.mark.full, pytest.mark.scheduler, pytest.mark.slow]
 

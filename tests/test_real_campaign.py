@@ -72,7 +72,7 @@ def _start_killed_multipart(env: dict, workdir: Path, dst: str) -> None:
         env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     store = next((s for s, r in REMOTE_OF.items() if dst.startswith(f"{r}:")), "")
-    wait_for(lambda: _multipart_uploads(env, store), 60, "a multipart upload under way", proc)
+    wait_for(lambda: _multipart_uploads(env, store), "a multipart upload under way", proc=proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     assert _multipart_uploads(env, store), "the killed upload should have left a multipart upload"
@@ -99,13 +99,12 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
 
         # Run 1: the servers die once the first chunked upload is recorded; once a failure
         # is recorded the user presses Ctrl-C.
-        proc = popen_snakemake(tmp_path, cfg, {**env, **FAST_FAIL})
+        proc = popen_snakemake(tmp_path, cfg, env={**env, **FAST_FAIL})
         uploads = tmp_path / RESULTS / "sites/edi/transfers/upload"
         wait_for(
             lambda: any(uploads.glob("*/chunked-2MiB/rclone-1xauto/r1.json")),
-            300,
             "the first chunked upload's record",
-            proc,
+            proc=proc,
         )
         for server in s3.values():
             server.kill()
@@ -121,7 +120,7 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
                     found.append(rec)
             return found
 
-        wait_for(lambda: failed_records() or proc.poll() is not None, 300, "a failed record")
+        wait_for(lambda: failed_records() or proc.poll() is not None, "a failed record")
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=600)
@@ -303,9 +302,9 @@ def test_ctrl_c_to_snakemake_alone_keeps_the_transfer_it_let_finish(tmp_path):
         env = s3.client_env("MYSTORE")
         assert _rclone(env, "mkdir", "mystore:bench").returncode == 0
         # the upload takes 4 s at least: SIGINT lands while it runs
-        proc = popen_snakemake(tmp_path, cfg, {**env, "RCLONE_BWLIMIT": "1M"})
+        proc = popen_snakemake(tmp_path, cfg, env={**env, "RCLONE_BWLIMIT": "1M"})
         log = results / "client-logs/upload/main/plain/rclone-1xauto/r1.log"
-        wait_for(log.exists, 120, "the upload's log", proc)
+        wait_for(log.exists, "the upload's log", proc=proc)
         assert proc.poll() is None, "the upload should still be running"
         proc.send_signal(signal.SIGINT)  # Snakemake alone: the job is not in the signal
         out, _ = proc.communicate(timeout=120)

@@ -26,10 +26,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.infra.batchsite import HANG_S, site_env
+from tests.infra.batchsite import site_env
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.slurm import SlurmCluster
-from tests.infra.workflow import BIN, ROOT, snakemake, write_config
+from tests.infra.workflow import BIN, HANG_S, ROOT, snakemake, write_config
 
 pytestmark = [pytest.mark.full, pytest.mark.scheduler, pytest.mark.slow]
 

@@ -23,10 +23,10 @@ from cloudbench.measure.copy import STALL_CHECK_S
 from cloudbench.measure.rclone import store_unreachable
 from cloudbench.measure.rclonelog import stamp_epoch
 from cloudbench.site import breaker
-from tests.infra.batchsite import HANG_S, popen_snakemake, site_env, transfer_records, wait_for
+from tests.infra.batchsite import site_env, transfer_records
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.s3 import serve_s3
-from tests.infra.workflow import BIN, snakemake, write_config
+from tests.infra.workflow import BIN, HANG_S, popen_snakemake, snakemake, wait_for, write_config
 
 pytestmark = [pytest.mark.full, pytest.mark.slow]
 

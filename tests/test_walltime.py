@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.infra.batchsite import wait_for
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.slurm import SlurmCluster
-from tests.infra.workflow import ROOT
+from tests.infra.workflow import ROOT, wait_for
 
 pytestmark = [pytest.mark.full, pytest.mark.scheduler]
 

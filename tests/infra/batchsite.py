@@ -6,47 +6,9 @@ transfer records read back."""
 from __future__ import annotations
 
 import json
-import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tests.infra.slurm import SlurmCluster
-from tests.infra.workflow import default_sigint, snakemake_command, snakemake_env
-
-#: long enough that only a hang reaches it, whatever the machine's speed that day
-HANG_S = 600.0
-
-
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = HANG_S) -> Any:
-    """Poll ``predicate`` until it returns something true (returned); fail naming ``what``
-    once ``timeout`` seconds have passed (a deadline that only a hang reaches)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = predicate()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.1)
-
-
-def popen_snakemake(
-    workdir: Path, cfg: Path, *args: str, env: dict | None = None, profile: str = "local"
-) -> subprocess.Popen:
-    """The campaign's ``snakemake --profile <profile>`` started in the background, its output
-    (stdout and stderr together) on a pipe, in a session of its own, Ctrl-C-able."""
-    return subprocess.Popen(
-        snakemake_command(workdir, cfg, *args, profile=profile),
-        cwd=workdir,
-        env=snakemake_env(env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-        preexec_fn=default_sigint,
-    )
 
 
 def site_env(cluster: SlurmCluster) -> dict[str, str]:

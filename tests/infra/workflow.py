@@ -7,7 +7,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -87,12 +89,14 @@ def trace_command(results: Path, *flags: str) -> subprocess.CompletedProcess[str
     )
 
 
-def popen_snakemake(workdir: Path, configfile: Path, env: dict | None = None) -> subprocess.Popen:
-    """:func:`snakemake_command` started in the background (``--profile profiles/local``), in
-    a session of its own, its output on one pipe: a run the test breaks while it goes on (it
-    kills the store, or Ctrl-Cs it: ``os.killpg(proc.pid, signal.SIGINT)``)."""
+def popen_snakemake(
+    workdir: Path, configfile: Path, *args: str, env: dict | None = None, profile: str = "local"
+) -> subprocess.Popen:
+    """:func:`snakemake_command` started in the background, in a session of its own, its
+    output (stdout and stderr together) on one pipe: a run the test breaks while it goes on
+    (it kills the store, or Ctrl-Cs it: ``os.killpg(proc.pid, signal.SIGINT)``)."""
     return subprocess.Popen(
-        snakemake_command(workdir, configfile, profile="local"),
+        snakemake_command(workdir, configfile, *args, profile=profile),
         cwd=workdir,
         env=snakemake_env(env),
         stdout=subprocess.PIPE,
@@ -103,16 +107,28 @@ def popen_snakemake(workdir: Path, configfile: Path, env: dict | None = None) ->
     )
 
 
-def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
-    """Poll ``predicate`` until it holds; ``timeout`` is a generous deadline only a hang
-    reaches (never a duration the test relies on). With ``proc``, a run that ended first
-    fails at once, with its output's tail."""
+#: long enough that only a hang reaches it, whatever the machine's speed that day
+HANG_S = 600.0
+
+
+def wait_for(
+    predicate: Callable[[], Any],
+    what: str,
+    timeout: float = HANG_S,
+    proc: subprocess.Popen | None = None,
+) -> Any:
+    """Poll ``predicate`` until it returns something true (returned); fail naming ``what``
+    once ``timeout`` seconds have passed, a deadline only a hang reaches (never a duration
+    the test relies on). With ``proc``, a run that ended first fails at once, with its
+    output's tail."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
+    while True:
+        got = predicate()
+        if got:
+            return got
         if proc is not None and proc.poll() is not None:
             out = proc.stdout.read() if proc.stdout else ""
             raise AssertionError(f"the run ended before {what}: {out[-3000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
