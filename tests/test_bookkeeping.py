@@ -64,9 +64,9 @@ def test_a_local_remote_is_listed_read_and_written_without_rclone(tmp_path):
     (copy / "objects" / "f.bin").mkdir(parents=True)
     (copy / "objects" / "f.bin" / "f.bin.0000").write_bytes(b"x" * 5)
     (copy / "objects" / "g.bin").write_bytes(b"y" * 3)
-    found = rc.list_sizes("no-such-rclone", f"{copy}/objects")
-    assert found == {"f.bin/f.bin.0000": 5, "g.bin": 3}
-    assert rc.list_sizes("no-such-rclone", str(tmp_path / "absent")) == {}
+    found = rc.list_objects("no-such-rclone", f"{copy}/objects")
+    assert {name: size for name, (size, _) in found.items()} == {"f.bin/f.bin.0000": 5, "g.bin": 3}
+    assert rc.list_objects("no-such-rclone", str(tmp_path / "absent")) == {}
     assert rc.read_object("no-such-rclone", str(copy), "manifest.json").stdout == ""
     src = tmp_path / "m.json"
     src.write_text('{"files": []}')
@@ -172,8 +172,8 @@ def test_bookkeeping_calls_cost_the_store_one_or_two_requests(store, tmp_path, m
         read = _requests(srv, before) if store == VERSITYGW else None
 
         before = _logged(srv) if store == VERSITYGW else 0
-        found = rc.list_sizes(binary, f"{copy}/objects")
-        assert len(found) == 1005 and found["o0006"] == 6
+        found = rc.list_objects(binary, f"{copy}/objects")
+        assert len(found) == 1005 and found["o0006"][0] == 6
         listed = _requests(srv, before) if store == VERSITYGW else None
 
     if store != VERSITYGW:

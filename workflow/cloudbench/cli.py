@@ -287,16 +287,12 @@ def cmd_aggregate(a):
 
     plan = json.loads(Path(a.expected).read_text())
     aggregate.write_tables(Path(a.results), plan, Path(a.out))
-    cmd_plots(a, tables=Path(a.out))
-
-
-def cmd_plots(a, tables: Path | None = None):
     from cloudbench.report import build as plots  # matplotlib and seaborn: only here
     from cloudbench.report.outputs import REPORT_OUTPUTS
 
     outputs = {name: Path(getattr(a, name)) for name in REPORT_OUTPUTS}
     jobs = plots.drawing_processes(a.jobs, *plots.spare_cores())
-    plots.build_report(tables or Path(a.tables), json.loads(a.info), outputs, jobs=jobs)
+    plots.build_report(Path(a.out), json.loads(a.info), outputs, jobs=jobs)
 
 
 def cmd_preflight(a):
@@ -548,7 +544,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         ("--info", req),
         ("--jobs", {"type": int, "default": 1, "help": "processes drawing the figures"}),
     )
-    if only is None or only in ("aggregate", "plots"):
+    if only is None or only == "aggregate":
         from cloudbench.report.outputs import REPORT_OUTPUTS
 
         figures += tuple((f"--{name.replace('_', '-')}", req) for name in REPORT_OUTPUTS)
@@ -560,7 +556,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         ("--out", req),
         *figures,
     )
-    add("plots", cmd_plots, ("--tables", req), *figures)  # figures again from the tables
     add(
         "preflight",
         cmd_preflight,

@@ -207,10 +207,6 @@ class Campaign:
     def upload_site(self) -> Site:
         return next(s for s in self.sites if s.upload)
 
-    @property
-    def download_sites(self) -> list[Site]:
-        return [s for s in self.sites if s.download]
-
     def site_named(self, name: str) -> Site:
         for s in self.sites:
             if s.name == name:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import xxhash
@@ -22,8 +22,6 @@ import xxhash
 from cloudbench.data.chunking import pieces, prefetch_head, windows
 from cloudbench.processes import usable_cores
 from cloudbench.records import write_json
-
-READ_BLOCK = 16 * 2**20
 
 
 def xxh128():
@@ -55,23 +53,6 @@ class _ChunkHasher:
         if self.left != self.chunk_bytes:
             self.digests.append(self.current.hexdigest())
         return self.digests
-
-
-def read_blocks(paths: Iterable[Path], block: int = READ_BLOCK):
-    """Yield memoryviews over consecutive blocks of the files, in order, from one buffer."""
-    buf = bytearray(block)
-    view = memoryview(buf)
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-            while True:
-                n = os.readv(fd, [buf])
-                if n == 0:
-                    break
-                yield view[:n]
-        finally:
-            os.close(fd)
 
 
 def hash_stream(

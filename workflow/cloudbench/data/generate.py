@@ -52,10 +52,6 @@ def _keystream_at(key: bytes, nonce: bytes, offset: int):
     return Cipher(algorithms.AES(key), modes.CTR(counter.to_bytes(16, "big"))).encryptor()
 
 
-def _keystream(seed: str, name: str):
-    return _keystream_at(*_key_nonce(seed, name), 0)
-
-
 def _workers() -> int:
     return max(1, min(WORKERS, usable_cores()))
 

@@ -428,14 +428,6 @@ class ListingError(RuntimeError):
     """A remote prefix could not be listed (the store is down, refusing, or timing out)."""
 
 
-def list_sizes(
-    binary: str, prefix: str, flags: Sequence[str] = (), timeout: float = HELPER_TIMEOUT_S
-) -> dict[str, int]:
-    """Every object under ``prefix`` with its size, by path relative to it (see
-    :func:`list_objects`)."""
-    return {name: size for name, (size, _t) in list_objects(binary, prefix, flags, timeout).items()}
-
-
 def list_objects(
     binary: str, prefix: str, flags: Sequence[str] = (), timeout: float = HELPER_TIMEOUT_S
 ) -> dict[str, tuple[int, float | None]]:
