@@ -161,7 +161,8 @@ def _held_to_link(rate: float, moved: int, seconds: float, w: Window, n: int) ->
 @pytest.mark.skipif(not versitygw_binary().exists(), reason="versitygw not built: make versitygw")
 def test_on_a_link_of_known_capacity_the_search_finds_the_knee_with_half_the_grid(tmp_path):
     """Through a shaping proxy (1 MB/s per connection, 4 MB/s in all) in front of versitygw:
-    the best setting is the knee, 4 connections, and moves what the link allows (each of its
+    the best setting is the knee, 4 connections, wherever they fill the link (on a machine too
+    starved for that, more), and moves what the link allows (each of its
     rows held to the link's own record of its seconds), and the search spent at most half the
     full grid's measurements (the grid, measured whole, finds the same knee: every setting of
     4 connections or more reads the total cap). The printed command, run as printed, moves
@@ -180,10 +181,31 @@ def test_on_a_link_of_known_capacity_the_search_finds_the_knee_with_half_the_gri
         state = json.loads((tmp_path / "results/knee/sites/nearby/tune.json").read_text())
         (search,) = state["searches"]
         best = search["best"]
-        assert best["clients"] * best["concurrency"] == TOTAL / PER_CONN, search["log"]
         assert best["layout"] == "chunked-512KiB"  # plain moves at most its 2 files at once
         assert search["lines"]["plain"] == "dropped", search["log"]
         rows = pd.read_csv(tmp_path / "results/knee/transfers.tsv", sep="\t")
+        # The knee is where the link puts it (4 connections) wherever 4 connections carried
+        # the link: their median within the margin of the fastest setting measured (the link
+        # caps every setting alike, so none can read more than the margin above them), and
+        # the search then names the fewest connections there, the knee. On a machine too
+        # starved for 4 connections to fill the link (seen: 3.01 MB/s at 4, 3.5 at 8), the
+        # search rightly climbs past it; never below it, where each connection's own cap
+        # holds fewer connections back.
+        knee = int(TOTAL / PER_CONN)
+        medians = rows.groupby(["layout", "clients", "concurrency"])["mb_per_s"].median()
+        connections = medians.index.get_level_values("clients") * medians.index.get_level_values(
+            "concurrency"
+        )
+        at_knee = medians[(medians.index.get_level_values("layout") == best["layout"])
+                          & (connections == knee)]  # fmt: skip
+        assert len(at_knee) >= 1, search["log"]  # the search measured the knee
+        filled = at_knee.max() >= (1 - state["margin"]) * medians.max()
+        print(f"4 connections: {at_knee.max():.2f} MB/s, the fastest {medians.max():.2f}")
+        if filled:
+            assert best["clients"] * best["concurrency"] == knee, search["log"]
+        else:
+            assert best["clients"] * best["concurrency"] > knee, search["log"]
+        n = best["clients"] * best["concurrency"]  # the best's connections
         mine = rows[rows["setting"] == best["setting"]]
         mine = mine[(mine["clients"] == best["clients"]) & (mine["layout"] == best["layout"])]
         assert len(mine) == 3, mine
@@ -192,7 +214,7 @@ def test_on_a_link_of_known_capacity_the_search_finds_the_knee_with_half_the_gri
             w = link.window(UP, t0, t0 + row["seconds"])
             share = row["mb_per_s"] * 1e6 / TOTAL
             print(f"best row: {share:.3f} of the link, busy {w.total_busy_share:.2f}")
-            _held_to_link(row["mb_per_s"] * 1e6, row["bytes_moved"], row["seconds"], w, 4)
+            _held_to_link(row["mb_per_s"] * 1e6, row["bytes_moved"], row["seconds"], w, n)
         grid = len(["plain", "chunked"]) * 4 * 2 * 3  # layouts x concurrency x clients x repeats
         assert search["grid_measurements"] == grid
         assert search["measurements"] <= grid / 2, search["log"]
@@ -203,15 +225,16 @@ def test_on_a_link_of_known_capacity_the_search_finds_the_knee_with_half_the_gri
         # the printed command, run as printed (the user's directory and prefix put in)
         tuned = pd.read_csv(tmp_path / "results/knee/tuned.tsv", sep="\t")
         lines = tuned.loc[0, "command"].split("\\n")  # tuned.tsv: one line, literal \\n
-        assert "--transfers 4" in lines[-1] and lines[-1].startswith("rclone copy")
+        transfers_flag = f"--transfers {best['concurrency']}"
+        assert transfers_flag in lines[-1] and lines[-1].startswith("rclone copy")
         # as printed it moves what the link allows, as the tuned setting did
         rate, seconds, w = _run_printed(tmp_path, lines, env, 0, link)
         print(f"printed: {rate / TOTAL:.3f} of the link, busy {w.total_busy_share:.2f}")
-        _held_to_link(rate, 4 * 2**20, seconds, w, 4)
+        _held_to_link(rate, 4 * 2**20, seconds, w, n)
         # the same lines at 1 transfer, right after, a different setting: under half the
         # link (an upper bound: a busy machine only slows it; a transfer is one connection,
         # rclone's listing may be a second), and the total was never what held it back
-        one = [line.replace("--transfers 4", "--transfers 1") for line in lines]
+        one = [line.replace(transfers_flag, "--transfers 1") for line in lines]
         rate1, seconds1, w1 = _run_printed(tmp_path, one, env, 1, link)
         print(f"at 1 transfer: {rate1 / TOTAL:.3f} of the link")
         assert rate1 <= 0.5 * TOTAL, rate1
