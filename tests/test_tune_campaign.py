@@ -23,10 +23,10 @@ from tests.infra.s3 import VERSITYGW, serve_s3, versitygw_binary
 from tests.infra.shaper import BURST, PIECE, UP, Shaper, Window, shaping_proxy
 from tests.infra.workflow import (
     BIN,
-    default_sigint,
+    popen_snakemake,
     snakemake,
-    snakemake_command,
     snakemake_env,
+    wait_for,
     write_config,
 )
 
@@ -67,22 +67,11 @@ def test_a_search_interrupted_resumes_avoids_the_failing_setting_and_reruns_meas
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key=KEY, secret=SECRET) as s3:
         env = s3.client_env("S3C")
         # 1. Ctrl-C once the first round is decided: the search stops mid-way
-        proc = subprocess.Popen(
-            snakemake_command(tmp_path, path, profile="local"),
-            cwd=tmp_path,
-            env=snakemake_env(env),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=default_sigint,
-        )
-        deadline = time.monotonic() + 240
-        while not round1.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert round1.exists(), "the first round was never decided"
+        proc = popen_snakemake(tmp_path, path, env=env)
+        wait_for(round1.exists, "the first round's decision", proc=proc)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode != 0, err[-2000:]
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode != 0, out[-2000:]
         assert not (tmp_path / "results/climb/sites/lab/tune.json").exists()
         first = {k: v for k, v in _records(tmp_path).items() if "command-1x1" in k}
         assert len(first) == 3
