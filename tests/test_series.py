@@ -125,3 +125,45 @@ def test_an_occurrences_report_opens_with_its_own_front_page(demo_config, occurr
     (embedded,) = re.findall(r":file: (\S+)", page)
     assert embedded == f"results/{load_campaign(config).name}/figures/headline.html"
     assert ("@" in embedded) == bool(occurrence)
+
+
+@pytest.mark.unit
+def test_a_series_all_in_its_baseline_says_so_not_every_route_ok(tmp_path, capsys):
+    """3 occurrences at the default baseline of 3: the page said "Every route ok." with every
+    ratio and verdict empty (user check). It says what it knows: the baseline only."""
+    import matplotlib.image
+
+    rng = random.Random(3)
+    for k in (1, 2, 3):
+        _write(tmp_path, f"2026110{k}T00", _occurrence(k, rng))
+    assert main(["camp", "--results", str(tmp_path)]) == 0
+    out = tmp_path / "camp.series"
+    said = capsys.readouterr().out
+    assert "baseline only (3 of 3 occurrences in the baseline): nothing compared yet" in said
+    page = (out / "series.html").read_text()
+    assert "baseline only (3 of 3 occurrences in the baseline)" in page
+    assert "Every route ok" not in page
+    assert "<style>" in page and "font-family" in page  # the report's own page style
+    assert json.loads((out / "status.json").read_text())["baseline_only"] is True
+    assert matplotlib.image.imread(out / "series.png").shape[0] > 0
+    # a fourth occurrence is compared: the page then says so, and the status knows
+    _write(tmp_path, "20261104T00", _occurrence(4, rng))
+    assert main(["camp", "--results", str(tmp_path)]) == 0
+    assert "nothing compared" not in capsys.readouterr().out
+    assert "Every route ok." in (out / "series.html").read_text()
+    assert json.loads((out / "status.json").read_text())["baseline_only"] is False
+
+
+@pytest.mark.unit
+def test_the_series_figure_starts_its_rate_axes_at_zero(table, tmp_path, monkeypatch):
+    """98.6 -> 120 MB/s on an axis from 95 looked like a fivefold jump."""
+    import matplotlib.pyplot as plt
+
+    from cloudbench.report import series
+
+    seen = []
+    monkeypatch.setattr(plt, "close", lambda fig: seen.append(fig))
+    series.series_png(table, tmp_path / "s.png")
+    (fig,) = seen
+    lows = [ax.get_ylim()[0] for ax in fig.axes if ax.get_visible()]
+    assert lows and all(low == 0 for low in lows)

@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from cloudbench.campaign.identity import ROUTE
-from cloudbench.report import compare, routes
+from cloudbench.report import compare, html_page, routes
 
 SEPARATOR = "@"  # <campaign>@<occurrence>: a campaign name never holds it
 BASELINE = 3  # occurrences pooled into the baseline by default
@@ -212,21 +212,31 @@ def series_html(table: pd.DataFrame, name: str, baseline: int, margin: float, pn
         label = html.escape(" ".join(str(k) for k in key))
         body.append(f"<tr><th>{label}</th>{''.join(cells)}</tr>")
     grid = routes.grid_html(last, (None, None))
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(name)} series"
-        f"</title>{routes.GRID_STYLE}</head><body><h1>Series {html.escape(name)}</h1>"
-        f"<p>{len(occ)} occurrences; baseline: the first {baseline} pooled; a change is "
-        f"called only beyond {margin:.0%}, with at most 5% false discoveries per occurrence."
+    if len(occ) <= baseline:
+        verdict = f"<p><b>{html.escape(baseline_only(len(occ), baseline))}</b>.</p>"
+    else:
+        verdict = "<p>Every route ok.</p>"
+    if lines:
+        verdict += f"<p><b>Not ok now</b>:</p><ul>{''.join(lines)}</ul>"
+    body_html = (
+        f"<p class='note'>{len(occ)} occurrences; baseline: the first {baseline} pooled; a change "
+        f"is called only beyond {margin:.0%}, with at most 5% false discoveries per occurrence."
         "</p>"
-        + (
-            f"<p><b>Not ok now</b>:</p><ul>{''.join(lines)}</ul>"
-            if lines
-            else "<p>Every route ok.</p>"
-        )
+        + verdict
         + grid
         + f'<div class="cb-grid"><table><thead><tr><th>route</th>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"
-        f'<img alt="rate over time per route" src="{html.escape(png)}"></body></html>\n'
+        f'<p><img alt="rate over time per route" src="{html.escape(png)}"></p>'
+    )
+    return html_page.page(f"Series {name}", body_html)
+
+
+def baseline_only(occurrences: int, baseline: int) -> str:
+    """What a series whose every occurrence is in its baseline knows: the routes' rates,
+    but no change (a later occurrence is compared with the pooled baseline; none is yet)."""
+    return (
+        f"baseline only ({occurrences} of {baseline} occurrences in the baseline): "
+        "nothing compared yet"
     )
 
 
@@ -250,6 +260,7 @@ def series_png(table: pd.DataFrame, out: Path) -> None:
         ax.errorbar(x, y, yerr=[lo, hi], fmt="o-", color="#333", ms=3, lw=1)
         slow = g["verdict"] == "slower"
         ax.plot([xi for xi, s in zip(x, slow, strict=True) if s], y[slow], "o", color="red")
+        ax.set_ylim(bottom=0)  # a change reads at its true size (98.6 -> 120 is not 5x)
         ax.set_ylabel("MB/s", fontsize=7)
         ax.set_title(" ".join(str(k) for k in key), fontsize=8, loc="left")
     axes[-1, 0].set_xticks(range(len(occ)), occ, rotation=45, fontsize=7, ha="right")
@@ -274,7 +285,9 @@ def write_series(
     (out / "series.html").write_text(series_html(table, name, baseline, margin, "series.png"))
     last = latest(table)
     labels = {"series": name, "occurrence": found[-1].label}
-    (out / "status.json").write_text(routes.status_json(last, labels))
+    # a monitor reading "ok" must also know whether anything was compared yet
+    compared = {"baseline_only": len(found) <= baseline}
+    (out / "status.json").write_text(routes.status_json(last, labels | compared))
     (out / "status.prom").write_text(routes.prometheus(last, labels))
     return routes.exit_code(last["state"])
 
@@ -303,8 +316,13 @@ def main(argv: list[str]) -> int:
     except FileNotFoundError as err:
         print(f"cloudbench series: {err}", file=sys.stderr)
         return 2
-    for r in latest(pd.read_csv(out / "series.tsv", sep="\t")).to_dict("records"):
+    table = pd.read_csv(out / "series.tsv", sep="\t")
+    for r in latest(table).to_dict("records"):
         if r["state"] != routes.OK:
             print(f"{' '.join(str(r[k]) for k in ROUTE)}: {r['state']}", file=sys.stderr)
-    print(f"cloudbench series: {out / 'series.html'} ({'all ok' if code == 0 else 'not all ok'})")
+    occ = table["occurrence"].nunique()
+    said = "all ok" if code == 0 else "not all ok"
+    if occ <= a.baseline:
+        said = f"{said}; {baseline_only(occ, a.baseline)}"
+    print(f"cloudbench series: {out / 'series.html'} ({said})")
     return code
