@@ -10,6 +10,7 @@ a Python start-up per job is most of what a job costs on small files.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import signal
 import sys
@@ -427,15 +428,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cloudbench",
         description=__doc__,
-        epilog=(
-            "Commands for people, beside the steps above: watch (live progress of a "
-            "campaign's transfers: cloudbench watch --help), compare (one campaign against "
-            "another: cloudbench compare --help), trace (every row of a campaign recomputed "
-            "from the raw files beside its record: cloudbench trace --help), launch (start "
-            "every site's run over ssh, "
-            "detached; --status, --follow: cloudbench launch --help), config-doc (every "
-            "campaign key, from the schema), columns-doc (every column of transfers.tsv)."
-        ),
+        epilog="Commands for people, beside the steps above (each has its own --help): "
+        + "; ".join(f"{name} ({what})" for name, (_, what) in PEOPLE_COMMANDS.items())
+        + ".",
     )
     sub = p.add_subparsers(dest="command", required=True)
     made: list[str] = []
@@ -623,34 +618,51 @@ def cmd_compare(argv: list[str]) -> int:
     return 0
 
 
+def cmd_config_doc(argv: list[str]) -> int:
+    """``cloudbench config-doc``: every campaign key, from the schema."""
+    from cloudbench.campaign.schema import config_doc
+
+    sys.stdout.write(config_doc())
+    return 0
+
+
+def cmd_columns_doc(argv: list[str]) -> int:
+    """``cloudbench columns-doc``: every column of transfers.tsv."""
+    from cloudbench.measure.record import columns_doc
+
+    sys.stdout.write(columns_doc())
+    return 0
+
+
+# The commands a person types (each parses its own options), in the order --help lists them:
+# name -> ("module:function" taking the command's arguments and returning its exit status,
+# what it does). The workflow's steps are build_parser's; one table serves main and --help.
+PEOPLE_COMMANDS: dict[str, tuple[str, str]] = {
+    "watch": ("cloudbench.cli:cmd_watch", "live progress of a campaign's transfers"),
+    "compare": ("cloudbench.cli:cmd_compare", "one campaign against another"),
+    "series": (
+        "cloudbench.report.series:main",
+        "a campaign run again and again: each route's rate over time, its changes against "
+        "the baseline, a status for monitoring",
+    ),
+    "trace": (
+        "cloudbench.report.trace:main",
+        "every row of a campaign recomputed from the raw files beside its record",
+    ),
+    "launch": (
+        "cloudbench.site.launch:main",
+        "start every site's run over ssh, detached; --status, --follow",
+    ),
+    "config-doc": ("cloudbench.cli:cmd_config_doc", "every campaign key, from the schema"),
+    "columns-doc": ("cloudbench.cli:cmd_columns_doc", "every column of transfers.tsv"),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["config-doc"]:
-        from cloudbench.campaign.schema import config_doc
-
-        sys.stdout.write(config_doc())
-        return 0
-    if argv[:1] == ["columns-doc"]:
-        from cloudbench.measure.record import columns_doc
-
-        sys.stdout.write(columns_doc())
-        return 0
-    if argv[:1] == ["watch"]:
-        return cmd_watch(argv[1:])
-    if argv[:1] == ["compare"]:
-        return cmd_compare(argv[1:])
-    if argv[:1] == ["series"]:
-        from cloudbench.report.series import main as series_main
-
-        return series_main(argv[1:])
-    if argv[:1] == ["trace"]:
-        from cloudbench.report.trace import main as trace_main
-
-        return trace_main(argv[1:])
-    if argv[:1] == ["launch"]:
-        from cloudbench.site.launch import main as launch_main
-
-        return launch_main(argv[1:])
+    if argv[:1] and argv[0] in PEOPLE_COMMANDS:
+        module, _, function = PEOPLE_COMMANDS[argv[0]][0].partition(":")
+        return getattr(importlib.import_module(module), function)(argv[1:])
     first = argv[0] if argv and not argv[0].startswith("-") else None
     parser = build_parser(only=first)
     if first not in parser.get_default("commands"):  # no such command: say which there are
