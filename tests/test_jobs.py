@@ -264,18 +264,36 @@ def test_the_rules_command_runs_this_checkout_with_no_environment_of_its_own(tmp
     from cloudbench.site.jobenv import shell_prefix
 
     checkout = Path(__file__).parents[1] / "workflow"
-    prefix = shell_prefix(str(checkout), use_conda=False, run_spec="results/c/runs/a+b.json")
+    prefix = shell_prefix(str(checkout), "results/c/runs/a+b.json", parse_conda="")
     probe = "import cloudbench, shutil; print(cloudbench.__file__, shutil.which('rclone'))"
-    out = subprocess.run(
-        ["bash", "-c", f'{prefix}$CLOUDBENCH_PYTHON -c "{probe}"; echo "$CLOUDBENCH_RUN_SPEC"'],
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    package, rclone, run_spec = out.stdout.split()
+
+    def job(env: dict[str, str]) -> list[str]:
+        command = f'{prefix}"$CLOUDBENCH_PYTHON" -c "{probe}"; echo "$CLOUDBENCH_RUN_SPEC"'
+        out = subprocess.run(
+            ["bash", "-c", command],
+            env={"HOME": str(tmp_path), **env},
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    package, rclone, run_spec = job({"PATH": "/usr/bin:/bin"})
     assert Path(package).parent == checkout / "cloudbench"
     assert Path(rclone).parent == Path(sys.executable).parent
     assert run_spec == "results/c/runs/a+b.json"
+
+    # the job's shell in a conda env of its rule (--sdm conda: Snakemake activated it, so its
+    # python is first on PATH): the env's python runs the package, as the job's shell found
+    env_bin = tmp_path / "env/bin"
+    env_bin.mkdir(parents=True)
+    (env_bin / "python").symlink_to(sys.executable)
+    in_env = {"PATH": f"{env_bin}:/usr/bin:/bin", "CONDA_PREFIX": str(tmp_path / "env")}
+    probe = "import sys; print(sys.argv[0], sys.executable, '')"
+    assert job(in_env)[1] == str(env_bin / "python")
+    # a conda env active that is not the rule's (its python not first: a venv's snakemake
+    # over conda's base): this Python, as without conda
+    behind = {**in_env, "PATH": f"{Path(sys.executable).parent}:{env_bin}:/usr/bin:/bin"}
+    assert job(behind)[1] == sys.executable

@@ -5,7 +5,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from cloudbench.site import jobenv, lifecycle, snakemake_internals
+from cloudbench.site import jobenv, lifecycle
 from cloudbench.campaign import jobs, order, paths, precision, tune
 from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.labels import SETTING_PATTERN
@@ -48,9 +48,7 @@ RUN_SPEC = paths.run_spec(RESULTS, [s.name for s in CAMPAIGN.active_sites])
 # Every rule's command starts with what it relies on: $CLOUDBENCH_PYTHON -m cloudbench from
 # this checkout, and the run's spec (braces doubled: Snakemake formats the prefix)
 shell.prefix(
-    jobenv.shell_prefix(
-        workflow.basedir, snakemake_internals.uses_conda(workflow), RUN_SPEC
-    )
+    jobenv.shell_prefix(workflow.basedir, RUN_SPEC)
     .replace("{", "{{")
     .replace("}", "}}")
 )

