@@ -1,15 +1,17 @@
-"""The terminal after a failure or Ctrl-C: one line per job that did not finish and the
-run's summary line, never a raw client log (its path, yes).
+"""The terminal of a run (cloudbench's logger plugin, cloudbench.site.terminal): the
+campaign's header, one line per measurement with its rate, a progress line now and then,
+one line per job that did not finish naming its cause, the summary; never Snakemake's job
+banners nor a raw client log (its path, yes).
 
-Before, Ctrl-C during an upload printed 54 lines after it (the local profile, a 16 MiB upload
-at 2 MiB/s stopped 3 s in): Snakemake's report of the job (its whole shell command, with the
-spec's JSON, twice) and, with ``show-failed-logs``, the transfer's ``-vv`` client log in
-full, 30 JSON lines after one second, thousands for an hour-long copy.
+Before, a 72-measurement campaign printed 2,915 lines of job banners and no rate, and Ctrl-C
+during an upload printed 54 lines after it (the local profile, a 16 MiB upload at 2 MiB/s
+stopped 3 s in): Snakemake's report of the job (its whole shell command, with the spec's
+JSON, twice) and, with ``show-failed-logs``, the transfer's ``-vv`` client log in full.
 """
 
 from __future__ import annotations
 
-import io
+import json
 import logging
 import os
 import signal
@@ -17,12 +19,14 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from snakemake_interface_logger_plugins.common import LogEvent
 
 from cloudbench.site import terminal
 from tests.infra.s3 import serve_s3
+from tests.infra.terminal import measurement_lines
 from tests.infra.workflow import (
     BIN,
     default_sigint,
@@ -37,32 +41,31 @@ JOB_LOG = "results/c/sites/edi/logs/upload/main/plain/rclone-1xauto/r1.log"
 CLIENT_LOG = "results/c/sites/edi/client-logs/upload/main/plain/rclone-1xauto/r1.log"
 
 
-# --- the filter, on a logger of its own ----------------------------------------------------
+# --- the terminal, fed records as Snakemake logs them ----------------------------------------
 
 
-def _terminal(tmp_path: Path) -> tuple[logging.Logger, io.StringIO, io.StringIO]:
-    """A logger with a terminal handler named as Snakemake names its own, and a file
-    handler: what each of them shows."""
-    logger = logging.getLogger(f"cloudbench-test-{tmp_path.name}")
-    logger.propagate = False
-    logger.setLevel(logging.INFO)
-    shown, kept = io.StringIO(), io.StringIO()
-    for name, stream in (("DefaultStreamHandler", shown), ("DefaultLogFileHandler", kept)):
-        handler = logging.StreamHandler(stream)
-        handler.name = name
-        logger.addHandler(handler)
-    assert terminal.install(logger) is None
-    assert terminal.install(logger) is None  # twice (a Snakefile parsed again): one filter
-    assert len(logger.handlers[0].filters) == 1
-    return logger, shown, kept
+def _record(msg: str | None, level: int = logging.INFO, **extra: Any) -> logging.LogRecord:
+    return logging.makeLogRecord({"msg": msg, "levelno": level, **extra})
 
 
-def _job_error(logs: list[str], **extra) -> dict:
-    return {
-        "event": LogEvent.JOB_ERROR, "rule_name": "upload", "rule_msg": None, "jobid": 3,
-        "log": logs, "shellcmd": "cloudbench upload --spec '{\"campaign\": \"c\"}'",
-        **extra,
-    }  # fmt: skip
+def _shown(t: terminal.CampaignTerminal, *records: logging.LogRecord) -> list[str]:
+    return [line for r in records for line in t.lines(r)]
+
+
+def _job_error(logs: list[str], **extra) -> logging.LogRecord:
+    return _record(
+        "Error in rule upload", logging.ERROR, event=LogEvent.JOB_ERROR, rule_name="upload",
+        rule_msg=None, jobid=3, log=logs,
+        shellcmd="cloudbench upload --spec '{\"campaign\": \"c\"}'", **extra,
+    )  # fmt: skip
+
+
+def _failed_command(exc: str) -> logging.LogRecord:
+    return _record(
+        f"RuleException:\nCalledProcessError in file x.smk, line 66:\n{exc}",
+        logging.ERROR,
+        event=LogEvent.ERROR,
+    )
 
 
 @pytest.mark.unit
@@ -70,19 +73,17 @@ def test_a_failed_job_is_one_line_with_its_last_word_and_its_logs_paths(tmp_path
     job_log, client_log = tmp_path / "r1.log", tmp_path / "r1.client.log"
     job_log.write_text("upload plain r1: 4.1 MB of 16.8 MB (25%)\ncloudbench upload: interrupted\n")
     client_log.write_text('{"time": "x", "level": "info", "stats": {"bytes": 1}}\n' * 3000)
-    logger, shown, kept = _terminal(tmp_path)
-    logger.error(
-        "RuleException:\nCalledProcessError in file x.smk, line 66:\nCommand '...' returned 130",
-        extra={"event": LogEvent.ERROR},
+    t = terminal.CampaignTerminal()
+    shown = _shown(
+        t,
+        _failed_command("Command '...' returned 130"),
+        _job_error([str(job_log), str(client_log)]),
+        _record("Removing output files of failed job upload since they might be corrupted:"),
+        _record("Shutting down, this might take some time."),
     )
-    logger.error("Error in rule upload", extra=_job_error([str(job_log), str(client_log)]))
-    logger.info("cloudbench: stopped with 0 of 1 measurements recorded")
-    lines = shown.getvalue().splitlines()
-    assert lines == [
-        f"failed: rule upload: cloudbench upload: interrupted (log: {job_log}, {client_log})",
-        "cloudbench: stopped with 0 of 1 measurements recorded",
+    assert shown == [
+        f"failed: rule upload: cloudbench upload: interrupted (log: {job_log}, {client_log})"
     ]
-    assert "CalledProcessError" in kept.getvalue()  # the log file keeps every record
 
 
 @pytest.mark.unit
@@ -91,20 +92,17 @@ def test_a_job_killed_by_a_signal_says_so(tmp_path):
     it, from Snakemake's report of the failed command (the shell killed, or its command)."""
     job_log = tmp_path / "r1.log"
     job_log.write_text("s3cmd-1x1: 2 min 10 s elapsed (this client reports no progress)\n")
-    logger, shown, _ = _terminal(tmp_path)
+    t = terminal.CampaignTerminal()
+    records = []
     for exc in (
         "Command 'set -euo pipefail; cloudbench upload ...' died with <Signals.SIGKILL: 9>.",
         "Command 'set -euo pipefail; cloudbench upload ...' returned non-zero exit status 137.",
         "Command 'set -euo pipefail; cloudbench upload ...' returned non-zero exit status 1.",
     ):
-        logger.error(
-            f"RuleException:\nCalledProcessError in file x.smk, line 66:\n{exc}",
-            extra={"event": LogEvent.ERROR},
-        )
-        logger.error("Error in rule upload", extra=_job_error([str(job_log)]))
-    logger.error("Error in rule upload", extra=_job_error([str(job_log)]))  # no report before
+        records += [_failed_command(exc), _job_error([str(job_log)])]
+    records.append(_job_error([str(job_log)]))  # no report before
     said = "s3cmd-1x1: 2 min 10 s elapsed (this client reports no progress)"
-    assert shown.getvalue().splitlines() == [
+    assert _shown(t, *records) == [
         f"failed: rule upload: killed by SIGKILL: {said} (log: {job_log})",
         f"failed: rule upload: killed by SIGKILL (exit status 137): {said} (log: {job_log})",
         f"failed: rule upload: {said} (log: {job_log})",
@@ -115,40 +113,189 @@ def test_a_job_killed_by_a_signal_says_so(tmp_path):
 
 
 @pytest.mark.unit
-def test_a_group_failure_is_one_line_and_other_errors_pass(tmp_path):
+def test_a_group_failure_is_one_line_and_errors_keep_their_text(tmp_path):
     """A one-allocation group (every transfer in one batch job) failed: one line for the
     group with its batch log, none for each of its jobs (Snakemake lists them all); an
-    error that is not a failed shell command passes as Snakemake wrote it."""
+    error that is not a failed shell command, and the messages a user acts on, pass as
+    Snakemake wrote them; the scheduler's stopping message once."""
     slurm_log = tmp_path / "group.log"
     slurm_log.write_text("slurmstepd: error: *** JOB 7 CANCELLED DUE TO TIME LIMIT ***\n")
-    logger, shown, _ = _terminal(tmp_path)
+    t = terminal.CampaignTerminal()
     jobs = [_job_error([JOB_LOG, CLIENT_LOG], indent=True) for _ in range(3)]
-    logger.error(
-        "Error in group transfers",
-        extra={"event": LogEvent.GROUP_ERROR, "aux_logs": [str(slurm_log)], "job_error_info": jobs},
-    )
-    for job in jobs:
-        logger.error("Error in rule upload", extra=job)
-    logger.error("MissingInputException: x", extra={"event": LogEvent.ERROR})
-    assert shown.getvalue().splitlines() == [
+    group = _record(
+        "Error in group transfers", logging.ERROR, event=LogEvent.GROUP_ERROR,
+        aux_logs=[str(slurm_log)], job_error_info=[j.__dict__ for j in jobs],
+    )  # fmt: skip
+    stopping = "Will exit after finishing currently running jobs (scheduler)."
+    locked = "Error: Directory cannot be locked. Please make sure that no other Snakemake..."
+    shown = _shown(
+        t, group, *jobs,
+        _record("MissingInputException in rule x:\nMissing input files", logging.ERROR,
+                event=LogEvent.ERROR),
+        _record(locked, logging.ERROR),
+        *[_record(stopping) for _ in range(6)],
+        _record("Building DAG of jobs..."), _record("Select jobs to execute..."),
+        _record("Nothing to be done (all requested files are present and up to date)."),
+    )  # fmt: skip
+    assert shown == [
         "failed: group of 3 jobs (upload): slurmstepd: error: *** JOB 7 CANCELLED DUE TO TIME "
         f"LIMIT *** (log: {slurm_log})",
-        "MissingInputException: x",
+        "MissingInputException in rule x:\nMissing input files",
+        locked,
+        stopping,
+        "Nothing to be done (all requested files are present and up to date).",
     ]
+    assert t.closing() == []  # no job ran: no summary
 
 
 @pytest.mark.unit
-def test_a_last_word_is_clipped_and_never_json(tmp_path):
+def test_a_last_word_is_clipped_never_json_and_carries_its_cause(tmp_path):
     log = tmp_path / "job.log"
     assert terminal.last_word(log) is None  # no log yet
     log.write_text("x" * 1000 + "\n" + '{"level": "debug"}\n')
     said = terminal.last_word(log)
     assert said is not None and len(said) == terminal.LAST_WORD_CHARS and said.endswith("...")
-    # cloudbench status: the headline, not the last of the measurements listed under it
+    # cloudbench status: the headline with the first thing it lists, and how many more
     log.write_text("cloudbench status: 2 measurement(s) not ok:\n  failed: a\n  failed: b\n")
-    assert terminal.last_word(log) == "cloudbench status: 2 measurement(s) not ok:"
+    assert terminal.last_word(log) == (
+        "cloudbench status: 2 measurement(s) not ok: failed: a (and 1 more)"
+    )
+    # a preflight's cause on its line, not 85 lines below (issue #48)
+    log.write_text(
+        "cloudbench preflight: preflight failed at site up:\n"
+        "  rclone cannot list s3t:bench: connection refused\n"
+    )
+    assert terminal.last_word(log) == (
+        "cloudbench preflight: preflight failed at site up: rclone cannot list s3t:bench: "
+        "connection refused"
+    )
     log.write_text("  failed: a\n" * 1000)  # the headline out of reach: a detail, at worst
     assert terminal.last_word(log) == "failed: a"
+
+
+# --- a campaign's lines -------------------------------------------------------------------------
+
+RESULTS = "results/c"
+
+
+def _transfer(workdir: Path, direction: str, layout: str, repeat: int, **fields: Any) -> Path:
+    """A record as a transfer job writes it (the fields the record reader requires)."""
+    rec = {
+        "campaign": "c", "site": "edi", "remote": "main", "direction": direction,
+        "tool": "rclone", "strategy": layout.split("-")[0], "layout": layout,
+        "setting": "rclone-1xauto", "repeat": repeat, "chunk_bytes": 0, "clients": 1,
+        "status": "ok", "bytes_requested": 16_777_216, "bytes_moved": 16_777_216,
+        "seconds": 2.0, "mb_per_s": 8.389, **fields,
+    }  # fmt: skip
+    path = (
+        workdir
+        / f"{RESULTS}/sites/edi/transfers/{direction}/main/{layout}/rclone-1xauto/r{repeat}.json"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec))
+    return path
+
+
+def _job(jobid: int, rule: str, output: list[Path], repeat: int = 1, layout: str = "plain"):
+    wildcards = {"site": "edi", "remote": "main", "layout": layout,
+                 "setting": "rclone-1xauto", "repeat": str(repeat)}  # fmt: skip
+    return _record(
+        f" Rule: {rule}, Jobid: {jobid}", event=LogEvent.JOB_INFO, jobid=jobid, rule_name=rule,
+        wildcards=wildcards, output=[str(p) for p in output], log=[f"{RESULTS}/logs/x.log"],
+    )  # fmt: skip
+
+
+def _done(jobid: int) -> logging.LogRecord:
+    return _record(f"Finished jobid: {jobid}", event=LogEvent.JOB_FINISHED, job_id=jobid)
+
+
+@pytest.mark.unit
+def test_a_campaign_is_a_header_a_line_per_measurement_progress_and_a_summary(
+    tmp_path, monkeypatch
+):
+    """Ten measurements: the header counts what the run will make and what is recorded; each
+    upload is one line with its record's rate; a download's line waits for its verify step
+    and says what it found; a progress line after every tenth, with the time left at the
+    pace so far; Snakemake's banners never; the summary says where the tables are."""
+    monkeypatch.chdir(tmp_path)
+    now = [100.0]
+    t = terminal.CampaignTerminal(clock=lambda: now[0], started_wall=time.time() - 5)
+    spec = Path(f"{RESULTS}/runs/edi.json")  # written by the run's onstart (paths.run_spec)
+    spec.parent.mkdir(parents=True)
+    spec.write_text("{}")
+    _transfer(tmp_path, "upload", "plain", 9)  # recorded by an earlier run
+    shown = _shown(
+        t,
+        _record("Job stats: ...", event=LogEvent.RUN_INFO,
+                stats={"upload": 5, "download": 5, "verify": 5, "total": 16}),
+        _record("Select jobs to execute..."),
+    )  # fmt: skip
+    assert shown == []
+    lines = []
+    jobid = 0
+    for repeat in range(1, 6):
+        up = Path(f"{RESULTS}/sites/edi/transfers/upload/main/plain/rclone-1xauto/r{repeat}.json")
+        jobid += 1
+        lines += _shown(t, _job(jobid, "upload", [up], repeat))
+        _transfer(tmp_path, "upload", "plain", repeat, mb_per_s=8.0 + repeat / 10)
+        now[0] += 2.0
+        lines += _shown(t, _done(jobid))
+        down = _transfer(tmp_path, "download", "plain", repeat, mb_per_s=9.0 + repeat / 10)
+        verify = tmp_path / f"{RESULTS}/sites/edi/verify/main/plain/rclone-1xauto/r{repeat}.json"
+        verify.parent.mkdir(parents=True, exist_ok=True)
+        found = {"status": "corrupt", "problems": ["edi-001.bin: XXH128 a read, b expected"]}
+        verify.write_text(json.dumps(found if repeat == 5 else {"status": "ok"}))
+        lines += _shown(t, _job(jobid + 1, "download", [down], repeat))
+        now[0] += 2.0
+        lines += _shown(t, _done(jobid + 1))
+        lines += _shown(t, _job(jobid + 2, "verify", [verify], repeat), _done(jobid + 2))
+        jobid += 2
+    lines += t.closing()
+    assert lines[0] == (
+        "cloudbench: campaign c at edi: 10 measurements to make (5 uploads, 5 downloads), "
+        "1 recorded already"
+    )
+    measured = [ln for ln in lines if ln.startswith("edi: ")]
+    assert len(measured) == 10 and len(lines) == 1 + 10 + 9 + 1
+    assert (
+        measured[0] == "edi: upload main plain r1 rclone-1xauto: 16.78 MB in 2.0 s = 8.1 MB/s, ok"
+    )
+    assert measured[1] == (
+        "edi: download main plain r1 rclone-1xauto: 16.78 MB in 2.0 s = 9.1 MB/s, ok, verified"
+    )
+    assert measured[-1].endswith(", ok, CORRUPT (edi-001.bin: XXH128 a read, b expected)")
+    progress = [ln for ln in lines if " of 10 measurements" in ln]
+    assert progress[0] == "cloudbench: 1 of 10 measurements, 2s so far, about 18s left"
+    # after 8 of 10 at 2 s each (16 s since the first started): 2 left, about 4 s
+    assert progress[7] == "cloudbench: 8 of 10 measurements, 16s so far, about 4s left"
+    assert lines[-1] == (
+        "cloudbench: 10 measurements made in this run (9 ok, 1 not ok); tables in results/c; "
+        "the report: the same command with --report results/c/report.html"
+    )
+
+
+@pytest.mark.unit
+def test_the_pure_lines():
+    assert terminal.time_left(3, 12, 30.0) == 90.0
+    assert terminal.progress_line(3, 12, 1, 30.0) == (
+        "cloudbench: 3 of 12 measurements (1 not ok), 30s so far, about 1m30s left"
+    )
+    # a tenth at a time, never after the last (the summary says it)
+    assert [d for d in range(1, 37) if terminal.progress_due(d, 36)] == [4, 8, 12, 16, 20, 24,
+                                                                         28, 32]  # fmt: skip
+    assert [d for d in range(1, 4) if terminal.progress_due(d, 3)] == [1, 2]
+    assert terminal.verification(None) == "verification not known"
+    assert terminal.verification({"status": "ok"}) == "verified"
+    assert terminal.header_line(None, [], {"upload": 1}, None) == (
+        "cloudbench: this campaign: 1 measurement to make (1 upload)"
+    )
+    assert terminal.results_of(["/scratch/x.bin", "results/c/sites/edi/preflight.json"]) == (
+        "results/c"
+    )
+    assert terminal.results_of(["results/c/transfers.tsv", "results/c/logs/aggregate.log"]) == (
+        "results/c"
+    )
+    assert terminal.results_of(["/scratch/x.bin"]) is None
 
 
 # --- the real workflow --------------------------------------------------------------------
@@ -273,3 +420,12 @@ def test_a_failed_transfer_prints_one_line_per_failed_job(tmp_path):
     assert len(status) == 1 and ("not ok" in status[0] or "edi upload" in status[0]), failed
     assert '"stats"' not in out and "Logfile " not in out and "Error in rule" not in out
     assert "cloudbench: stopped with 1 of 1 measurements recorded (0 ok, 1 failed)" in out
+    # the campaign's terminal: its header, the upload's line saying how it failed and why,
+    # every failed job's cause on its own line, about N + 20 lines for N measurements
+    assert "cloudbench: campaign c at edi: 1 measurement to make (1 upload)" in out, out
+    (upload,) = measurement_lines(out)
+    assert upload["direction"] == "upload" and upload["said"].startswith("failed after ")
+    assert upload["rate"] is None and "(" in upload["said"], upload  # the client's error
+    causes = [ln.split(": ", 2)[2].partition(" (log: ")[0] for ln in failed]
+    assert all(c.strip() for c in causes), failed
+    assert len(run.lines) <= 1 + 20, out

@@ -25,7 +25,7 @@ from typing import Any
 from cloudbench.campaign import jobs, paths, precision, tune
 from cloudbench.campaign.model import Campaign, Measurement
 from cloudbench.campaign.schema import stop
-from cloudbench.site import breaker, jobenv, snakemake_internals, terminal
+from cloudbench.site import breaker, jobenv, snakemake_internals
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,6 @@ def started(
 ) -> None:
     """onstart: before any job runs or is submitted, but not on a dry run (-n needs no
     account)."""
-    # a failed or interrupted job is one line on the terminal, never its logs' contents
-    if no_one_line := terminal.install(snakemake_internals.logger()):
-        print(no_one_line, file=sys.stderr)
     c = run.campaign
     # Checked where jobs are submitted; batch jobs themselves do not see the variables.
     most_clients = {

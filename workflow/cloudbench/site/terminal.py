@@ -1,41 +1,83 @@
-"""The terminal after a failure or Ctrl-C: one line per job that did not finish, then the
-run's one summary line (rules/common.smk, ``say_how_it_stopped``); never a raw client log.
+"""What a run shows on the terminal: the campaign, not Snakemake's job banners.
 
-Snakemake reports a failed job in 10 to 20 lines: its inputs and outputs, the whole shell
-command (a transfer's spec is JSON), the exception once more, and with ``show-failed-logs``
-every log of the job in full: a transfer's client log is rclone's ``-vv`` JSON, 30 lines a
-second into a copy and thousands an hour in, all printed above the summary by one Ctrl-C.
-:func:`install` puts a filter on Snakemake's terminal handler only (its log file under
-``.snakemake/log`` keeps every detail) that says each failed job in one line: the rule,
-the job's own last word (the last line of its job log, which a cloudbench command ends
-with: ``cloudbench upload: interrupted (Ctrl-C)``) and where its logs are.
+Snakemake prints every job it starts (its inputs, outputs, wildcards, resources: a ``rule
+all`` with hundreds of paths), so a 72-measurement campaign printed 2,915 lines and not one
+rate; a failed job took 10 to 20 lines, its cause often 85 lines below. cloudbench's logger
+plugin (``snakemake_logger_plugin_cloudbench``, set in profiles/default) hands every record
+Snakemake logs to :class:`CampaignTerminal`, which says instead:
 
-What it reads of Snakemake is the logger plugins' interface (snakemake-interface-logger-
-plugins: a record's ``event`` and the fields of a job error), and the name Snakemake gives
-its terminal handler; :func:`install` says when it did not find it.
+- a header when the first job starts: the campaign, its sites, how many measurements this
+  run will make and how many are recorded already;
+- one line per finished measurement, read from its record (the job's declared output) with
+  the record reader every other step uses: site, direction, remote, layout, repeat, setting,
+  size, seconds, rate and status, and for a download whether its verify step found the
+  bytes intact (the line waits for that step, which runs right after it);
+- a progress line every tenth of the measurements, with an estimate of the time left;
+- each failed job in one line naming its cause (:func:`job_error_line`); Snakemake's own
+  messages a user acts on (nothing to be done, an error with its text, a locked directory,
+  the scheduler's "will exit after finishing currently running jobs", once);
+- a summary when the run ends: what it measured and where the tables, the report and the
+  run's full log are.
+
+For N measurements that is about N + 20 lines with any executor: a batch job's own
+Snakemake (the jobstep executor runs one inside each allocation) runs in Snakemake's remote
+mode, which uses no logger plugin, so its job log keeps Snakemake's plain lines and no
+header. The full log under ``.snakemake/log`` keeps every record, and
+``--logger-cloudbench-full`` shows Snakemake's own terminal again.
+
+What it reads of Snakemake is the logger plugins' interface only
+(snakemake-interface-logger-plugins: a record's ``event`` and the fields each event carries).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import signal
-import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from snakemake_interface_logger_plugins.common import LogEvent
 
-STREAM_HANDLER = "DefaultStreamHandler"  # snakemake.logging.LoggerManager's terminal handler
+from cloudbench.campaign import paths
+from cloudbench.campaign.identity import KEYS, MeasurementId
+from cloudbench.measure import record as transfer
+from cloudbench.measure.progress import human_seconds, result_line
+from cloudbench.records import read_json
+
 LAST_WORD_CHARS = 300
 _TAIL_BYTES = 8192
+
+# The workflow's rules the terminal speaks of (workflow/rules/transfer.smk, check.smk,
+# aggregate.smk): a measurement is an upload or a download job; verify checks a download
+MEASURING = ("upload", "download")
+VERIFY = "verify"
+AGGREGATE = "aggregate"
+#: the wildcards that name one copy (a download and its verify step share them)
+COPY_KEYS = ("site", "remote", "layout", "setting", "repeat")
+#: a progress line after every this share of the measurements
+PROGRESS_SHARE = 0.1
+#: Snakemake's messages without an event of their own that a user needs, by how they start
+#: (the scheduler repeats its stopping message for each job that ends after it: said once)
+KEPT_INFO = ("Nothing to be done",)
+ONCE_INFO = ("Will exit after finishing currently running jobs",)
+COMPLETE_LOG = "Complete log(s): "
+
+
+# --- a failed job's line ---------------------------------------------------------------------
 
 
 def last_word(log: str | os.PathLike[str]) -> str | None:
     """The last line of a job log that is a person's headline, clipped: not a JSON log
     line, not an indented detail (``cloudbench status`` and ``preflight`` list what is
-    wrong, indented, under one line that says it); None when there is none (no log yet)."""
+    wrong, indented, under one line that says it). A headline that ends with a colon gets
+    its first detail on the line too (``preflight failed at site up: rclone ... not
+    found``), and how many more there are; None when there is none (no log yet)."""
     try:
         with open(log, "rb") as fh:
             start = max(0, fh.seek(0, os.SEEK_END) - _TAIL_BYTES)
@@ -44,10 +86,17 @@ def last_word(log: str | os.PathLike[str]) -> str | None:
     except OSError:
         return None
     lines = [ln for ln in tail if ln.strip() and not ln.lstrip().startswith("{")]
-    heads = [ln for ln in lines if not ln[0].isspace()] or lines  # the details' own, at worst
-    if not heads:
+    heads = [i for i, ln in enumerate(lines) if not ln[0].isspace()]
+    if not lines:
         return None
-    said = heads[-1].strip()
+    if not heads:  # the details' own, at worst
+        said = lines[-1].strip()
+    else:
+        said = lines[heads[-1]].strip()
+        details = [ln.strip() for ln in lines[heads[-1] + 1 :]]
+        if said.endswith(":") and details:
+            more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
+            said = f"{said} {details[0]}{more}"
     return said if len(said) <= LAST_WORD_CHARS else said[: LAST_WORD_CHARS - 3] + "..."
 
 
@@ -92,57 +141,294 @@ def job_error_line(
     return ": ".join(parts) + where
 
 
-class OneLinePerFailedJob(logging.Filter):
-    """On the terminal: each job error in one line; a group job's (one allocation for every
-    transfer) in one line for the group, its jobs' own reports left out (Snakemake lists
-    every job of the group, finished or not); and no traceback of a shell command that
-    exited non-zero (its job's line follows)."""
-
-    def __init__(self, stream: Any) -> None:
-        super().__init__()
-        self.stream = stream
-        # Snakemake reports a local job's failed shell command (the exception, whose text
-        # says a signal) just before the job error: kept for that job's line
-        self._cause: str | None = None
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        event = getattr(record, "event", None)
-        if event == LogEvent.JOB_ERROR:
-            if not getattr(record, "indent", False):  # indented: a job of a group's report
-                self._say(_job_line(record.__dict__, self._cause))
-            self._cause = None
-            return False
-        if event == LogEvent.GROUP_ERROR:
-            jobs = getattr(record, "job_error_info", None) or []
-            logs = [str(p) for p in getattr(record, "aux_logs", None) or []]
-            rules = sorted({str(j.get("rule_name")) for j in jobs})
-            self._say(job_error_line(f"group of {len(jobs)} jobs ({', '.join(rules)})", logs))
-            return False
-        if event == LogEvent.ERROR and "CalledProcessError in file" in record.getMessage():
-            self._cause = killed_by(record.getMessage())
-            return False
-        return True
-
-    def _say(self, line: str) -> None:
-        print(line, file=self.stream, flush=True)
+# --- a measurement's line, the header, progress and the summary -------------------------------
 
 
-def _job_line(info: dict[str, Any], cause: str | None = None) -> str:
-    logs = [str(p) for p in info.get("log") or []]
-    return job_error_line(f"rule {info.get('rule_name')}", logs, info.get("rule_msg"), cause)
-
-
-def install(logger: logging.Logger) -> str | None:
-    """Put :class:`OneLinePerFailedJob` on Snakemake's terminal handler; a line to print
-    when there is none to put it on (Snakemake changed: the terminal then shows its own
-    report of each failed job)."""
-    for handler in logger.handlers:
-        if handler.name == STREAM_HANDLER:
-            if not any(isinstance(f, OneLinePerFailedJob) for f in handler.filters):
-                stream = getattr(handler, "stream", None) or sys.stderr
-                handler.addFilter(OneLinePerFailedJob(stream))
-            return None
-    return (
-        f"cloudbench: no {STREAM_HANDLER} on Snakemake's logger: failed jobs are reported "
-        "in Snakemake's own words"
+def measurement_line(rec: transfer.TransferRecord, verified: str | None = None) -> str:
+    """``tursa: upload main plain r1 rclone-1xauto: 50.33 MB in 3.0 s = 16.8 MB/s, ok``,
+    the line the job's log ends with (measure.progress.result_line) with its site, remote
+    and setting always named; a download's verification after it (:func:`verification`)."""
+    label = (
+        f"{rec.direction} {rec.remote} {rec.layout} r{rec.repeat} {rec.setting}"
+        if rec.get("setting")
+        else f"{rec.direction} {rec.remote} {rec.layout} r{rec.repeat}"
     )
+    line = f"{rec.site}: {result_line(label, rec.as_json())}"
+    return f"{line}, {verified}" if verified else line
+
+
+def verification(verify_record: Mapping[str, Any] | None) -> str:
+    """What a download's verify step found: ``verified``, ``CORRUPT (<first problem>)``,
+    or that it is not known (the step failed, or the run ended before it)."""
+    if verify_record is None:
+        return "verification not known"
+    if verify_record.get("status") == "ok":
+        return "verified"
+    problems = verify_record.get("problems") or []
+    first = f" ({problems[0]}{' ...' if len(problems) > 1 else ''})" if problems else ""
+    return f"{str(verify_record.get('status', 'not verified')).upper()}{first}"
+
+
+def time_left(done: int, total: int, elapsed_s: float) -> float:
+    """Seconds left at the pace so far (``elapsed_s`` for ``done`` of ``total``); nan
+    before the first is done."""
+    if done <= 0:
+        return math.nan
+    return elapsed_s / done * max(0, total - done)
+
+
+def progress_line(done: int, total: int, failed: int, elapsed_s: float) -> str:
+    """``cloudbench: 12 of 36 measurements (1 not ok), 3m10s so far, about 6m20s left``."""
+    not_ok = f" ({failed} not ok)" if failed else ""
+    return (
+        f"cloudbench: {done} of {total} measurements{not_ok}, {human_seconds(elapsed_s)} so "
+        f"far, about {human_seconds(time_left(done, total, elapsed_s))} left"
+    )
+
+
+def progress_due(done: int, total: int, share: float = PROGRESS_SHARE) -> bool:
+    """Whether the ``done``-th measurement of ``total`` ends a tenth of them (not the
+    last: the summary says that one)."""
+    step = max(1, math.ceil(total * share))
+    return 0 < done < total and done % step == 0
+
+
+def counted(n: int, thing: str) -> str:
+    """``1 upload``, ``3 uploads``."""
+    return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
+
+
+def header_line(
+    campaign: str | None, sites: Sequence[str], to_make: Mapping[str, int], recorded: int | None
+) -> str:
+    """``cloudbench: campaign demo at tesseract, tursa: 27 measurements to make (9 uploads,
+    18 downloads), 0 recorded already``."""
+    where = f"campaign {campaign}" if campaign else "this campaign"
+    if sites:
+        where += f" at {', '.join(sites)}"
+    total = sum(to_make.get(r, 0) for r in MEASURING)
+    kinds = ", ".join(counted(n, r) for r in MEASURING if (n := to_make.get(r, 0)))
+    line = f"cloudbench: {where}: {counted(total, 'measurement')} to make"
+    line += f" ({kinds})" if kinds else ""
+    return line + (f", {recorded} recorded already" if recorded is not None else "")
+
+
+def summary_line(
+    made: int, not_ok: int, failed_jobs: int, results: str | None, log: str | None
+) -> str:
+    """The run's last line of its own: what it measured, where the tables are, how the
+    report is made, and the full log."""
+    how = f" ({made - not_ok} ok, {not_ok} not ok)" if not_ok else " (all ok)" if made else ""
+    parts = [f"cloudbench: {counted(made, 'measurement')} made in this run{how}"]
+    if failed_jobs:
+        parts.append(f"{counted(failed_jobs, 'job')} failed")
+    if results:
+        parts.append(
+            f"tables in {results}; the report: the same command with --report {results}/report.html"
+        )
+    if log:
+        parts.append(f"full log: {log}")
+    return "; ".join(parts)
+
+
+def results_of(job_paths: Sequence[str]) -> str | None:
+    """The campaign's results folder named by a job's outputs and logs (campaign.paths: a
+    site's files are under ``<results>/sites/``, a campaign-wide job's log under
+    ``<results>/logs/``), None when none lies in it (a data file in scratch)."""
+    for marker in (f"/{paths.SITES}/", "/logs/"):
+        for p in job_paths:
+            head, sep, _ = str(p).partition(marker)
+            if sep and head:
+                return head
+    return None
+
+
+def run_sites(results: str, since: float) -> list[str]:
+    """The sites this run acts as: named by the run spec it wrote when it started
+    (campaign.paths.run_spec, ``<site>+<site>.json``), the newest written since ``since``."""
+    specs = [
+        (p.stat().st_mtime, p)
+        for p in Path(paths.run_spec(results, ["*"])).parent.glob("*.json")
+        if p.stat().st_mtime >= since
+    ]
+    if not specs:
+        return []
+    return sorted(max(specs)[1].stem.split("+"))
+
+
+def records_at(results: str, sites: Sequence[str]) -> int:
+    """How many measurements the sites have a record of (any status)."""
+    pattern = MeasurementId(**{k: "*" for k in KEYS})  # type: ignore[arg-type]
+    return sum(
+        1
+        for site in sites
+        for _ in Path(".").glob(paths.transfer_record(results, pattern).replace("*", site, 1))
+    )
+
+
+# --- the terminal ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Job:
+    rule: str
+    wildcards: dict[str, str]
+    output: list[str]
+    log: list[str]
+
+    @property
+    def copy(self) -> tuple[str, ...]:
+        return tuple(str(self.wildcards.get(k, "")) for k in COPY_KEYS)
+
+
+@dataclass
+class CampaignTerminal:
+    """The terminal's state through one run: fed every record Snakemake logs
+    (:meth:`lines`), it returns the lines to print; :meth:`closing` gives the last ones."""
+
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    started_wall: float = field(default_factory=time.time)
+    to_make: dict[str, int] = field(default_factory=dict)
+    jobs: dict[int, _Job] = field(default_factory=dict)
+    results: str | None = None
+    header_said: bool = False
+    first_started: float | None = None
+    made: int = 0
+    not_ok: int = 0
+    failed_jobs: int = 0
+    waiting: dict[tuple[str, ...], transfer.TransferRecord] = field(default_factory=dict)
+    said_once: set[str] = field(default_factory=set)
+    log: str | None = None
+    # Snakemake reports a local job's failed shell command (the exception, whose text says a
+    # signal) just before the job error: kept for that job's line
+    cause: str | None = None
+
+    def lines(self, record: logging.LogRecord) -> list[str]:
+        event = getattr(record, "event", None)
+        info = record.__dict__
+        if event == LogEvent.RUN_INFO:
+            stats = info.get("stats") or {}
+            self.to_make = {str(k): int(v) for k, v in stats.items()}
+            return []
+        if event == LogEvent.JOB_INFO:
+            return self._started(info)
+        if event == LogEvent.JOB_FINISHED:
+            return self._finished(int(info.get("job_id", -1)))
+        if event == LogEvent.JOB_ERROR:
+            return self._job_error(info)
+        if event == LogEvent.GROUP_ERROR:
+            jobs = info.get("job_error_info") or []
+            logs = [str(p) for p in info.get("aux_logs") or []]
+            rules = sorted({str(j.get("rule_name")) for j in jobs})
+            self.failed_jobs += 1
+            return [job_error_line(f"group of {len(jobs)} jobs ({', '.join(rules)})", logs)]
+        message = record.getMessage()
+        if event == LogEvent.ERROR and "CalledProcessError in file" in message:
+            self.cause = killed_by(message)
+            return []
+        if event is None and record.levelno <= logging.INFO:
+            return self._info(message)
+        if event in (None, LogEvent.ERROR) and record.levelno >= logging.WARNING:
+            return [message] if message and message != "None" else []
+        return []
+
+    def closing(self) -> list[str]:
+        """The downloads whose verification never came, and the summary (none when no job
+        ran: Snakemake said there was nothing to be done)."""
+        out = [measurement_line(rec, verification(None)) for rec in self.waiting.values()]
+        self.waiting.clear()
+        if self.header_said:
+            out.append(
+                summary_line(self.made, self.not_ok, self.failed_jobs, self.results, self.log)
+            )
+        return out
+
+    # --- events ---
+
+    def _info(self, message: str) -> list[str]:
+        if message.startswith(COMPLETE_LOG):
+            self.log = message.removeprefix(COMPLETE_LOG).strip()
+            return []
+        if message.startswith(KEPT_INFO):
+            return [message]
+        if message.startswith(ONCE_INFO) and message not in self.said_once:
+            self.said_once.add(message)
+            return [message]
+        return []
+
+    def _started(self, info: Mapping[str, Any]) -> list[str]:
+        job = _Job(
+            str(info.get("rule_name")),
+            {str(k): str(v) for k, v in (info.get("wildcards") or {}).items()},
+            [str(p) for p in info.get("output") or []],
+            [str(p) for p in info.get("log") or []],
+        )
+        self.jobs[int(info.get("jobid", -1))] = job
+        if job.rule in MEASURING and self.first_started is None:
+            self.first_started = self.clock()
+        if self.results is None:
+            self.results = results_of([*job.output, *job.log])
+        if self.header_said:
+            return []
+        self.header_said = True
+        sites = run_sites(self.results, self.started_wall - 1) if self.results else []
+        recorded = records_at(self.results, sites) if self.results and sites else None
+        campaign = Path(self.results).name if self.results else None
+        return [header_line(campaign, sites, self.to_make, recorded)]
+
+    def _finished(self, jobid: int) -> list[str]:
+        job = self.jobs.pop(jobid, None)
+        if job is None:
+            return []
+        if job.rule == VERIFY:
+            rec = self.waiting.pop(job.copy, None)
+            if rec is None:
+                return []
+            try:
+                checked: dict[str, Any] | None = read_json(Path(job.output[0]))
+            except (OSError, ValueError, IndexError):
+                checked = None
+            return self._measured(rec, verification(checked))
+        if job.rule not in MEASURING or not job.output:
+            return []
+        try:
+            rec = transfer.read(Path(job.output[0]))
+        except (OSError, ValueError) as e:
+            self.made += 1
+            self.not_ok += 1
+            return [f"{job.wildcards.get('site', '?')}: {job.rule}: no record ({e})"]
+        if job.rule == "download" and rec.status == "ok":
+            self.waiting[job.copy] = rec  # said with its verification
+            return []
+        return self._measured(rec)
+
+    def _measured(self, rec: transfer.TransferRecord, verified: str | None = None) -> list[str]:
+        self.made += 1
+        if rec.status != "ok" or (verified and verified != "verified"):
+            self.not_ok += 1
+        out = [measurement_line(rec, verified)]
+        total = max(self.made + len(self.waiting), self.planned())
+        if progress_due(self.made, total):
+            elapsed = self.clock() - (self.first_started or self.clock())
+            out.append(progress_line(self.made, total, self.not_ok, elapsed))
+        return out
+
+    def planned(self) -> int:
+        """The measurements this run was to make (Snakemake's count of their jobs)."""
+        return sum(self.to_make.get(r, 0) for r in MEASURING)
+
+    def _job_error(self, info: Mapping[str, Any]) -> list[str]:
+        cause, self.cause = self.cause, None
+        if info.get("indent"):  # a job of a group's report: the group's line says it
+            return []
+        self.failed_jobs += 1
+        job = self.jobs.pop(int(info.get("jobid", -1)), None)
+        logs = [str(p) for p in info.get("log") or []]
+        out = [job_error_line(f"rule {info.get('rule_name')}", logs, info.get("rule_msg"), cause)]
+        if job is not None and job.rule in MEASURING:
+            self.made += 1
+            self.not_ok += 1
+        if job is not None and job.rule == VERIFY and (rec := self.waiting.pop(job.copy, None)):
+            out.extend(self._measured(rec, verification(None)))
+        return out
