@@ -390,18 +390,59 @@ def test_every_attempt_counts_in_the_bytes_moved_that_the_store_bills(tmp_path):
 
 @pytest.mark.unit
 def test_a_transfer_that_finished_while_snakemake_stopped_is_told_apart(tmp_path):
-    from cloudbench.site.status import finished_while_stopping
+    """The ledger (cloudbench.measure.ledger): a measurement recorded ok whose record
+    Snakemake never touched (it never registered the job) is published again as it was; one
+    Snakemake registered (it touches every output of a job it registers), failed, measured
+    under another spec, or whose upload was measured again since, is measured again."""
+    from cloudbench.measure import ledger
 
     record, series = tmp_path / "r1.json", tmp_path / "r1.series.tsv"
-    write_json(record, {"status": "ok"})
-    assert not finished_while_stopping([record, series], marked_incomplete=True)  # no series
-    series.write_text("elapsed_s\tbytes\tmb_per_s\n")
-    assert finished_while_stopping([record, series], marked_incomplete=True)
-    assert not finished_while_stopping([record, series], marked_incomplete=False)
-    write_json(record, {"status": "failed"})  # measured again on rerun, as any failure
-    assert not finished_while_stopping([record, series], marked_incomplete=True)
-    record.write_text('{"status": "o')  # torn: never trusted
-    assert not finished_while_stopping([record, series], marked_incomplete=True)
+    log = tmp_path / "r1.log"
+
+    def finish(status: str, started: str) -> None:
+        """What a transfer job leaves: its outputs, the record, the attempt, the seal."""
+        series.write_text(f"elapsed_s\tbytes\tmb_per_s\n1.0\t{started[-2:]}\t1.0\n")
+        log.write_text(f'{{"msg": "{started}"}}\n')
+        row = {"status": status, "started_utc": started}
+        write_json(record, row)
+        keep_attempt(record, row, log)
+        ledger.seal(record, [series], "spec")
+
+    finish("ok", "2026-11-28T10:00:00.000001Z")
+    written = (record.read_text(), series.read_text(), log.read_text())
+    stamp = ledger.unregistered(record, 1, "spec")
+    assert stamp is not None
+    assert ledger.unregistered(record, 1, "another spec") is None  # the campaign changed
+    assert ledger.unregistered(record, 2, "spec") is None  # an output not kept
+    newer_upload = tmp_path / "up.json"
+    newer_upload.write_text("{}")
+    assert ledger.unregistered(record, 1, "spec", newer_upload) is None
+    # Snakemake deletes the outputs before it runs the job again; the job puts them back
+    for p in (record, series, log):
+        p.unlink()
+    row = ledger.republish(record, stamp, [series], log)
+    assert row["started_utc"] == "2026-11-28T10:00:00.000001Z"
+    assert (record.read_text(), series.read_text(), log.read_text()) == written
+    assert ledger.unregistered(record, 1, "spec") == stamp  # not yet registered either
+    # registered this time: Snakemake touched the record, and no later run takes it as kept
+    os.utime(record)
+    assert ledger.unregistered(record, 1, "spec") is None
+
+    # a failed measurement is measured again, registered or not
+    finish("failed", "2026-11-28T11:00:00.000001Z")
+    assert ledger.unregistered(record, 1, "spec") is None
+    # a torn seal is never trusted
+    finish("ok", "2026-11-28T12:00:00.000001Z")
+    stamp = ledger.unregistered(record, 1, "spec")
+    assert stamp is not None
+    seal = record.with_suffix(".attempts") / f"{stamp}{ledger.SEAL_SUFFIX}"
+    left = seal.stat().st_mtime_ns
+    with open(seal, "r+") as fh:
+        fh.truncate(5)
+    os.utime(seal, ns=(left, left))
+    assert ledger.unregistered(record, 1, "spec") is None
+    # what the attempts' readers count is unchanged: one attempt per recorded run
+    assert len(list(record.with_suffix(".attempts").glob("*.json"))) == 3
 
 
 @pytest.mark.unit

@@ -313,10 +313,21 @@ def test_ctrl_c_to_snakemake_alone_keeps_the_transfer_it_let_finish(tmp_path):
         assert "it finished while Snakemake stopped" in out, out[-3000:]
         started = json.loads(record.read_text())["started_utc"]
 
+        client_log = log.read_text()
         rerun = snakemake(tmp_path, cfg, env=env)
         assert rerun.returncode == 0, rerun.stderr[-3000:]
-        assert "rule upload:" not in rerun.stdout + rerun.stderr
+        # the rerun's upload job (Snakemake had it incomplete) published it, measured nothing
+        job_logs = [p.read_text() for p in results.rglob("*.log") if p != log]
+        kept = [t for t in job_logs if "upload plain r1: kept, not measured again" in t]
+        assert len(kept) == 1, job_logs
         assert json.loads(record.read_text())["started_utc"] == started
+        assert len(list(record.with_suffix(".attempts").glob("*.json"))) == 1
+        assert log.read_text() == client_log  # the copy's own log, as it was
+        # registered now: the run after publishes nothing and measures nothing
+        before = record.stat().st_mtime_ns
+        assert snakemake(tmp_path, cfg, env=env).returncode == 0
+        assert record.stat().st_mtime_ns == before
+        assert len(list(record.with_suffix(".attempts").glob("*.json"))) == 1
         rows = pd.read_csv(tmp_path / "results/sigint/transfers.tsv", sep="\t")
         assert list(rows["direction"]) == ["upload", "download"] and set(rows["status"]) == {"ok"}
 

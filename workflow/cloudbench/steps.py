@@ -28,7 +28,7 @@ from cloudbench.data.steps import (
     ensure_chunks,
     ensure_file,
 )
-from cloudbench.measure import arrival, slot
+from cloudbench.measure import arrival, ledger, slot
 from cloudbench.measure import group as clients
 from cloudbench.measure import rclone as rc
 from cloudbench.measure import record as transfer
@@ -385,6 +385,33 @@ def _finish(record: Path, rec: transfer.TransferRecord, log: Path) -> None:
     print(result_line(label, row), file=sys.stderr, flush=True)
 
 
+def published_again(
+    spec: TransferSpec,
+    record: Path,
+    outputs: Sequence[Path],
+    log: Path,
+    upload_record: Path | None = None,
+) -> bool:
+    """A measurement recorded ok that Snakemake never registered (it finished while
+    Snakemake stopped): its outputs are published again as its job left them, and nothing
+    is measured (cloudbench.measure.ledger). The job log says so, then the result line."""
+    stamp = ledger.unregistered(record, len(outputs), spec.to_json(), upload_record)
+    if stamp is None:
+        return False
+    row = ledger.republish(record, stamp, outputs, log, spec.setting.clients)
+    label = label_of(
+        spec.direction, spec.remote, spec.layout_label, spec.repeat, spec.setting_label
+    )
+    print(
+        f"cloudbench: {label}: kept, not measured again: it was recorded ok at "
+        f"{row.get('started_utc')} and finished while Snakemake stopped; its outputs are "
+        f"published again from {paths.attempts_dir(record)}",
+        file=sys.stderr,
+    )
+    print(result_line(label, row), file=sys.stderr, flush=True)
+    return True
+
+
 def clear_copy(binary: str, spec: TransferSpec, prefix: str) -> str | None:
     """Empty a copy's place before it is measured again: objects and unfinished multipart
     uploads an interrupted attempt left behind (those are billed though no listing shows
@@ -417,6 +444,8 @@ def upload(
     rclone gets the exact object list (--files-from), so nothing else that happens to sit in
     scratch (Snakemake's timestamp files, a stray partial file) is moved or counted.
     """
+    if published_again(spec, record, [series], log):
+        return
     binary = rc.find_rclone()
     hashes = _file_hashes(checksum_jsons)
     regenerated = stage_upload_data(spec, hashes, dataset_dir, chunks_root)
@@ -442,6 +471,7 @@ def upload(
     if rec.status == "ok":
         rec = publish_copy_manifest(binary, spec, man, rec, left())
     _record_copy(spec, record, log, rec, timeout, outage)
+    ledger.seal(record, [series], spec.to_json())
 
 
 def stage_upload_data(
@@ -701,6 +731,10 @@ def download(
     upload site to run first. A failed copy's partial data is removed when the attempt
     ends (a full disk must not cascade into the next measurement).
     """
+    outputs = [series, manifest_out]
+    # the data it left is what verify reads next: without it, measure again
+    if spec.local_dir.exists() and published_again(spec, record, outputs, log, upload_record):
+        return
     policy = policy or breaker.Policy()
     down, outage = store_gate(rc.find_rclone(), spec, policy)
     if down:
@@ -727,6 +761,7 @@ def download(
     if rec.status == "failed":
         shutil.rmtree(local, ignore_errors=True)  # partial data: nothing will read it
     _record_copy(spec, record, log, rec, timeout, seen, outage)
+    ledger.seal(record, outputs, spec.to_json())
 
 
 def copy_to_read(

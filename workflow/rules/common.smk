@@ -606,7 +606,7 @@ RUN = lifecycle.Run(CAMPAIGN, RESULTS, RUN_SPEC, record, verify_record)
 
 
 onerror:
-    lifecycle.stopped(RUN, workflow)
+    lifecycle.stopped(RUN)
 
 
 onsuccess:

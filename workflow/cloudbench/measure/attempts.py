@@ -23,6 +23,11 @@ def purge(binary: str, prefix: str, flags: tuple[str, ...]) -> None:
     rc.run_helper(rc.helper_command(binary, "purge", prefix, extra_flags=flags))
 
 
+def stamp_of(row: dict[str, Any]) -> str:
+    """The name an attempt is kept under: its start, without ``:`` and ``-``."""
+    return str(row["started_utc"]).replace(":", "").replace("-", "")
+
+
 def keep_attempt(
     record_path: Path,
     record: dict[str, Any],
@@ -34,7 +39,7 @@ def keep_attempt(
     A rerun replaces the record Snakemake tracks; the history of failed attempts (and what
     they cost) stays in ``<record>.attempts/`` so nothing measured is ever lost.
     """
-    stamp = record["started_utc"].replace(":", "").replace("-", "")
+    stamp = stamp_of(record)
     folder = attempts_dir(record_path)
     write_json(folder / f"{stamp}.json", record)
     if log_path is not None and log_path.exists() and log_path.stat().st_size:

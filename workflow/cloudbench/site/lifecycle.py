@@ -85,7 +85,7 @@ def started(
         )
     jobs.write_run(run.spec_path, jobs.run(c, time.time()))
     jobenv.compile_package(Path(workflow.basedir) / "cloudbench")
-    atexit.register(stopped, run, workflow)
+    atexit.register(stopped, run)
     # a store that stops answering ends the run: no job is submitted for it (site.breaker)
     if not c.store_down.wait_s:
         end = functools.partial(snakemake_internals.stop_scheduling, workflow)
@@ -93,19 +93,13 @@ def started(
         breaker.watch(breaker_places(c), store_down_policy(c), on_open)
 
 
-def stopped(run: Run, workflow: Any) -> None:
-    """onerror (and the exit, see the module): keep the transfers that finished while
-    stopping, and print the one line a stopped run ends with; done once."""
+def stopped(run: Run) -> None:
+    """onerror (and the exit, see the module): name the transfers that finished while
+    stopping (kept), and print the one line a stopped run ends with; done once."""
     if run.ended:
         return
     run.ended.append(True)
-    try:
-        keep_finished_transfers(workflow)
-    except Exception as e:  # at exit, Snakemake's persistence may be closed already
-        print(
-            f"cloudbench: finished transfers not checked ({e}): a rerun measures them again",
-            file=sys.stderr,
-        )
+    say_kept_transfers(run)
     # "all measurements ok" was the word of a run that finished; this one did not
     Path(paths.status_file(run.results)).unlink(missing_ok=True)
     c = run.campaign
@@ -121,29 +115,23 @@ def succeeded(run: Run) -> None:
     say_what_scratch_holds(run.campaign, finished=True)
 
 
-def keep_finished_transfers(workflow: Any) -> None:
-    """Register the transfers that finished while Snakemake was stopping (see
-    cloudbench.site.status.finished_while_stopping), so the next run does not measure them
-    again: their incomplete marks go (cloudbench.site.snakemake_internals, the one place that
-    touches Snakemake's private API).
-    """
-    from cloudbench.site.snakemake_internals import (
-        forget_incomplete,
-        marked_incomplete,
-        transfer_jobs,
-    )
-    from cloudbench.site.status import finished_while_stopping
+def say_kept_transfers(run: Run) -> None:
+    """The transfers that finished while Snakemake stopped, one line each: Snakemake never
+    registered them, and the next run publishes them again from the ledger rather than
+    measuring them again (cloudbench.measure.ledger)."""
+    from cloudbench.measure import ledger
 
-    for job in transfer_jobs(workflow):
-        outputs = [job.output.record, *(f for f in job.output if f != job.output.record)]
-        marked = marked_incomplete(workflow, job)
-        if finished_while_stopping([Path(f) for f in outputs], marked):
-            for f in outputs:
-                forget_incomplete(workflow, f)
-            print(
-                f"cloudbench: kept {job.output.record}: it finished while Snakemake stopped",
-                file=sys.stderr,
-            )
+    c = run.campaign
+    for s in c.active_sites:
+        for m in [*c.measurements(s), *rounds_asked_so_far(run, s.name)]:
+            record = Path(run.record(m))
+            outputs = 2 if m.direction == "download" else 1  # the series, a manifest
+            if ledger.unregistered(record, outputs) is not None:
+                print(
+                    f"cloudbench: kept {run.record(m)}: it finished while Snakemake stopped; "
+                    "the next run publishes it, measuring nothing",
+                    file=sys.stderr,
+                )
 
 
 def say_what_scratch_holds(c: Campaign, finished: bool) -> None:

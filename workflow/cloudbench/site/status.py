@@ -80,24 +80,6 @@ def _status(path: Path) -> str | None:
         return None
 
 
-def finished_while_stopping(outputs: list[Path], marked_incomplete: bool) -> bool:
-    """True for a transfer that finished but that Snakemake never registered.
-
-    Ctrl-C sent to Snakemake alone (``kill -INT``, a scheduler signalling the head job) lets
-    the running jobs finish and exits without registering them: their outputs stay marked
-    incomplete, and the next run would measure them again ("Forced execution"). Snakemake
-    deletes a job's outputs before it starts it, so a job still marked incomplete whose
-    outputs all exist, with a record (written last, atomically) that says ``ok``, finished
-    its measurement. A failed record is left marked: a rerun measures it again anyway.
-    """
-    if not marked_incomplete or not all(p.exists() for p in outputs):
-        return False
-    try:
-        return json.loads(outputs[0].read_text()).get("status") == "ok"
-    except (OSError, ValueError):
-        return False
-
-
 def cleanup(spec: dict[str, Any]) -> None:
     """Remove the campaign's bulk data from the remotes and scratch; keep every result.
 
