@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from tests.infra.s3 import REMOTE_OF, both_stores, env_of, remotes_of, serve_s3
+from tests.infra.terminal import full_log, measurement_lines
 from tests.infra.workflow import BIN, ROOT, popen_snakemake, snakemake, wait_for, write_config
 
 pytestmark = [pytest.mark.full, pytest.mark.slow]
@@ -362,7 +363,9 @@ def test_a_failed_record_snakemake_never_registered_is_measured_again(tmp_path):
     again = snakemake(tmp_path, cfg)
     assert again.returncode == 0, again.stderr[-3000:]
     out = again.stdout + again.stderr
-    assert "rule download" in out and "Updated input files" in out, out[-3000:]
+    assert [(m["site"], m["direction"]) for m in measurement_lines(out)] == [("edi", "download")]
+    log = full_log(tmp_path)  # Snakemake's own account of why
+    assert "rule download" in log and "Updated input files" in log, out[-3000:]
     redone = json.loads(down.read_text())
     assert redone["status"] == "ok" and redone["started_utc"] != ok["started_utc"]
     assert "Nothing to be done" in (snakemake(tmp_path, cfg).stderr)
