@@ -250,6 +250,10 @@ def test_a_campaign_is_a_header_a_line_per_measurement_progress_and_a_summary(
         lines += _shown(t, _done(jobid + 1))
         lines += _shown(t, _job(jobid + 2, "verify", [verify], repeat), _done(jobid + 2))
         jobid += 2
+    assert t.closing()[-1] == (  # no tables yet: not named
+        "cloudbench: 10 measurements made in this run (9 ok, 1 not ok)"
+    )
+    Path(f"{RESULTS}/transfers.tsv").write_text("")  # aggregate ran
     lines += t.closing()
     assert lines[0] == (
         "cloudbench: campaign c at edi: 10 measurements to make (5 uploads, 5 downloads), "
@@ -429,3 +433,32 @@ def test_a_failed_transfer_prints_one_line_per_failed_job(tmp_path):
     causes = [ln.split(": ", 2)[2].partition(" (log: ")[0] for ln in failed]
     assert all(c.strip() for c in causes), failed
     assert len(run.lines) <= 1 + 20, out
+
+
+@pytest.mark.unit
+def test_a_download_whose_verify_never_ends_well_says_so(tmp_path, monkeypatch):
+    """A download's line waits for its verify step: a verify job that failed says it after
+    its own failure line, one the run never reached is said when the run ends."""
+    monkeypatch.chdir(tmp_path)
+    t = terminal.CampaignTerminal()
+    downs = [_transfer(tmp_path, "download", "plain", r) for r in (1, 2)]
+    lines = _shown(
+        t,
+        _record("", event=LogEvent.RUN_INFO, stats={"download": 2, "total": 5}),
+        _job(1, "download", [downs[0]], 1), _done(1),
+        _job(2, "download", [downs[1]], 2), _done(2),
+        _job(3, "verify", [Path("v1.json")], 1),
+        _record("Error in rule verify", logging.ERROR, event=LogEvent.JOB_ERROR,
+                rule_name="verify", rule_msg=None, jobid=3, log=[]),
+    )  # fmt: skip
+    assert lines[1:] == [
+        "failed: rule verify",
+        "edi: download main plain r1 rclone-1xauto: 16.78 MB in 2.0 s = 8.4 MB/s, ok, "
+        "verification not known",
+        "cloudbench: 1 of 2 measurements, 0s so far, about 0s left",
+    ]
+    assert t.closing() == [
+        "edi: download main plain r2 rclone-1xauto: 16.78 MB in 2.0 s = 8.4 MB/s, ok, "
+        "verification not known",
+        "cloudbench: 2 measurements made in this run (all ok); 1 job failed",
+    ]

@@ -222,7 +222,7 @@ def summary_line(
     parts = [f"cloudbench: {counted(made, 'measurement')} made in this run{how}"]
     if failed_jobs:
         parts.append(f"{counted(failed_jobs, 'job')} failed")
-    if results:
+    if results:  # only when the tables are there (aggregate ran, now or before)
         parts.append(
             f"tables in {results}; the report: the same command with --report {results}/report.html"
         )
@@ -337,10 +337,18 @@ class CampaignTerminal:
         """The downloads whose verification never came, and the summary (none when no job
         ran: Snakemake said there was nothing to be done)."""
         out = [measurement_line(rec, verification(None)) for rec in self.waiting.values()]
+        self.made += len(self.waiting)  # copied ok; whether intact is not known
         self.waiting.clear()
         if self.header_said:
+            tables = self.results and Path(paths.table(self.results, "transfers")).exists()
             out.append(
-                summary_line(self.made, self.not_ok, self.failed_jobs, self.results, self.log)
+                summary_line(
+                    self.made,
+                    self.not_ok,
+                    self.failed_jobs,
+                    self.results if tables else None,
+                    self.log,
+                )
             )
         return out
 
@@ -405,7 +413,8 @@ class CampaignTerminal:
 
     def _measured(self, rec: transfer.TransferRecord, verified: str | None = None) -> list[str]:
         self.made += 1
-        if rec.status != "ok" or (verified and verified != "verified"):
+        # a verification not known (its job failed: counted there) is not a finding
+        if rec.status != "ok" or verified not in (None, "verified", verification(None)):
             self.not_ok += 1
         out = [measurement_line(rec, verified)]
         total = max(self.made + len(self.waiting), self.planned())
