@@ -133,6 +133,7 @@ def test_a_group_failure_is_one_line_and_errors_keep_their_text(tmp_path):
         _record("MissingInputException in rule x:\nMissing input files", logging.ERROR,
                 event=LogEvent.ERROR),
         _record(locked, logging.ERROR),
+        _record(locked, logging.ERROR),  # said once
         *[_record(stopping) for _ in range(6)],
         _record("Building DAG of jobs..."), _record("Select jobs to execute..."),
         _record("Nothing to be done (all requested files are present and up to date)."),

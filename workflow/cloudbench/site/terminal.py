@@ -330,8 +330,15 @@ class CampaignTerminal:
         if event is None and record.levelno <= logging.INFO:
             return self._info(message)
         if event in (None, LogEvent.ERROR) and record.levelno >= logging.WARNING:
-            return [message] if message and message != "None" else []
+            return self._once(message) if message and message != "None" else []
         return []
+
+    def _once(self, message: str) -> list[str]:
+        """A message not said before (Snakemake repeats some for every job that ends)."""
+        if message in self.said_once:
+            return []
+        self.said_once.add(message)
+        return [message]
 
     def closing(self) -> list[str]:
         """The downloads whose verification never came, and the summary (none when no job
@@ -360,9 +367,8 @@ class CampaignTerminal:
             return []
         if message.startswith(KEPT_INFO):
             return [message]
-        if message.startswith(ONCE_INFO) and message not in self.said_once:
-            self.said_once.add(message)
-            return [message]
+        if message.startswith(ONCE_INFO):
+            return self._once(message)
         return []
 
     def _started(self, info: Mapping[str, Any]) -> list[str]:
