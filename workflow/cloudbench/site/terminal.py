@@ -31,6 +31,7 @@ What it reads of Snakemake is the logger plugins' interface only
 
 from __future__ import annotations
 
+import glob
 import logging
 import math
 import os
@@ -55,7 +56,8 @@ _TAIL_BYTES = 8192
 
 # The workflow's rules the terminal speaks of (workflow/rules/transfer.smk, check.smk,
 # aggregate.smk): a measurement is an upload or a download job; verify checks a download
-MEASURING = ("upload", "download")
+DOWNLOAD = "download"
+MEASURING = ("upload", DOWNLOAD)
 VERIFY = "verify"
 AGGREGATE = "aggregate"
 #: the wildcards that name one copy (a download and its verify step share them)
@@ -148,11 +150,7 @@ def measurement_line(rec: transfer.TransferRecord, verified: str | None = None) 
     """``tursa: upload main plain r1 rclone-1xauto: 50.33 MB in 3.0 s = 16.8 MB/s, ok``,
     the line the job's log ends with (measure.progress.result_line) with its site, remote
     and setting always named; a download's verification after it (:func:`verification`)."""
-    label = (
-        f"{rec.direction} {rec.remote} {rec.layout} r{rec.repeat} {rec.setting}"
-        if rec.get("setting")
-        else f"{rec.direction} {rec.remote} {rec.layout} r{rec.repeat}"
-    )
+    label = f"{rec.direction} {rec.remote} {rec.layout} r{rec.repeat} {rec.setting}"
     line = f"{rec.site}: {result_line(label, rec.as_json())}"
     return f"{line}, {verified}" if verified else line
 
@@ -258,11 +256,10 @@ def run_sites(results: str, since: float) -> list[str]:
 
 def records_at(results: str, sites: Sequence[str]) -> int:
     """How many measurements the sites have a record of (any status)."""
-    pattern = MeasurementId(**{k: "*" for k in KEYS})  # type: ignore[arg-type]
+    anything: dict[str, Any] = {k: "*" for k in KEYS}
     return sum(
-        1
-        for site in sites
-        for _ in Path(".").glob(paths.transfer_record(results, pattern).replace("*", site, 1))
+        len(glob.glob(paths.transfer_record(results, MeasurementId(**anything | {"site": s}))))
+        for s in sites
     )
 
 
@@ -287,7 +284,6 @@ class CampaignTerminal:
     (:meth:`lines`), it returns the lines to print; :meth:`closing` gives the last ones."""
 
     clock: Callable[[], float] = time.monotonic
-    wall: Callable[[], float] = time.time
     started_wall: float = field(default_factory=time.time)
     to_make: dict[str, int] = field(default_factory=dict)
     jobs: dict[int, _Job] = field(default_factory=dict)
@@ -305,6 +301,7 @@ class CampaignTerminal:
     cause: str | None = None
 
     def lines(self, record: logging.LogRecord) -> list[str]:
+        """The lines one record of Snakemake's adds to the terminal (most add none)."""
         event = getattr(record, "event", None)
         info = record.__dict__
         if event == LogEvent.RUN_INFO:
@@ -412,7 +409,7 @@ class CampaignTerminal:
             self.made += 1
             self.not_ok += 1
             return [f"{job.wildcards.get('site', '?')}: {job.rule}: no record ({e})"]
-        if job.rule == "download" and rec.status == "ok":
+        if job.rule == DOWNLOAD and rec.status == "ok":
             self.waiting[job.copy] = rec  # said with its verification
             return []
         return self._measured(rec)
