@@ -4,6 +4,7 @@ steps' own outcomes, kept in the site's scratch, read by every job and by the ru
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -300,47 +301,49 @@ def test_a_download_seen_only_by_its_files_is_judged_by_the_listing_alone():
     assert unasked.cause(None, files, 1.0) is None and unasked.cause(None, files, 999.0) is None
 
 
-def test_an_opened_breaker_stops_the_scheduler_once_from_the_watching_thread(tmp_path, capsys):
-    """The run is stopped through the scheduler's own graceful stop (``exit_gracefully``, as
-    Snakemake's SIGTERM handler does), called from the breaker's watching thread, never a
-    SIGTERM to the process, whose handler would run in the main thread, inside the
-    scheduler's lock (a run hung for good with no job left, 2026-11-26). Wired as
-    site.lifecycle wires it; that the installed Snakemake still has that graceful stop is
-    test_measuring_rules.py::test_snakemake_private_api_we_rely_on_is_still_there's."""
-    import functools
-    import threading
-    from types import SimpleNamespace
+def test_a_breaker_opened_during_the_run_refuses_the_next_measurements_at_once(tmp_path, capsys):
+    """What stops a run's measurements of a dead store through Snakemake's own rule for a
+    failed job: the store_open job before each (a local job: never submitted) exits 2 with
+    the breaker's line, so its transfer is never submitted; without it, it leaves its token.
+    A breaker an earlier run left open, a run that waits for its store, and a job run by
+    hand (no run spec) refuse nothing: their jobs ask the store (breaker.gate)."""
+    from cloudbench.campaign import jobs
+    from cloudbench.campaign.spec import TransferSpec
 
-    from cloudbench.site.snakemake_internals import stop_scheduling
+    spec = TransferSpec(
+        campaign="c", bucket="b", site="s", upload_site="s", remote="main",
+        remote_url="s3t:", direction="upload", layout_label="plain", repeat=2,
+        files=("f",), file_bytes=1, chunk_width=3, scratch=str(tmp_path), seed="x",
+    )  # fmt: skip
+    run_spec = tmp_path / "run.json"
 
-    stops: list[str] = []
-    stopped = threading.Event()
+    def store_open(started: float, wait_s: float = 0.0) -> tuple[int, Path]:
+        sd = jobs.StoreDownSpec(after_failures=2, stall_s=60.0, wait_s=wait_s)
+        jobs.write_run(run_spec, jobs.RunSpec(sd, started, True, {}))
+        out = tmp_path / f"r2.{len(list(tmp_path.glob('*.store-open')))}.store-open"
+        code = breaker.main(
+            ["--spec", spec.to_json(), "--run-spec", str(run_spec), "--out", str(out)]
+        )
+        return code, out
 
-    def exit_gracefully() -> None:
-        stops.append(threading.current_thread().name)
-        stopped.set()
-
-    workflow = SimpleNamespace(scheduler=SimpleNamespace(exit_gracefully=exit_gracefully))
-    places = [(str(tmp_path), "s", "main"), (str(tmp_path), "s", "other")]
-    policy = breaker.Policy(after_failures=2)
-    on_open = functools.partial(
-        breaker.stop_submitting, stop=functools.partial(stop_scheduling, workflow)
+    code, out = store_open(1.0)
+    assert code == 0 and out.exists()
+    breaker.note(tmp_path, "s", "main", REFUSED, "upload r1", url="s3t:")
+    assert store_open(1.0)[0] == 0  # one failure: not open
+    breaker.note(tmp_path, "s", "main", REFUSED, "upload r1", url="s3t:")
+    capsys.readouterr()
+    code, out = store_open(1.0)
+    assert code == 2 and not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "cloudbench store_open: not started: store 'main' (s3t:) has not answered since"
     )
-    before = set(threading.enumerate())
-    watching = breaker.watch(places, policy, on_open, interval_s=0.01)
-    (watcher,) = set(threading.enumerate()) - before
-    try:
-        breaker.note(tmp_path, "s", "main", REFUSED, "upload r1")  # one failure: not open
-        breaker.note(tmp_path, "s", "main", REFUSED, "upload r2")
-        assert stopped.wait(60), "the watcher never stopped the run"
-        # watching goes on no longer: a breaker that opens later stops nothing twice
-        breaker.note(tmp_path, "s", "other", REFUSED, "upload r1")
-        breaker.note(tmp_path, "s", "other", REFUSED, "upload r2")
-        watcher.join(60)
-        assert not watcher.is_alive()
-    finally:
-        watching.set()
-    assert stops == ["cloudbench-breaker"]  # once, and not from the main thread
-    err = capsys.readouterr().err
-    assert err.count("no more measurements of it are started") == 1
-    assert "store 'main' has not answered since" in err
+    assert "not tried again this run (store_down)" in err[0]
+    checked = breaker.read(tmp_path, "s", "main").checked_epoch
+    assert store_open(checked + 1)[0] == 0  # an earlier run's: this run's first job asks
+    assert store_open(1.0, wait_s=600)[0] == 0  # the run waits for its store instead
+    # the transfer itself refuses the same, and only within a run
+    policy = breaker.Policy(after_failures=2, run_started_epoch=1.0)
+    assert breaker.refused(tmp_path, "s", "main", policy).remote == "main"
+    assert breaker.refused(tmp_path, "s", "main", breaker.Policy(after_failures=2)) is None
+    assert breaker.refused(tmp_path, "s", "other", policy) is None

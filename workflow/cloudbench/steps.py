@@ -446,10 +446,11 @@ def upload(
     """
     if published_again(spec, record, [series], log):
         return
+    policy = policy or breaker.Policy()
+    refuse_if_store_down(spec, policy)
     binary = rc.find_rclone()
     hashes = _file_hashes(checksum_jsons)
     regenerated = stage_upload_data(spec, hashes, dataset_dir, chunks_root)
-    policy = policy or breaker.Policy()
     down, outage = store_gate(binary, spec, policy)
     if down:
         _finish(record, not_measured(spec, down, series).with_(outage), log)
@@ -597,6 +598,15 @@ def note_store(
     )
 
 
+def refuse_if_store_down(spec: TransferSpec, policy: breaker.Policy) -> None:
+    """A measurement whose store's breaker opened during this run fails at once, before any
+    request and without a record, in one line naming the breaker (cloudbench.site.breaker):
+    the run's rule for a failed job, not a record, keeps it from counting as measured."""
+    state = breaker.refused(spec.scratch, spec.site, spec.remote, policy)
+    if state is not None:
+        raise StepError(breaker.refusal(state))
+
+
 def store_gate(
     binary: str, spec: TransferSpec, policy: breaker.Policy
 ) -> tuple[str | None, dict[str, Any]]:
@@ -736,6 +746,7 @@ def download(
     if spec.local_dir.exists() and published_again(spec, record, outputs, log, upload_record):
         return
     policy = policy or breaker.Policy()
+    refuse_if_store_down(spec, policy)
     down, outage = store_gate(rc.find_rclone(), spec, policy)
     if down:
         _not_downloaded(spec, down, outage, manifest_out, record, log, series)

@@ -5,7 +5,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from cloudbench.site import jobenv, lifecycle
+from cloudbench.site import breaker, jobenv, lifecycle
 from cloudbench.campaign import jobs, order, paths, precision, tune
 from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.labels import SETTING_PATTERN
@@ -69,6 +69,7 @@ wildcard_constraints:
 localrules:
     preflight,
     preflight_gate,
+    store_open,
     stage,
     staged_all,
     publish,
@@ -255,6 +256,11 @@ def stage_inputs(wildcards):
 
 
 def upload_inputs(wildcards):
+    """What an upload waits for (:func:`upload_needs`), and its store_open job's token."""
+    return upload_needs(wildcards) | {"store_open": store_open_of(wildcards, "upload")}
+
+
+def upload_needs(wildcards):
     """One record per layout (the stage rule's), so a large sweep's uploads do not each
     depend on every file's records (a DAG of tens of thousands of edges); and the marker
     that every layout is staged, so rounds are not cut short by data still being made. The
@@ -303,6 +309,37 @@ def upload_of(wildcards):
 
 
 def download_inputs(wildcards):
+    """What a download waits for (:func:`download_needs`), and its store_open job's token."""
+    return download_needs(wildcards) + [store_open_of(wildcards, "download")]
+
+
+def store_open_of(wildcards, direction):
+    """The token a measurement's store_open job leaves (site.breaker.open_token): ancient,
+    so the job that left it never makes its transfer run again."""
+    return ancient(breaker.open_token(record(measurement_of(wildcards, direction))))
+
+
+def store_open_inputs(wildcards):
+    """What a measurement's store_open job waits for: what its transfer waits for, so that
+    it runs just before the transfer (with the same network resource and priority), all
+    ancient: it runs once per measurement, never again for them."""
+    if wildcards.direction == "upload":
+        needs = list(upload_needs(wildcards).values())
+    else:
+        needs = download_needs(wildcards)
+    files = [f for v in needs for f in (v if isinstance(v, list) else [v])]
+    return [ancient(f) for f in files]
+
+
+def store_open_priority(wildcards):
+    return transfer_priority(wildcards.direction)(wildcards)
+
+
+def store_open_spec(wildcards):
+    return spec_json(wildcards.direction)(wildcards)
+
+
+def download_needs(wildcards):
     """Preflight first; with site: all, also the upload of the copy it reads (a retried
     upload measures its downloads again). Params and the preflight do not depend on which
     sites a run names, so switching between site=<name> and site=all measures nothing

@@ -29,6 +29,39 @@ rule staged_all:
         "printf '%s\\n' {input} > {output} 2> {log}"
 
 
+# Just before each measurement, on the submitting host: its store's breaker opened during
+# this run fails this job at once, naming it, so Snakemake never submits the transfer that
+# needs it (keep-going runs the rest; cloudbench.site.breaker).
+rule store_open:
+    input:
+        store_open_inputs,
+    output:
+        breaker.open_token(copy_pattern(paths.transfer_record)),
+    log:
+        paths.job_log(
+            RESULTS,
+            W["site"],
+            "store_open",
+            "{direction}",
+            W["remote"],
+            W["layout"],
+            W["setting"],
+            f"r{W['repeat']}",
+        ),
+    wildcard_constraints:
+        direction="upload|download",
+    priority: store_open_priority
+    conda:
+        "../../envs/cloudbench.yaml"
+    resources:
+        network=1,
+    params:
+        spec=store_open_spec,
+    shell:
+        "$CLOUDBENCH_PYTHON -m cloudbench.site.breaker --spec {params.spec:q}"
+        ' --run-spec "$CLOUDBENCH_RUN_SPEC" --out {output} 2> {log}'
+
+
 rule upload:
     input:
         unpack(upload_inputs),

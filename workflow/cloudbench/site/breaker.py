@@ -13,9 +13,14 @@ Once ``after_failures`` failures in a row are counted the breaker is *open*:
 * a measurement of that remote at that site records "not measured: store ... down" at
   once, without a request, unless its last check is older than ``probe_every_s`` (a new
   run, or a store back after a pause), when it spends one cheap listing on finding out;
-* the Snakemake process (:func:`watch`) ends the run gracefully, so no further batch job
-  is submitted for it (``on_open: stop``, the default); with ``on_open: wait`` a job instead
-  checks the store with growing pauses for at most ``wait_s`` since the outage began, then
+* no further measurement of that remote at that site is started in this run (``on_open:
+  stop``, the default), through Snakemake's own rule for a failed job (keep-going runs
+  what does not depend on it): before each measurement a local job of the ``store_open``
+  rule, never submitted to a scheduler, fails at once naming the breaker (:func:`main`),
+  so the transfer that needs it is never submitted; a transfer that finds the breaker open
+  fails at once too, without a request (:func:`refused`). The other remotes and sites go
+  on; the run ends non-zero, naming the store. With ``on_open: wait`` a job instead checks
+  the store with growing pauses for at most ``wait_s`` since the outage began, then
   measures, or records that it did not.
 
 Why a count and not the first failure: a single refused connection is what a store's
@@ -27,7 +32,6 @@ batch jobs, and an outage outlives any one of them.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -265,41 +269,64 @@ def opened_since(
     return None
 
 
-def watch(
-    places: list[tuple[str, str, str]],
-    policy: Policy,
-    on_open: Callable[[State], None],
-    interval_s: float = WATCH_INTERVAL_S,
-) -> threading.Event:
-    """In the process that submits the jobs: call ``on_open(state)`` once, as soon as a
-    breaker of ``places`` opens during this run. Returns the event that stops watching."""
-    stop = threading.Event()
-    started = time.time()
-
-    def loop() -> None:
-        while not stop.wait(interval_s):
-            state = opened_since(places, policy, started)
-            if state is not None:
-                on_open(state)
-                return
-
-    threading.Thread(target=loop, name="cloudbench-breaker", daemon=True).start()
-    return stop
+def refused(scratch: str | Path, site: str, remote: str, policy: Policy) -> State | None:
+    """The breaker that keeps a measurement of ``remote`` at ``site`` from starting: open,
+    opened (or found still open) during this run, and ``store_down`` says stop. None: go
+    (then :func:`gate` decides whether to ask the store once). Outside a run (no run spec:
+    ``run_started_epoch`` 0) nothing is refused here: a job run by hand asks the store."""
+    if policy.waits or not policy.run_started_epoch:
+        return None
+    return opened_since([(scratch, site, remote)], policy, policy.run_started_epoch)
 
 
-def stop_submitting(state: State, stop: Callable[[], None]) -> None:
-    """End the run as Snakemake ends one on SIGTERM (``stop``: its scheduler's graceful
-    stop, cloudbench.site.snakemake_internals): no job is submitted any more, running ones
-    finish, then onerror says how it stopped (with the breaker's line)."""
+def refusal(state: State) -> str:
+    """The one line of a measurement the open breaker kept from starting."""
+    return (
+        f"not started: {state.describe()}; not tried again this run (store_down); "
+        "rerun once it is back (finished measurements are kept)"
+    )
+
+
+def open_token(record: str) -> str:
+    """What the ``store_open`` job of a measurement leaves when the store may be asked:
+    beside the measurement's record, an input of its transfer."""
+    return record.removesuffix(".json") + ".store-open"
+
+
+def policy_of_run(run: Any) -> Policy:
+    """The campaign's store_down as the run's spec (campaign.jobs.RunSpec) says it."""
+    sd = run.store_down
+    return Policy(
+        after_failures=sd.after_failures,
+        stall_s=sd.stall_s or 0.0,
+        wait_s=sd.wait_s,
+        run_started_epoch=run.run_started_epoch,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``store_open`` rule's command (``python -m cloudbench.site.breaker``), run on
+    the submitting host just before its measurement would be submitted: exit 2 with the
+    breaker's one line when :func:`refused`, else leave the token (``--out``)."""
+    import argparse
     import sys
 
-    print(
-        f"cloudbench: {state.describe()}: no more measurements of it are started; "
-        "the run ends once the running jobs finish",
-        file=sys.stderr,
-        flush=True,
-    )
-    stop()
+    from cloudbench.campaign.jobs import read_run
+    from cloudbench.campaign.spec import TransferSpec
+
+    parser = argparse.ArgumentParser(prog="python -m cloudbench.site.breaker")
+    parser.add_argument("--spec", required=True, help="the measurement's transfer spec")
+    parser.add_argument("--run-spec", required=True, help="the run's spec")
+    parser.add_argument("--out", required=True, help="the token to leave when it may start")
+    a = parser.parse_args(argv)
+    spec = TransferSpec.from_json(a.spec)
+    state = refused(spec.scratch, spec.site, spec.remote, policy_of_run(read_run(a.run_spec)))
+    if state is not None:
+        print(f"cloudbench store_open: {refusal(state)}", file=sys.stderr)
+        return 2
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).touch()
+    return 0
 
 
 def summary(places: Iterable[tuple[str | Path, str]], policy: Policy) -> list[str]:
@@ -310,3 +337,9 @@ def summary(places: Iterable[tuple[str | Path, str]], policy: Policy) -> list[st
         if state is not None and state.is_open(policy):
             lines.append(state.describe())
     return lines
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -2,9 +2,11 @@
 onsuccess hooks (workflow/rules/common.smk) call one function each of this module.
 
 Starting: refuse a run that cannot work (a scheduler variable unset, several clients with no
-launcher, one allocation without its group setting) before anything is submitted; watch the
-stores' breakers; say each failed job in one line. Ending: keep the transfers that finished
-while Snakemake stopped, say what a stopped run leaves and what to do, one line each.
+launcher, one allocation without its group setting) before anything is submitted. Ending:
+name the transfers that finished while Snakemake stopped (kept: cloudbench.measure.ledger),
+the stores whose breaker opened, what a stopped run leaves and what to do, one line each.
+A store that stops answering needs nothing here: its jobs fail, and Snakemake's own rule
+for a failed job keeps what needs them from being submitted (cloudbench.site.breaker).
 Snakemake skips onerror when a run ends in an exception (Ctrl-C landing while it evaluates
 a job's resources: an InputFunctionException), so :func:`started` also registers the end
 at exit; whichever comes first says it, once.
@@ -13,7 +15,6 @@ at exit; whichever comes first says it, once.
 from __future__ import annotations
 
 import atexit
-import functools
 import os
 import sys
 import time
@@ -25,7 +26,7 @@ from typing import Any
 from cloudbench.campaign import jobs, paths, precision, tune
 from cloudbench.campaign.model import Campaign, Measurement
 from cloudbench.campaign.schema import stop
-from cloudbench.site import breaker, jobenv, snakemake_internals
+from cloudbench.site import breaker, jobenv
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,6 @@ def started(
     jobs.write_run(run.spec_path, jobs.run(c, time.time()))
     jobenv.compile_package(Path(workflow.basedir) / "cloudbench")
     atexit.register(stopped, run)
-    # a store that stops answering ends the run: no job is submitted for it (site.breaker)
-    if not c.store_down.wait_s:
-        end = functools.partial(snakemake_internals.stop_scheduling, workflow)
-        on_open = functools.partial(breaker.stop_submitting, stop=end)
-        breaker.watch(breaker_places(c), store_down_policy(c), on_open)
 
 
 def stopped(run: Run) -> None:
