@@ -34,8 +34,16 @@ def test_a_profile_named_by_path_or_name_declares_the_group(tmp_path):
     env = {"SNAKEMAKE_PROFILE": str(site)}
     argv = ["--workflow-profile", str(plain), "--group-components", "transfers=2", "data=10"]
     assert declared_group_components(argv, env, tmp_path, []) == {"transfers": 2, "data": 10}
-    # a profile without it, one that cannot be found: nothing declared, and the run stops
-    for argv in (["--profile", str(plain)], ["--profile", "nowhere"]):
-        said = group_problem(True, "transfers", declared_group_components(argv, {}, tmp_path, []))
-        assert said is not None and "group-components: [transfers=100000]" in said
+    # a name relative to where the command was typed ($PWD), not to --directory's
+    typed = {"PWD": str(tmp_path)}
+    assert declared_group_components(["--profile", "site"], typed, user, []) == {
+        "transfers": 100000
+    }
+    # a profile without it: nothing declared, and the run stops with the line to add
+    declared = declared_group_components(["--profile", str(plain)], {}, tmp_path, [])
+    said = group_problem(True, "transfers", declared)
+    assert said is not None and "group-components: [transfers=100000]" in said
     assert group_problem(False, "transfers", {}) is None
+    # one Snakemake found where this cannot: nothing can be told (no run is refused for it)
+    assert declared_group_components(["--profile", "nowhere"], {}, tmp_path, []) is None
+    assert declared_group_components(["--workflow-profile", "none"], {}, tmp_path, []) == {}

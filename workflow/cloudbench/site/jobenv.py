@@ -132,19 +132,27 @@ GROUP_COMPONENTS_OPTION = "group-components"
 
 def declared_group_components(
     argv: Sequence[str], env: Mapping[str, str], cwd: Path, config_dirs: Sequence[Path]
-) -> dict[str, int]:
+) -> dict[str, int] | None:
     """The run's ``group-components`` as its command line and profiles declare them, read
     as Snakemake documents both (no setting of the running Snakemake is read): the
     ``--group-components GROUP=N ...`` option, and the ``group-components`` key of every
     profile named by ``--profile``, ``--workflow-profile`` or ``$SNAKEMAKE_PROFILE`` (a
-    directory's ``config*.yaml``; a name is looked up in ``cwd`` and ``config_dirs``, the
-    user's and the site's snakemake config folders). A profile that cannot be found
-    declares nothing; later declarations win, the command line last."""
+    directory's ``config*.yaml``; a relative name is looked up in ``cwd``, the directory
+    the command was typed in (``$PWD``: ``--directory`` moved Snakemake since) and
+    ``config_dirs``, the user's and the site's snakemake config folders). Later
+    declarations win, the command line last. None when a profile Snakemake found cannot be
+    found here: then nothing can be told, and no run is refused for it."""
     profiles = [env["SNAKEMAKE_PROFILE"]] if env.get("SNAKEMAKE_PROFILE") else []
     profiles += _option_values(argv, "profile") + _option_values(argv, "workflow-profile")
+    bases = [cwd, *([Path(env["PWD"])] if env.get("PWD") else [])]
     declared: dict[str, int] = {}
     for name in profiles:
-        for config in _profile_configs(name, cwd, config_dirs):
+        if name == "none":  # --workflow-profile none: no workflow profile
+            continue
+        configs = _profile_configs(name, bases, config_dirs)
+        if configs is None:
+            return None
+        for config in configs:
             declared |= _group_counts(config.get(GROUP_COMPONENTS_OPTION))
     return declared | _group_counts(_option_values(argv, GROUP_COMPONENTS_OPTION))
 
@@ -174,12 +182,14 @@ def _option_values(argv: Sequence[str], option: str) -> list[str]:
     return values
 
 
-def _profile_configs(name: str, cwd: Path, config_dirs: Sequence[Path]) -> list[dict]:
-    """The YAML of a profile's config files (none when it cannot be found)."""
+def _profile_configs(
+    name: str, bases: Sequence[Path], config_dirs: Sequence[Path]
+) -> list[dict] | None:
+    """The YAML of a profile's config files; None when it cannot be found."""
     import yaml
 
-    given = Path(name) if Path(name).is_absolute() else cwd / name
-    places = [given] if given.exists() else [Path(d) / name for d in config_dirs]
+    given = [Path(name)] if Path(name).is_absolute() else [b / name for b in bases]
+    places = [p for p in given if p.exists()] or [Path(d) / name for d in config_dirs]
     for place in places:
         files = [place] if place.is_file() else sorted(place.glob("config*.yaml"))
         found = []
@@ -189,7 +199,7 @@ def _profile_configs(name: str, cwd: Path, config_dirs: Sequence[Path]) -> list[
                 found.append(data if isinstance(data, dict) else {})
         if files:
             return found
-    return []
+    return None
 
 
 def _group_counts(entries: object) -> dict[str, int]:

@@ -77,7 +77,9 @@ def started(
     components = jobenv.declared_group_components(
         sys.argv[1:], os.environ, Path.cwd(), jobenv.snakemake_config_dirs(os.environ)
     )
-    if problem := jobenv.group_problem(one_allocation, transfer_group, components):
+    if components is not None and (
+        problem := jobenv.group_problem(one_allocation, transfer_group, components)
+    ):
         stop(problem)
     if missing := jobenv.missing_variables(config.get("required_env")):
         stop(
