@@ -68,6 +68,7 @@ def demo_report(tmp_path_factory):
         cfg = write_config(workdir, config)
         run = snakemake(workdir, cfg)
         assert run.returncode == 0, run.stderr[-3000:]
+        (workdir / "terminal.txt").write_text(run.stderr)  # what the user saw (test_e2e)
         rep = snakemake(workdir, cfg, "--report", str(report))
         assert rep.returncode == 0, rep.stderr[-3000:]
         done.write_text(yaml.safe_dump(config))

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests.infra.e2e import check_campaign
+from tests.infra.terminal import measurement_lines
 from tests.infra.workflow import snakemake
 
 pytestmark = [pytest.mark.full, pytest.mark.slow]
@@ -32,6 +33,30 @@ def test_demo_campaign_end_to_end(demo_report):
     assert (copy / "objects/demo-001.bin/demo-001.bin.0005").stat().st_size == 4 * 2**20
     assert report.stat().st_size > 50_000
     assert (workdir / "results/demo/status.txt").read_text() == "all measurements ok\n"
+    # the terminal shows the campaign (cloudbench.site.terminal): a header, one line per
+    # measurement with its record's rate (a download's with its verification), progress
+    # lines with the time left, the summary; about N + 20 lines for N measurements
+    text = (workdir / "terminal.txt").read_text()
+    lines = text.splitlines()
+    assert len(lines) <= len(df) + 20, text
+    assert [ln for ln in lines if ln.startswith("cloudbench: campaign ")] == [
+        f"cloudbench: campaign demo at tesseract, tursa: {len(df)} measurements to make "
+        "(9 uploads, 18 downloads), 0 recorded already"
+    ], text
+    measured = measurement_lines(text)
+    assert len(measured) == len(df), text
+    assert len({(m["site"], m["direction"], m["layout"], m["repeat"]) for m in measured}) == len(df)
+    for m in measured:  # each line's rate is its own record's, to the tenth it is printed to
+        record = json.loads(
+            (workdir / "results/demo/sites" / m["site"] / "transfers" / m["direction"]
+             / m["remote"] / m["layout"] / m["setting"] / f"r{m['repeat']}.json").read_text()
+        )  # fmt: skip
+        assert abs(m["rate"] - record["mb_per_s"]) <= 0.05 + 1e-9, (m["line"], record["mb_per_s"])
+        assert m["said"].endswith("ok, verified" if m["direction"] == "download" else "ok")
+    progress = [ln for ln in lines if f" of {len(df)} measurements, " in ln]
+    assert progress and all(ln.endswith(" left") for ln in progress), text
+    assert lines[-1].startswith(f"cloudbench: {len(df)} measurements made in this run (all ok)")
+    assert "tables in results/demo" in lines[-1] and "--report results/demo/report.html" in text
     # a second run measures nothing again
     again = snakemake(workdir, workdir / "campaign.yaml", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr

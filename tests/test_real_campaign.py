@@ -364,7 +364,7 @@ def test_a_failed_record_snakemake_never_registered_is_measured_again(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     out = again.stdout + again.stderr
     assert [(m["site"], m["direction"]) for m in measurement_lines(out)] == [("edi", "download")]
-    log = full_log(tmp_path)  # Snakemake's own account of why
+    log = full_log(tmp_path, out)  # Snakemake's own account of why
     assert "rule download" in log and "Updated input files" in log, out[-3000:]
     redone = json.loads(down.read_text())
     assert redone["status"] == "ok" and redone["started_utc"] != ok["started_utc"]

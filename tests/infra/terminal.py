@@ -29,8 +29,12 @@ def measurement_lines(text: str) -> list[dict[str, Any]]:
     return found
 
 
-def full_log(workdir: Path) -> str:
-    """The newest run's full log (``.snakemake/log``): Snakemake's own report of every job,
-    which the terminal names in its summary instead of printing."""
-    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
-    return logs[-1].read_text() if logs else ""
+_FULL_LOG = re.compile(r"; full log: (?P<path>\S+)$", re.MULTILINE)
+
+
+def full_log(workdir: Path, text: str) -> str:
+    """The run's full log (``.snakemake/log``), which its terminal ``text`` names in its
+    summary: Snakemake's own report of every job it ran; empty when it names none (no job
+    ran)."""
+    m = _FULL_LOG.search(text)
+    return (workdir / m["path"]).read_text() if m else ""
