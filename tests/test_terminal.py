@@ -100,14 +100,18 @@ def test_a_job_killed_by_a_signal_says_so(tmp_path):
         "Command 'set -euo pipefail; cloudbench upload ...' returned non-zero exit status 1.",
     ):
         records += [_failed_command(exc), _job_error([str(job_log)])]
-    records.append(_job_error([str(job_log)]))  # no report before
+    other_log = tmp_path / "r2.log"
+    other_log.write_text("upload plain r2: 1.0 MB of 16.8 MB (6%)\n")
+    records += [_failed_command(exc), _job_error([str(job_log)])]  # the same words again
+    records.append(_job_error([str(other_log)]))  # no report before
     said = "s3cmd-1x1: 2 min 10 s elapsed (this client reports no progress)"
     assert _shown(t, *records) == [
         f"failed: rule upload: killed by SIGKILL: {said} (log: {job_log})",
         f"failed: rule upload: killed by SIGKILL (exit status 137): {said} (log: {job_log})",
         f"failed: rule upload: {said} (log: {job_log})",
-        f"failed: rule upload: {said} (log: {job_log})",
+        f"failed: rule upload: upload plain r2: 1.0 MB of 16.8 MB (6%) (log: {other_log})",
     ]
+    assert t.same_again == 1
     assert terminal.killed_by("returned non-zero exit status 200") is None  # no such signal
     assert terminal.killed_by("returned non-zero exit status 130") is None  # Ctrl-C: said
 
@@ -463,3 +467,31 @@ def test_a_download_whose_verify_never_ends_well_says_so(tmp_path, monkeypatch):
         "verification not known",
         "cloudbench: 2 measurements made in this run (all ok); 1 job failed",
     ]
+
+
+@pytest.mark.unit
+def test_an_open_breaker_is_said_once(tmp_path):
+    """A store that stops answering: every measurement of it left is refused by a job of
+    its own (its store_open job), each saying the same; the terminal says it once and counts
+    the others in its summary."""
+    t = terminal.CampaignTerminal()
+    refused = "cloudbench store_open: not started: store 'main' (s3t:) has not answered since"
+    logs = []
+    for r in range(1, 5):
+        log = tmp_path / f"store_open-r{r}.log"
+        log.write_text(refused + "\n")
+        logs.append(log)
+    shown = _shown(
+        t,
+        _job(1, "store_open", [Path("x.store-open")]),
+        *[
+            _record("Error in rule store_open", logging.ERROR, event=LogEvent.JOB_ERROR,
+                    rule_name="store_open", rule_msg=None, jobid=r, log=[str(log)])
+            for r, log in enumerate(logs, 1)
+        ],
+    )  # fmt: skip
+    assert shown[1:] == [f"failed: rule store_open: {refused} (log: {logs[0]})"]
+    assert t.closing()[-1] == (
+        "cloudbench: 0 measurements made in this run; 4 jobs failed (3 of them said the same "
+        "as one above)"
+    )

@@ -212,14 +212,21 @@ def header_line(
 
 
 def summary_line(
-    made: int, not_ok: int, failed_jobs: int, results: str | None, log: str | None
+    made: int,
+    not_ok: int,
+    failed_jobs: int,
+    results: str | None,
+    log: str | None,
+    same_again: int = 0,
 ) -> str:
-    """The run's last line of its own: what it measured, where the tables are, how the
+    """The run's last line of its own: what it measured, how many jobs failed (``same_again``
+    of them not shown, having said what one shown said), where the tables are, how the
     report is made, and the full log."""
     how = f" ({made - not_ok} ok, {not_ok} not ok)" if not_ok else " (all ok)" if made else ""
     parts = [f"cloudbench: {counted(made, 'measurement')} made in this run{how}"]
     if failed_jobs:
-        parts.append(f"{counted(failed_jobs, 'job')} failed")
+        again = f" ({same_again} of them said the same as one above)" if same_again else ""
+        parts.append(f"{counted(failed_jobs, 'job')} failed{again}")
     if results:  # only when the tables are there (aggregate ran, now or before)
         parts.append(
             f"tables in {results}; the report: the same command with --report {results}/report.html"
@@ -295,6 +302,7 @@ class CampaignTerminal:
     failed_jobs: int = 0
     waiting: dict[tuple[str, ...], transfer.TransferRecord] = field(default_factory=dict)
     said_once: set[str] = field(default_factory=set)
+    same_again: int = 0  # failed jobs not shown: they said what one shown said
     log: str | None = None
     # Snakemake reports a local job's failed shell command (the exception, whose text says a
     # signal) just before the job error: kept for that job's line
@@ -352,6 +360,7 @@ class CampaignTerminal:
                     self.failed_jobs,
                     self.results if tables else None,
                     self.log,
+                    self.same_again,
                 )
             )
         return out
@@ -437,7 +446,13 @@ class CampaignTerminal:
         self.failed_jobs += 1
         job = self.jobs.pop(int(info.get("jobid", -1)), None)
         logs = [str(p) for p in info.get("log") or []]
-        out = [job_error_line(f"rule {info.get('rule_name')}", logs, info.get("rule_msg"), cause)]
+        line = job_error_line(f"rule {info.get('rule_name')}", logs, info.get("rule_msg"), cause)
+        said = line.partition(" (log: ")[0]
+        # the same words again (an open breaker refuses every measurement of its store, each
+        # through a job of its own): said once, the others counted in the summary
+        out = [] if said in self.said_once else [line]
+        self.said_once.add(said)
+        self.same_again += 0 if out else 1
         if job is not None and job.rule in MEASURING:
             self.made += 1
             self.not_ok += 1
