@@ -71,7 +71,15 @@ def test_job_killed_by_slurm_is_failed_not_waited_on(slurm_cluster, tmp_path, de
         proc, slurm_cluster, "upload", lambda job: slurm_cluster.run(["scancel", job.split("_")[0]])
     )
     assert returncode != 0
-    assert "failed: rule upload" in out  # one line (cloudbench.site.terminal)
+    # the campaign's terminal at a Slurm site (cloudbench.site.terminal): its header, the
+    # killed upload in one line naming its cause, about N + 20 lines for N measurements
+    failed = [ln for ln in out.splitlines() if ln.startswith("failed: rule upload")]
+    assert len(failed) == 1, out[-3000:]
+    assert failed[0].split(": ", 2)[2].partition(" (log: ")[0].strip(), failed
+    header = [ln for ln in out.splitlines() if ln.startswith("cloudbench: campaign demo at tursa")]
+    assert len(header) == 1, out[-3000:]
+    planned = int(header[0].split(": ")[2].split()[0])  # "<n> measurement(s) to make"
+    assert len(out.splitlines()) <= planned + 20, out[-3000:]
 
 
 def test_job_killed_by_pbs_is_failed_not_waited_on(slurm_cluster, tmp_path, demo_config):  # noqa: F811
@@ -115,9 +123,9 @@ def test_transfers_on_the_submit_host_where_nodes_cannot_reach_the_store(
     text = text.replace("# - transfers_on=submit_host", "- transfers_on=submit_host")
     assert "- transfers_on=submit_host" in text  # the template's line, uncommented
     (profile / "config.yaml").write_text(text)
-    run = snakemake(
-        tmp_path, cfg, "--cores", "2", profile=str(profile), env=site_env(slurm_cluster),
-        timeout=HANG_S,
+    run = snakemake(  # Snakemake's own terminal: what it submitted to Slurm, job by job
+        tmp_path, cfg, "--cores", "2", "--logger-cloudbench-full", profile=str(profile),
+        env=site_env(slurm_cluster), timeout=HANG_S,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     out = run.stdout + run.stderr
