@@ -185,9 +185,10 @@ def progress_line(done: int, total: int, failed: int, elapsed_s: float) -> str:
 
 
 def progress_due(done: int, total: int, share: float = PROGRESS_SHARE) -> bool:
-    """Whether the ``done``-th measurement of ``total`` ends a tenth of them (not the
-    last: the summary says that one)."""
-    step = max(1, math.ceil(total * share))
+    """Whether the ``done``-th measurement of ``total`` ends a tenth of them, and at least
+    two since the last (not one line per measurement in a small campaign), and is not the
+    last (the summary says that one)."""
+    step = max(2, math.ceil(total * share))
     return 0 < done < total and done % step == 0
 
 
