@@ -141,6 +141,8 @@ def test_a_group_failure_is_one_line_and_errors_keep_their_text(tmp_path):
         *[_record(stopping) for _ in range(6)],
         _record("Building DAG of jobs..."), _record("Select jobs to execute..."),
         _record("Nothing to be done (all requested files are present and up to date)."),
+        _record("Creating report..."), _record("Adding transfers.tsv (1.2 MB)."),
+        _record("Report created."), _record("Unlocked working directory."),
     )  # fmt: skip
     assert shown == [
         "failed: group of 3 jobs (upload): slurmstepd: error: *** JOB 7 CANCELLED DUE TO TIME "
@@ -149,6 +151,8 @@ def test_a_group_failure_is_one_line_and_errors_keep_their_text(tmp_path):
         locked,
         stopping,
         "Nothing to be done (all requested files are present and up to date).",
+        "Report created.",
+        "Unlocked working directory.",
     ]
     assert t.closing() == []  # no job ran: no summary
 

@@ -66,7 +66,12 @@ COPY_KEYS = ("site", "remote", "layout", "setting", "repeat")
 PROGRESS_SHARE = 0.1
 #: Snakemake's messages without an event of their own that a user needs, by how they start
 #: (the scheduler repeats its stopping message for each job that ends after it: said once)
-KEPT_INFO = ("Nothing to be done",)
+KEPT_INFO = (
+    "Nothing to be done",
+    "Report created",  # --report
+    "Unlocked working directory",  # --unlock
+    "Congratulations, your workflow is in a good condition",  # --lint
+)
 ONCE_INFO = ("Will exit after finishing currently running jobs",)
 COMPLETE_LOG = "Complete log(s): "
 
