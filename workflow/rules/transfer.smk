@@ -31,12 +31,13 @@ rule staged_all:
 
 # Just before each measurement, on the submitting host: its store's breaker opened during
 # this run fails this job at once, naming it, so Snakemake never submits the transfer that
-# needs it (keep-going runs the rest; cloudbench.site.breaker).
+# needs it (keep-going runs the rest; cloudbench.site.breaker). Its token is temp: gone once
+# the transfer has run, so a measurement run again in a later run passes it again.
 rule store_open:
     input:
         store_open_inputs,
     output:
-        breaker.open_token(copy_pattern(paths.transfer_record)),
+        temp(breaker.open_token(copy_pattern(paths.transfer_record))),
     log:
         paths.job_log(
             RESULTS,
