@@ -246,6 +246,30 @@ def test_a_client_that_moves_one_object_at_a_time_is_not_swept_over_concurrency(
     ]  # fmt: skip
 
 
+def test_s5cmds_sweep_and_search_start_at_the_two_objects_it_moves_at_least(
+    demo_config, monkeypatch
+):
+    """s5cmd --numworkers 1 moves 2 objects at once (campaign.clients.objects_at_once): a
+    sweep of 1, 2, 4 measures s5cmd at 2 and 4, named so; a search climbs 2, 4, 8."""
+    from cloudbench.campaign import tune
+
+    monkeypatch.setenv("RCLONE_CONFIG_S3X_TYPE", "s3")
+    demo_config["remote"] = "s3x:bench"
+    demo_config["tools"] = ["rclone", "s5cmd"]
+    demo_config["strategies"] = ["plain", "chunked"]
+    demo_config["concurrency"] = {"plain": [1, 2, 4], "chunked": [1, 4, 8]}
+    c = load_campaign(demo_config)
+    tursa = c.site_named("tursa")
+    assert [s.label for s in c.settings(tursa, "plain")] == [
+        "rclone-1x1", "rclone-1x2", "rclone-1x4", "s5cmd-1x2", "s5cmd-1x4",
+    ]  # fmt: skip
+    demo_config["tune"] = {"budget": "1GiB"}
+    searched = load_campaign(demo_config)
+    ladders = tune.space(searched, tursa, "s5cmd").ladders
+    assert ladders == {"plain": (2, 4), "chunked-4MiB": (2, 4, 8)}, ladders
+    assert [s.label for s in searched.settings(tursa, "plain")] == ["rclone-1x1", "s5cmd-1x2"]
+
+
 def test_sweeps_multiply_measurements_and_downloads_read_an_uploaded_copy(demo_config):
     demo_config["clients"] = [1, 2]
     demo_config["sites"]["tesseract"]["clients"] = [1, 4]

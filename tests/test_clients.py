@@ -280,8 +280,39 @@ def test_s3cmd_moves_one_object_at_a_time_and_its_record_says_so(tmp_path, monke
         remote_url="s3t:bkt", log_path=tmp_path / "r1.log", workdir=tmp_path,
     )  # fmt: skip
     plan = s3cmd.plan(job)
-    assert plan.columns["concurrency"] == 4  # what the setting asked
+    # what it does, not the 4 it was asked (campaign.clients.objects_at_once)
+    assert plan.columns["concurrency"] == 1
     assert (plan.columns["transfers"], plan.columns["connections"]) == (1, 1)
     assert plan.columns["backend"] == "s3" and plan.version == "2.4.0"
     assert SECRET not in " ".join(plan.argv) and plan.environ["AWS_SECRET_ACCESS_KEY"] == SECRET
     assert not any(k.startswith("RCLONE_CONFIG_") for k in plan.environ)
+
+
+@pytest.mark.unit
+def test_s5cmd_asked_for_one_object_at_a_time_is_run_and_recorded_at_the_two_it_moves(
+    tmp_path, monkeypatch
+):
+    """s5cmd's --numworkers has a floor of 2 (its parallel manager's minNumWorkers): through a
+    link capped per connection, --numworkers 1 carried 2 connections at their cap, as 2 did.
+    So a job asked for 1 runs --numworkers 2 and its record says 2 objects in flight; a
+    campaign's sweep names it s5cmd-1x2 (tests/test_campaign.py)."""
+    from cloudbench.measure.clients import load
+    from cloudbench.measure.clients.base import CopyJob
+
+    s5cmd = load("s5cmd")
+    for key, value in {"TYPE": "s3", "ENDPOINT": "http://127.0.0.1:9",
+                       "ACCESS_KEY_ID": "AKIAS5", "SECRET_ACCESS_KEY": SECRET}.items():  # fmt: skip
+        monkeypatch.setenv(f"RCLONE_CONFIG_S3T_{key}", value)
+    monkeypatch.setattr(type(s5cmd), "find", lambda self: "s5cmd")
+    monkeypatch.setattr(type(s5cmd), "version", lambda self, binary: "2.3.0")
+    for objects, in_flight in ((("a", "b", "c"), 2), (("a",), 1)):
+        job = CopyJob(
+            direction="upload", strategy="plain", src="/data", dst="s3t:bkt/p",
+            objects=objects, expected_bytes=3, object_bytes=1, threads=1,
+            remote_url="s3t:bkt", log_path=tmp_path / "r1.log", workdir=tmp_path,
+        )  # fmt: skip
+        plan = s5cmd.plan(job)
+        argv = plan.argv
+        assert argv[argv.index("--numworkers") + 1] == "2", argv
+        assert plan.columns["concurrency"] == 2
+        assert plan.columns["connections"] == plan.columns["objects_in_flight"] == in_flight

@@ -12,6 +12,7 @@ campaign file against it without importing any client's code.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -28,10 +29,13 @@ class ClientInfo:
     # runs under the campaign's rclone.flags, so a --bwlimit there caps each of its
     # processes (the report says a clients sweep then shows the cap, not the store)
     capped_by_rclone_flags: bool = False
-    # moves several objects at once, as many as the setting's concurrency; False (s3cmd):
-    # one at a time whatever it is asked, so it is measured at concurrency 1 only (a sweep
-    # would run the same command again under another label)
-    objects_at_once: bool = True
+    # How many objects it moves at once, whatever concurrency it is asked: (fewest, most),
+    # most None for no limit; a setting is named by what the client does, never by a knob
+    # value it does not honour. s3cmd moves one at a time (1, 1): a sweep would run the same
+    # command again under another label. s5cmd moves at least 2 (its parallel manager's
+    # floor, minNumWorkers): --numworkers 1 moved 2 objects at once through a link capped
+    # per connection, both at their cap, as --numworkers 2 did (2026-11-28).
+    objects_at_once: tuple[int, int | None] = (1, None)
 
 
 REGISTRY: dict[str, ClientInfo] = {
@@ -44,10 +48,12 @@ REGISTRY: dict[str, ClientInfo] = {
             counts_own_bytes=True,
             capped_by_rclone_flags=True,
         ),
-        ClientInfo("s5cmd", "cloudbench.measure.clients.s5cmd", s3_only=True),
+        ClientInfo(
+            "s5cmd", "cloudbench.measure.clients.s5cmd", s3_only=True, objects_at_once=(2, None)
+        ),
         ClientInfo("aws", "cloudbench.measure.clients.aws", s3_only=True),
         ClientInfo(
-            "s3cmd", "cloudbench.measure.clients.s3cmd", s3_only=True, objects_at_once=False
+            "s3cmd", "cloudbench.measure.clients.s3cmd", s3_only=True, objects_at_once=(1, 1)
         ),
         ClientInfo("command", "cloudbench.measure.clients.command", needs_template=True),
     )
@@ -69,6 +75,29 @@ def info_of(name: str) -> ClientInfo:
         return REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown client {name!r}: use one of {', '.join(NAMES)}") from None
+
+
+def objects_at_once(name: str, asked: int) -> int:
+    """The objects ``name`` moves at once when asked for ``asked`` (its registry's range;
+    a client the registry does not know: what it is asked)."""
+    fewest, most = REGISTRY[name].objects_at_once if name in REGISTRY else (1, None)
+    return max(fewest, asked if most is None else min(most, asked))
+
+
+def concurrency_values(name: str, asked: Iterable[int | None]) -> tuple[int | None, ...]:
+    """A sweep's concurrency values as ``name`` honours them, each once, in the order asked;
+    None (the job's threads, "auto") is kept where the client has a range: the job applies
+    it when it knows its threads."""
+    fewest, most = REGISTRY[name].objects_at_once if name in REGISTRY else (1, None)
+    out: list[int | None] = []
+    for value in asked:
+        if value is None:  # "auto", unless the client has one value only (s3cmd: 1)
+            done = fewest if fewest == most else None
+        else:
+            done = objects_at_once(name, value)
+        if done not in out:
+            out.append(done)
+    return tuple(out)
 
 
 def capped_by_rclone_flags(name: str) -> bool:

@@ -156,25 +156,25 @@ class Campaign:
         return dict(self.concurrency).get(strategy, (None,))
 
     def settings(self, site: Site, strategy: str) -> list[Setting]:
-        """Every tool x clients x concurrency combination a site measures for a strategy; a
-        client that moves one object at a time (s3cmd) at concurrency 1 only: every value of
-        the sweep would run the same command. In the tuning mode, the first round's: each
-        tool at the fewest clients and concurrency (the search decides the rest)."""
+        """Every tool x clients x concurrency combination a site measures for a strategy,
+        each concurrency as the tool honours it (campaign.clients.objects_at_once: s3cmd at
+        1 only, every value of the sweep would run the same command; s5cmd from 2). In the
+        tuning mode, the first round's: each tool at the fewest clients and concurrency (the
+        search decides the rest)."""
         if self.tune is not None:  # a search starts at the fewest clients and connections
             return [
-                Setting(t, min(site.clients), min(self.concurrency_of(strategy)))
-                if clients.REGISTRY[t].objects_at_once
-                else Setting(t, min(site.clients), 1)
+                Setting(t, min(site.clients), min(self._concurrency(t, strategy)))
                 for t in self.tools_for(strategy)
             ]
         return [
             Setting(t, n, c)
             for t in self.tools_for(strategy)
             for n in site.clients
-            for c in (
-                self.concurrency_of(strategy) if clients.REGISTRY[t].objects_at_once else (1,)
-            )
+            for c in self._concurrency(t, strategy)
         ]
+
+    def _concurrency(self, tool: str, strategy: str) -> tuple[int | None, ...]:
+        return clients.concurrency_values(tool, self.concurrency_of(strategy))
 
     def template_for(self, tool: str) -> str | None:
         """The command template for a tool whose command line it is, None for the others

@@ -38,16 +38,16 @@ def searches(campaign: Any, site: Any) -> list[tuple[str, str, str]]:
 
 
 def space(campaign: Any, site: Any, tool: str) -> Space:
-    """One search's space: the layouts the tool moves, each strategy's concurrency values
-    (1 only for a client that moves one object at a time), the site's client counts."""
+    """One search's space: the layouts the tool moves, each strategy's concurrency values as
+    the tool honours them (1 only for s3cmd, from 2 for s5cmd: it climbs what the tool
+    opens), the site's client counts."""
     layouts = [lay for lay in campaign.layouts if tool in campaign.tools_for(lay.strategy)]
-    one_at_a_time = not clients.REGISTRY[tool].objects_at_once
     return Space(
         layouts=tuple(lay.label for lay in layouts),
         ladders={
-            lay.label: (1,)
-            if one_at_a_time
-            else tuple(sorted(campaign.concurrency_of(lay.strategy)))
+            lay.label: tuple(
+                sorted(clients.concurrency_values(tool, campaign.concurrency_of(lay.strategy)))
+            )
             for lay in layouts
         },
         clients=tuple(sorted(site.clients)),

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cloudbench.binaries import Binary, BinaryError, find, version_or_none
+from cloudbench.campaign.clients import objects_at_once
 from cloudbench.measure.arrival import MOVED_FROM_LISTING, read_listing
 from cloudbench.measure.rclonelog import network_cause as go_network_cause
 from cloudbench.measure.series import Point
@@ -435,18 +436,20 @@ class ExternalClient:
         return timed_evidence(kept)
 
     def plan(self, job: CopyJob) -> Plan:
+        # what the client honours (campaign.clients.objects_at_once): its argv and the
+        # record's columns say the objects it moves at once, not a knob value it overrides
+        conc = objects_at_once(self.name, max(1, job.threads))
         cmd = self.command(
             CopyRequest(
                 job.src,
                 job.dst,
-                concurrency=max(1, job.threads),
+                concurrency=conc,
                 workdir=job.workdir,
                 files=list(job.objects),
                 template=job.template,
             )
         )
         version = self.version(cmd.argv[0])
-        conc = max(1, job.threads)
         in_flight = min(conc, len(job.objects)) or 1
         download = job.direction == "download"
         return Plan(

@@ -15,17 +15,14 @@ measurement's log: one line per object (or part) with its bytes and seconds.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from cloudbench.binaries import Binary
 from cloudbench.measure.clients.base import (
     TIMED_BY_OBJECT_SECONDS,
-    CopyJob,
     Evidence,
     Kept,
-    Plan,
 )
 from cloudbench.measure.clients.s3 import S3Access, S3Client, S3Copy
 
@@ -105,11 +102,6 @@ class S3cmd(S3Client):
             files[names] = "".join(f"^{re.escape(n)}$\n" for n in copy.files)
             argv += ["--exclude", "*", "--rinclude-from", str(names)]
         return [*argv, *pair], {}, files
-
-    def plan(self, job: CopyJob) -> Plan:
-        plan = super().plan(job)
-        one = {"transfers": 1, "objects_in_flight": 1, "streams_per_object": 1, "connections": 1}
-        return replace(plan, columns={**plan.columns, **one})
 
     def evidence(self, kept: Kept) -> Evidence:
         """Its own output says both: each object's bytes and seconds (one at a time, so the
