@@ -1,0 +1,62 @@
+"""Every tool's rows say the connections the link carried (issue #49: s5cmd's settings said
+fewer than it opens). Through a link that caps each connection (tests/infra/shaper.py), a
+campaign measures rclone and s5cmd each asked for one object at a time; the link's own record
+of each row's seconds counts the connections held at their cap, and the row's ``connections``
+column must be that count: rclone-1x1 carries 1, s5cmd (whose --numworkers never goes below 2)
+is named s5cmd-1x2 and carries 2. Both counts come from the same seconds, so a slow machine
+changes neither."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pandas as pd
+import pytest
+
+from tests.infra.s3 import serve_s3
+from tests.infra.shaper import UP, shaping_proxy
+from tests.infra.workflow import BIN, snakemake, write_config
+
+pytestmark = [pytest.mark.full, pytest.mark.slow]
+PER_CONNECTION, TOTAL = 1e6, 16e6  # bytes/s: only each connection's own cap binds
+
+
+def _config() -> dict:
+    return {
+        "campaign": "conns",
+        "remote": "capped:",
+        "bucket": "conns",
+        "dataset": {"files": 4, "size": "512KiB"},  # 2 MiB: 2 s at one connection's cap
+        "strategies": ["plain"],
+        "concurrency": {"plain": 1},
+        "tools": ["rclone", "s5cmd"],
+        "repeats": 1,
+        "sites": {"lab": {"upload": True, "download": False, "scratch": "scratch"}},
+    }
+
+
+def _epoch(utc: str) -> float:
+    return datetime.fromisoformat(utc.replace("Z", "+00:00")).timestamp()
+
+
+def test_each_tools_rows_state_the_connections_the_link_carried(tmp_path):
+    path = write_config(tmp_path, _config())
+    with (
+        serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3,
+        shaping_proxy(s3.port, PER_CONNECTION, TOTAL) as link,
+    ):
+        env = s3.client_env("CAPPED") | {
+            "RCLONE_CONFIG_CAPPED_ENDPOINT": f"http://127.0.0.1:{link.port}"
+        }
+        run = snakemake(tmp_path, path, env=env)
+        assert run.returncode == 0, run.stderr[-3000:]
+        rows = pd.read_csv(tmp_path / "results/conns/transfers.tsv", sep="\t")
+        assert sorted(rows["setting"]) == ["rclone-1x1", "s5cmd-1x2"], rows["setting"]
+        for row in rows.to_dict("records"):
+            t0 = _epoch(row["started_utc"])
+            w = link.window(UP, t0, t0 + row["seconds"])
+            # a connection held at its own cap for at least half the copy carried it
+            carried = sum(busy >= 0.5 * w.seconds for busy in w.connection_busy_s)
+            print(f"{row['setting']}: {row['connections']} said, {carried} carried; {w}")
+            assert row["connections"] == carried, (row["setting"], w)
+            assert row["bytes_moved"] <= w.bytes <= 1.05 * row["bytes_moved"], w
