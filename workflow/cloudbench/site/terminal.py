@@ -12,10 +12,13 @@ Snakemake logs to :class:`CampaignTerminal`, which says instead:
   the record reader every other step uses: site, direction, remote, layout, repeat, setting,
   size, seconds, rate and status, and for a download whether its verify step found the
   bytes intact (the line waits for that step, which runs right after it);
-- a progress line every tenth of the measurements, with an estimate of the time left;
-- each failed job in one line naming its cause (:func:`job_error_line`); Snakemake's own
-  messages a user acts on (nothing to be done, an error with its text, a locked directory,
-  the scheduler's "will exit after finishing currently running jobs", once);
+- a progress line every tenth of the measurements (every second one at most), with an
+  estimate of the time left;
+- each failed job in one line naming its cause (:func:`job_error_line`), once for the same
+  words (an open breaker refuses every measurement of its store, each through a job of its
+  own: the others are counted in the summary); Snakemake's own messages a user acts on
+  (nothing to be done, an error with its text, a locked directory, the scheduler's "will
+  exit after finishing currently running jobs"), each once;
 - a summary when the run ends: what it measured and where the tables, the report and the
   run's full log are.
 
