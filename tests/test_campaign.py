@@ -56,6 +56,48 @@ def test_remote_paths(demo_config):
     assert c.remote_prefix(c.remote_named("disk")) == "/data/remote/cloudbench/demo"
 
 
+def test_each_remote_is_measured_by_its_own_tools(demo_config, monkeypatch):
+    """s5cmd on the S3 remote, rclone on both (remotes.<name>.tools): one campaign measures
+    each tool where it fits; a remote without tools of its own takes the campaign's."""
+    from cloudbench.campaign import tune
+
+    monkeypatch.setenv("RCLONE_CONFIG_OBJS_TYPE", "s3")
+    del demo_config["remote"], demo_config["remote_location"], demo_config["prices"]
+    demo_config["strategies"] = ["plain"]
+    demo_config["tools"] = ["rclone"]
+    demo_config["remotes"] = {
+        "s3": {"url": "objs:", "tools": ["rclone", "s5cmd"]},
+        "web": {"url": "dav:"},
+    }
+    c = load_campaign(demo_config)
+    assert c.tools == ("rclone", "s5cmd")
+    assert {r.name: r.tools for r in c.remotes} == {"s3": ("rclone", "s5cmd"), "web": ("rclone",)}
+    tursa = c.site_named("tursa")
+    measured = {(m.remote, m.setting.tool) for m in c.measurements(tursa)}
+    assert measured == {("s3", "rclone"), ("s3", "s5cmd"), ("web", "rclone")}
+    # a download reads the upload its own remote's tools made
+    down = [m for m in c.measurements(c.site_named("tesseract")) if m.remote == "s3"]
+    assert {c.copy_setting(m).tool for m in down} == {"rclone", "s5cmd"}
+    demo_config["tune"] = {"budget": "1GiB"}
+    demo_config["concurrency"] = {"plain": [1, 2]}
+    searched = load_campaign(demo_config)
+    assert ("web", "upload", "s5cmd") not in tune.searches(searched, tursa)
+    assert ("s3", "upload", "s5cmd") in tune.searches(searched, tursa)
+
+
+def test_an_s3_only_tool_on_a_local_remote_is_refused_naming_the_remote(demo_config):
+    del demo_config["remote"], demo_config["remote_location"], demo_config["prices"]
+    demo_config["remotes"] = {"disk": {"url": "/data/remote/", "tools": ["rclone", "s5cmd"]}}
+    with pytest.raises(ConfigError) as err:
+        load_campaign(demo_config)
+    said = str(err.value)
+    assert "s5cmd speaks S3 only, and remote 'disk' is a local path" in said
+    assert "remotes: {disk: {tools: [rclone]}}" in said
+    demo_config["remotes"]["disk"]["tools"] = []
+    with pytest.raises(ConfigError, match="remotes.disk.tools: "):
+        load_campaign(demo_config)
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [

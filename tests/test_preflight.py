@@ -107,3 +107,28 @@ def test_a_remote_without_keys_is_named_as_such():
     assert missing_keys("nocred:b", {**env, "RCLONE_CONFIG_NOCRED_ENV_AUTH": "true"}) is None
     assert missing_keys("other:b", env) is None  # defined elsewhere (rclone.conf): no guess
     assert missing_keys("/data/remote", env) is None
+
+
+@pytest.mark.unit
+def test_an_s3_only_tool_is_checked_against_the_remotes_it_measures_only(monkeypatch, tmp_path):
+    """s5cmd on the S3 remote, rclone on both, a WebDAV remote beside (remotes.<name>.tools):
+    the site's preflight, widened by its gates, checks s5cmd against the S3 remote alone; the
+    same tools on both remotes are refused naming the campaign's remote and what to set."""
+    from cloudbench.site.preflight import check_tools, with_gates
+
+    for name, kind in (("OBJS", "s3"), ("DAV", "webdav")):
+        monkeypatch.setenv(f"RCLONE_CONFIG_{name}_TYPE", kind)
+    monkeypatch.setenv("RCLONE_CONFIG_OBJS_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("RCLONE_CONFIG_OBJS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("RCLONE_CONFIG_OBJS_SECRET_ACCESS_KEY", "s")
+    prefixes = {"s3": "objs:b/demo", "web": "dav:b/demo"}
+
+    def gate(remote: str, tool: str) -> dict:
+        return {"remote_prefixes": {remote: prefixes[remote]}, "tools": [tool]}
+
+    own = dict(_spec(tmp_path).__dict__, remote_prefixes={}, tools=())
+    fitting = [gate("s3", "rclone"), gate("s3", "s5cmd"), gate("web", "rclone")]
+    assert check_tools(PreflightSpec(**with_gates(own, fitting))) == []
+    refused = check_tools(PreflightSpec(**with_gates(own, [*fitting, gate("web", "s5cmd")])))
+    assert len(refused) == 1 and "is of type webdav" in refused[0], refused
+    assert "(remote 'web': set remotes.web.tools without s5cmd)" in refused[0], refused

@@ -436,7 +436,7 @@ def run(c: Campaign, started_epoch: float) -> RunSpec:
         started_epoch,
         any(s.name == c.upload_site.name for s in c.active_sites),
         {
-            s.name: [gate(c, s.name, r.name, t) for r in c.remotes for t in c.tools]
+            s.name: [gate(c, s.name, r.name, t) for r in c.remotes for t in r.tools]
             for s in c.active_sites
         },
     )

@@ -63,6 +63,9 @@ class Remote:
     name: str
     url: str
     location: tuple[float, float] | None
+    # the tools that measure it (remotes.<name>.tools, else the campaign's tools): an S3-only
+    # tool on the S3 remote, rclone on a WebDAV one beside it, in one campaign
+    tools: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -155,20 +158,20 @@ class Campaign:
         """The parallelism values swept for a strategy; (None,) = the job's threads."""
         return dict(self.concurrency).get(strategy, (None,))
 
-    def settings(self, site: Site, strategy: str) -> list[Setting]:
+    def settings(self, site: Site, strategy: str, remote: Remote | None = None) -> list[Setting]:
         """Every tool x clients x concurrency combination a site measures for a strategy,
         each concurrency as the tool honours it (campaign.clients.objects_at_once: s3cmd at
         1 only, every value of the sweep would run the same command; s5cmd from 2). In the
         tuning mode, the first round's: each tool at the fewest clients and concurrency (the
-        search decides the rest)."""
+        search decides the rest). With ``remote``, only the tools that measure it."""
+        tools = [t for t in self.tools_for(strategy) if remote is None or t in remote.tools]
         if self.tune is not None:  # a search starts at the fewest clients and connections
             return [
-                Setting(t, min(site.clients), min(self._concurrency(t, strategy)))
-                for t in self.tools_for(strategy)
+                Setting(t, min(site.clients), min(self._concurrency(t, strategy))) for t in tools
             ]
         return [
             Setting(t, n, c)
-            for t in self.tools_for(strategy)
+            for t in tools
             for n in site.clients
             for c in self._concurrency(t, strategy)
         ]
@@ -188,7 +191,7 @@ class Campaign:
         Reading a copy does not change it, so every download setting can share one."""
         if m.direction == "upload":
             return m.setting
-        ups = self.settings(self.upload_site, m.layout.strategy)
+        ups = self.settings(self.upload_site, m.layout.strategy, self.remote_named(m.remote))
         if m.setting in ups:
             return m.setting
         same = [s for s in ups if s.concurrency == m.setting.concurrency]
@@ -274,7 +277,7 @@ class Campaign:
                     continue
                 for remote in self.remotes:
                     for layout in self.layouts:
-                        for setting in self.settings(s, layout.strategy):
+                        for setting in self.settings(s, layout.strategy, remote):
                             for repeat in range(1, (rounds or self.repeats) + 1):
                                 yield Measurement(
                                     s.name, remote.name, direction, layout, repeat, setting
@@ -397,6 +400,7 @@ def _remotes(cfg: Mapping[str, Any]) -> tuple[Remote, ...]:
                     name,
                     _remote_url(f"remotes.{name}.url", r["url"]),
                     _location(f"remotes.{name}.location", r.get("location")),
+                    _listed_tools(f"remotes.{name}.tools", r["tools"]) if "tools" in r else (),
                 )
             )
         return tuple(remotes)
@@ -483,15 +487,27 @@ def _flags(raw: list[str]) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _tools(cfg: Mapping[str, Any], strategies: tuple[str, ...], remotes) -> tuple[str, ...]:
-    """tools: known, none twice, command with its template, S3-only tools on remotes that
-    can be S3 (a local path or a connection string never is: refused here; a named remote's
-    type is checked by preflight, which may read rclone's config)."""
-    chosen = tuple(cfg["tools"])
+def _listed_tools(where: str, listed: Any) -> tuple[str, ...]:
+    """A list of tools (``tools``, ``remotes.<name>.tools``): at least one, none twice."""
+    chosen = tuple(listed)
     if not chosen:
-        raise ConfigError(f"tools: at least one of {', '.join(TOOLS)}")
+        raise ConfigError(f"{where}: at least one of {', '.join(TOOLS)}")
     if len(set(chosen)) != len(chosen):
-        raise ConfigError(f"tools: listed twice in {list(chosen)!r}")
+        raise ConfigError(f"{where}: listed twice in {list(chosen)!r}")
+    return chosen
+
+
+def _tools(
+    cfg: Mapping[str, Any], strategies: tuple[str, ...], remotes: tuple[Remote, ...]
+) -> tuple[tuple[str, ...], tuple[Remote, ...]]:
+    """(every tool of the campaign, the remotes with their tools resolved): each remote
+    measured by its own ``tools`` or the campaign's; the campaign's tools are all of them.
+    Known, none twice, command with its template, S3-only tools on remotes that can be S3 (a
+    local path or a connection string never is: refused here, naming the remote; a named
+    remote's type is checked by preflight, which may read rclone's config)."""
+    default = _listed_tools("tools", cfg["tools"])
+    remotes = tuple(replace(r, tools=r.tools or default) for r in remotes)
+    chosen = tuple(dict.fromkeys(t for r in remotes for t in r.tools))
     template = cfg.get("command_template")
     templated = [t for t in chosen if clients.REGISTRY[t].needs_template]
     if templated:
@@ -512,10 +528,10 @@ def _tools(cfg: Mapping[str, Any], strategies: tuple[str, ...], remotes) -> tupl
                 f"tools: strategy {only[0]} is rclone's per-file multi-stream copy, which "
                 f"{', '.join(chosen)} cannot do; add rclone to tools or drop {only[0]}"
             )
-    for tool in chosen:
-        if not clients.REGISTRY[tool].s3_only:
-            continue
-        for r in remotes:
+    for r in remotes:
+        for tool in r.tools:
+            if not clients.REGISTRY[tool].s3_only:
+                continue
             if r.url.startswith(":"):  # its parameters are not echoed: they may hold a secret
                 what = "a connection string"
             elif not clients.is_remote(r.url):
@@ -524,9 +540,11 @@ def _tools(cfg: Mapping[str, Any], strategies: tuple[str, ...], remotes) -> tupl
                 continue
             raise ConfigError(
                 f"tools: {tool} speaks S3 only, and remote {r.name!r} is {what}; "
-                "define a named S3 remote (RCLONE_CONFIG_<NAME>_* or rclone config) or use rclone"
+                "define a named S3 remote (RCLONE_CONFIG_<NAME>_* or rclone config), use "
+                "rclone, or measure it with other tools "
+                f"(remotes: {{{r.name}: {{tools: [rclone]}}}})"
             )
-    return chosen
+    return chosen, remotes
 
 
 # Without a scheduler's walltime, a copy may take its bytes at this rate plus a fixed
@@ -782,8 +800,7 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
     if len(uploaders) > 1:
         raise ConfigError(f"sites: more than one upload site: {', '.join(uploaders)}")
 
-    remotes = _remotes(cfg)
-    chosen_tools = _tools(cfg, strategies, remotes)
+    chosen_tools, remotes = _tools(cfg, strategies, _remotes(cfg))
     campaign = Campaign(
         name=name,
         bucket=bucket.strip("/"),

@@ -33,7 +33,7 @@ def searches(campaign: Any, site: Any) -> list[tuple[str, str, str]]:
         for direction in DIRECTIONS
         if getattr(site, direction)
         for remote in campaign.remotes
-        for tool in campaign.tools
+        for tool in remote.tools
     ]
 
 

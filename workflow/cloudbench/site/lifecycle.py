@@ -164,7 +164,7 @@ def preflight_outputs_and_logs(run: Run) -> Iterator[tuple[str, str]]:
     for s in c.active_sites:
         yield paths.preflight(results, s.name), paths.job_log(results, s.name, "preflight")
         for r in c.remotes:
-            for tool in c.tools:
+            for tool in r.tools:
                 yield (
                     paths.preflight_gate(results, s.name, r.name, tool),
                     paths.job_log(results, s.name, "preflight", r.name, tool),

@@ -46,6 +46,9 @@ class PreflightSpec:
     upload_prefix: str = ""  # where the campaign's manifest is looked for
     tools: tuple[str, ...] = ()
     command_template: str | None = None
+    # the remotes each tool measures (remotes.<name>.tools), where the gates say; a tool
+    # absent here is checked against every remote (a gate: its one tool and remote)
+    tool_remotes: dict[str, list[str]] = field(default_factory=dict)
 
 
 def with_gates(data: dict[str, Any], gates: list[dict[str, Any]]) -> dict[str, Any]:
@@ -55,9 +58,12 @@ def with_gates(data: dict[str, Any], gates: list[dict[str, Any]]) -> dict[str, A
     out = dict(data)
     out["remote_prefixes"] = dict(data.get("remote_prefixes") or {})
     tools = list(data.get("tools") or ())
+    out["tool_remotes"] = {}
     for g in gates:
         out["remote_prefixes"].update(g.get("remote_prefixes") or {})
         tools += [t for t in g.get("tools") or () if t not in tools]
+        for t in g.get("tools") or ():
+            out["tool_remotes"].setdefault(t, []).extend(g.get("remote_prefixes") or {})
         out["command_template"] = out.get("command_template") or g.get("command_template")
     out["tools"] = tuple(tools)
     return out
@@ -73,8 +79,20 @@ def check_tools(spec: PreflightSpec) -> list[str]:
     problems = []
     for tool in spec.tools:
         client = clients.load(tool)
-        problems += client.check(list(spec.remote_prefixes.values()), spec.command_template)
+        named = spec.tool_remotes.get(tool) or list(spec.remote_prefixes)
+        for p in client.check([spec.remote_prefixes[n] for n in named], spec.command_template):
+            if len(spec.remote_prefixes) > 1 and (
+                where := [n for n in named if _names_remote(p, spec.remote_prefixes[n])]
+            ):  # which of the campaign's remotes, and how to leave the tool off it
+                p += f" (remote {where[0]!r}: set remotes.{where[0]}.tools without {tool})"
+            problems.append(p)
     return problems
+
+
+def _names_remote(problem: str, prefix: str) -> bool:
+    """Whether a tool's problem names the rclone remote of ``prefix`` (``name:bucket/...``)."""
+    name = prefix.split(":", 1)[0]
+    return bool(name) and (f"'{name}'" in problem or f"{name}:" in problem)
 
 
 def free_bytes(path: Path) -> int:
