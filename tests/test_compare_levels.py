@@ -1,13 +1,22 @@
-"""Comparisons at their stated level, by simulation (issue: "comparisons cry wolf").
+"""Comparisons at their stated level and with power, by simulation (issue #49, item 1).
 
-Synthetic campaigns of an unchanged store as the issue measured them: 24 measurements, 10%
-lognormal noise within a campaign, each measurement's true rate moved by up to 3% between
-campaigns (as a store does from week to week). The old rule (an interval below 1 is
-"slower") flagged a regression in most such pairs; the verdicts now allow for a margin and
-for the number of measurements compared. The simulation takes compare()'s p-values for
-thousands of pairs at once and its verdicts from the function compare() calls (one test
-holds the batched p-values equal to shifted_rank_p's, another compare() to the simulation
-on a pair), so that thousands of pairs take a tenth of a second.
+Synthetic campaign pairs as the issues measured them: 24 measurements, 10% lognormal noise
+within a campaign, each measurement's true rate moved by up to 3% between campaigns (as a
+store does from week to week, within the 5% margin). The figures held, each over seeded
+simulated pairs:
+
+* pairs that differ only by noise flag anything (slower or faster) in at most 5%, at 3 and at
+  6 repeats; likewise when routes' noise differs (half at 5%, half at 20%) and when one repeat
+  of one measurement stalls (x2, at the edge of being set aside, and x4 slower);
+* one measurement's 25% drop among 24 is found in at least 80% of pairs at 6 repeats (the
+  exact test per measurement this replaces: 24%; tests/test_compare_levels.py at e748852
+  asserted 40%), with equal noise, on a quiet route among mixed ones, and with a stall
+  elsewhere; a store-wide drop in nearly all;
+* every simulated row's verdict and printed interval agree: slower exactly when the interval
+  lies wholly below 1 - margin, faster exactly when wholly above 1 + margin.
+
+The simulation calls the function compare() calls (moderated.moderated) on thousands of pairs
+at once; test_compare_gives_the_simulated_verdicts holds compare() to it on a pair.
 """
 
 from __future__ import annotations
@@ -18,62 +27,64 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cloudbench.intervals import _mann_whitney_cdf, shifted_rank_p
-from cloudbench.report.compare import FALSE_DISCOVERY_RATE, MARGIN, compare, verdicts
+from cloudbench.report.compare import FALSE_DISCOVERY_RATE, MARGIN, compare
+from cloudbench.report.moderated import moderated
 
 pytestmark = pytest.mark.unit
 
 MEASUREMENTS = 24
 NOISE = 0.10
 WEEKLY_MOVE = 0.03
-# Pairs of campaigns per simulation. A share observed over K pairs has a binomial standard
-# error of sqrt(p (1 - p) / K): 0.0049 at p = 0.05 over 2000, so a rule that really cried
-# wolf in 10% of pairs could not pass a bound of 0.05 + 2.33 x 0.0049 = 0.061, and a rule
-# within its stated 5% fails it less than once in 100 seeds.
-PAIRS = 2000
+MIXED = np.array([0.05] * 12 + [0.20] * 12)  # per measurement: quiet routes, then noisy ones
+STALL = 4.0  # a stalled repeat: the measurement's rate divided by this (an outage waited out)
+# Pairs per simulation. A share observed over K pairs has a binomial standard error of
+# sqrt(p (1 - p) / K). Unchanged pairs, K = 1000: 0.69 points at 5%, so the bound below is
+# 6.6% and a rule that really flagged 10% of pairs could not pass it; the achieved shares
+# (0.2-1.1% equal noise, 1.4-4.2% mixed, 0.4-2.3% with a stall) sit 3 or more errors below
+# it. Power, K = 2000: 0.89 points at 80%, the bound 82.1%, which a rule with 80% fails in
+# 99 seeds of 100; the achieved 84.6% (20,000 pairs: 85.1%) is 3 errors above it.
+NULL_PAIRS = 1000
+POWER_PAIRS = 2000
 
 
-def campaign_pairs(rng, pairs: int, repeats: int, drop: float = 0.0, dropped=MEASUREMENTS):
+def campaign_pairs(
+    rng, pairs: int, repeats: int, drop: float = 0.0, dropped: int = MEASUREMENTS,
+    noise=NOISE, stall: float | None = None, stall_in: str = "b",
+):  # fmt: skip
     """Rates of ``pairs`` campaign pairs A and B, each (pairs, 24, repeats): B's true rates
-    moved by up to 3%, the first ``dropped`` measurements of B also ``drop`` slower."""
+    moved by up to 3%, the first ``dropped`` measurements of B also ``drop`` slower; lognormal
+    ``noise`` (one, or one per measurement); with ``stall``, one repeat of one random
+    measurement per pair divided by it, in B (``stall_in="b"``) or in either campaign
+    ("either"), never in the first (the dropped) measurement when that one is dropped."""
     base = rng.uniform(50, 500, (pairs, MEASUREMENTS))
     moved = base * rng.uniform(1 - WEEKLY_MOVE, 1 + WEEKLY_MOVE, (pairs, MEASUREMENTS))
     moved[:, :dropped] *= 1 - drop
-    a = base[..., None] * rng.lognormal(0, NOISE, (pairs, MEASUREMENTS, repeats))
-    b = moved[..., None] * rng.lognormal(0, NOISE, (pairs, MEASUREMENTS, repeats))
+    sigma = np.broadcast_to(np.asarray(noise, dtype=float), (MEASUREMENTS,))[None, :, None]
+    a = base[..., None] * np.exp(sigma * rng.standard_normal((pairs, MEASUREMENTS, repeats)))
+    b = moved[..., None] * np.exp(sigma * rng.standard_normal((pairs, MEASUREMENTS, repeats)))
+    if stall:
+        first = dropped if drop and dropped < MEASUREMENTS else 0
+        where = rng.integers(first, MEASUREMENTS, pairs), rng.integers(0, repeats, pairs)
+        in_a = (
+            rng.integers(0, 2, pairs).astype(bool)
+            if stall_in == "either"
+            else np.zeros(pairs, bool)
+        )
+        rows = np.arange(pairs)
+        a[rows[in_a], where[0][in_a], where[1][in_a]] /= stall
+        b[rows[~in_a], where[0][~in_a], where[1][~in_a]] /= stall
     return a, b
 
 
-def campaign_pair(rng, repeats: int, drop: float = 0.0, dropped: int = MEASUREMENTS):
-    """One pair (24, repeats) each, as :func:`campaign_pairs` draws them."""
-    a, b = campaign_pairs(rng, 1, repeats, drop, dropped)
-    return a[0], b[0]
-
-
-def rank_ps(a, b, factor: float, *, below: bool) -> np.ndarray:
-    """``shifted_rank_p(b[...], a[...], factor, below=below)`` of every measurement of every
-    pair at once: the p-value is the Mann-Whitney distribution at the count of pairs of
-    repeats across ``factor`` (test_the_batched_p_values_are_shifted_rank_ps holds the two
-    equal, exactly)."""
-    bb, aa = b[..., :, None], factor * a[..., None, :]
-    across = (bb > aa if below else bb < aa).sum(axis=(-2, -1))
-    return np.asarray(_mann_whitney_cdf(a.shape[-1], b.shape[-1]))[across]
-
-
-def new_verdicts(a, b) -> list[list[str]]:
-    """The verdicts compare() gives, for each pair of (pairs, 24, repeats) arrays."""
-    slower = rank_ps(a, b, 1 - MARGIN, below=True)
-    faster = rank_ps(a, b, 1 + MARGIN, below=False)
-    return [
-        verdicts(list(s), list(f), FALSE_DISCOVERY_RATE)
-        for s, f in zip(slower, faster, strict=True)
-    ]
-
-
-def share_with_a_regression(repeats: int, rule, seed: int, pairs: int = PAIRS, **change) -> float:
+def simulate(repeats: int, seed: int, pairs: int, **change):
+    """The comparison of every simulated pair, as compare() makes it."""
     rng = np.random.default_rng(seed)
-    said = rule(*campaign_pairs(rng, pairs, repeats, **change))
-    return sum("slower" in pair for pair in said) / pairs
+    return moderated(*campaign_pairs(rng, pairs, repeats, **change), MARGIN, FALSE_DISCOVERY_RATE)
+
+
+def flagging(result) -> float:
+    """Share of pairs with any verdict, slower or faster."""
+    return float((result.slower | result.faster).any(axis=-1).mean())
 
 
 def binomial_bound(level: float, runs: int) -> float:
@@ -83,43 +94,82 @@ def binomial_bound(level: float, runs: int) -> float:
     return level + 2.33 * math.sqrt(level * (1 - level) / runs)
 
 
-def test_the_batched_p_values_are_shifted_rank_ps():
-    """The simulations below compute compare()'s p-values for thousands of pairs at once;
-    they are the product's own, exactly, in both directions and with a real change."""
-    rng = np.random.default_rng(21)
-    for repeats in (3, 6):
-        a, b = campaign_pairs(rng, 10, repeats, drop=0.1, dropped=12)
-        for factor, below in ((1 - MARGIN, True), (1 + MARGIN, False)):
-            batched = rank_ps(a, b, factor, below=below)
-            one_by_one = [
-                [shifted_rank_p(y, x, factor, below=below) for x, y in zip(pa, pb, strict=True)]
-                for pa, pb in zip(a, b, strict=True)
-            ]
-            assert batched.tolist() == one_by_one
+def power_bound(power: float, runs: int) -> float:
+    """The least share over ``runs`` that shows a power of at least ``power`` (2.33 errors)."""
+    return power + 2.33 * math.sqrt(power * (1 - power) / runs)
+
+
+def verdicts_agree_with_intervals(result) -> bool:
+    """slower exactly when the interval lies wholly below 1 - margin, faster wholly above
+    1 + margin (the interval printed is at the level the verdicts used)."""
+    tested = ~np.isnan(result.p_slower)
+    below = tested & (result.high < 1 - MARGIN)
+    above = tested & (result.low > 1 + MARGIN)
+    return bool((below == result.slower).all() and (above == result.faster).all())
+
+
+UNCHANGED = {
+    "equal noise": {},
+    "mixed noise": {"noise": MIXED},
+    "a stall x4": {"stall": STALL},
+    "a stall x2": {"stall": 2.0},  # at the edge of being set aside: often kept
+}
 
 
 @pytest.mark.parametrize("repeats", [3, 6])
-def test_unchanged_store_shows_a_regression_in_at_most_5_percent_of_pairs(repeats):
-    new = share_with_a_regression(repeats, new_verdicts, seed=repeats)
-    assert new <= binomial_bound(FALSE_DISCOVERY_RATE, PAIRS), (
-        f"{new:.1%} of unchanged pairs show a regression at {repeats} repeats"
+@pytest.mark.parametrize("case", list(UNCHANGED))
+def test_unchanged_pairs_flag_anything_in_at_most_5_percent(case, repeats):
+    result = simulate(repeats, seed=repeats + 10 * list(UNCHANGED).index(case),
+                      pairs=NULL_PAIRS, **UNCHANGED[case])  # fmt: skip
+    share = flagging(result)
+    assert share <= binomial_bound(FALSE_DISCOVERY_RATE, NULL_PAIRS), (
+        f"{share:.1%} of unchanged pairs flag something at {repeats} repeats ({case})"
     )
+    assert verdicts_agree_with_intervals(result)
 
 
-def test_a_store_wide_25_percent_drop_is_found_in_most_pairs_at_6_repeats():
-    found = share_with_a_regression(6, new_verdicts, seed=11, drop=0.25)
-    assert found >= 0.9, found
+CHANGED = {
+    "equal noise": {},
+    "a quiet route among mixed": {"noise": MIXED},  # the dropped route is at 5%
+    "a stall elsewhere": {"stall": STALL, "stall_in": "either"},
+}
 
 
-def test_a_25_percent_drop_of_one_measurement_is_found_often_at_6_repeats():
-    """A lone change among 24 needs complete separation at 6 repeats (p = 1/924 against a
-    threshold of 0.05/24): found in a good share of pairs (these seeds: 45%, 4.7 standard
-    errors above the bound over 2000 pairs), never at 3 repeats, where the page says it
-    cannot be shown."""
-    lone6 = share_with_a_regression(6, new_verdicts, seed=12, drop=0.25, dropped=1)
-    lone3 = share_with_a_regression(3, new_verdicts, seed=13, drop=0.25, dropped=1)
-    assert lone6 >= 0.4, lone6
-    assert lone3 == 0.0
+@pytest.mark.parametrize("case", list(CHANGED))
+def test_one_measurements_25_percent_drop_is_found_in_80_percent_of_pairs(case):
+    """One measurement of 24 slowed by 25%, 6 repeats: found (that measurement slower) in at
+    least 80% of pairs, within the binomial error of POWER_PAIRS (the old exact test per
+    measurement: 24%). A route at 20% noise cannot show a 25% drop at 6 repeats (under 2
+    standard errors: a test that knew its noise exactly finds it in 15% of pairs; this one in
+    15%), and a 10% route among routes at 5% and 20% has little noise to share (70%):
+    docs/method.md says so. Achieved: 84.6%, 99.9% on the quiet route, 83.9% with a stall."""
+    result = simulate(6, seed=100 + list(CHANGED).index(case), pairs=POWER_PAIRS,
+                      drop=0.25, dropped=1, **CHANGED[case])  # fmt: skip
+    found = float(result.slower[:, 0].mean())
+    assert found >= power_bound(0.80, POWER_PAIRS), f"{found:.1%} found ({case})"
+    assert verdicts_agree_with_intervals(result)
+
+
+def test_a_stall_on_the_changed_measurement_is_set_aside_not_read():
+    """A stall in A's repeats of the dropped measurement would hide the drop; set aside, it
+    counts as a repeat not measured: the comparison is that of 5 repeats against 6 (the drop
+    then found in 80% of pairs, against 85% with all 6)."""
+    rng = np.random.default_rng(7)
+    a, b = campaign_pairs(rng, NULL_PAIRS, 6, drop=0.25, dropped=1)
+    stalled, missing = a.copy(), a.copy()
+    stalled[:, 0, 0] /= STALL
+    missing[:, 0, 0] = np.nan
+    result = moderated(stalled, b, MARGIN, FALSE_DISCOVERY_RATE)
+    without = moderated(missing, b, MARGIN, FALSE_DISCOVERY_RATE)
+    assert (result.set_aside[:, 0] == 1).all() and (result.set_aside[:, 1:] == 0).all()
+    assert (result.slower == without.slower).all() and (result.high == without.high).all()
+    assert (moderated(a, b, MARGIN, FALSE_DISCOVERY_RATE).set_aside == 0).all()
+
+
+def test_a_store_wide_25_percent_drop_is_found_in_nearly_all_pairs():
+    result = simulate(6, seed=11, pairs=NULL_PAIRS, drop=0.25)
+    assert float(result.slower.any(axis=-1).mean()) >= 0.99
+    assert not result.faster.any()
 
 
 def transfers(rates) -> pd.DataFrame:
@@ -147,24 +197,36 @@ def test_compare_gives_the_simulated_verdicts_and_says_what_they_mean():
     from cloudbench.report.compare import meaning
 
     rng = np.random.default_rng(5)
-    a, b = campaign_pair(rng, 6, drop=0.25, dropped=3)
-    out = compare(transfers(a), transfers(b))
-    by_setting = dict(zip(out["setting"], out["verdict"], strict=True))
-    (expected,) = new_verdicts(a[None], b[None])
-    assert [by_setting[f"rclone-1x{i}"] for i in range(MEASUREMENTS)] == expected
-    assert "slower" in expected
-    assert "more than 5%" in meaning(out) and "false discovery rate" in meaning(out)
-    assert out["n_a"].dtype.name == "Int64"
-    assert all(len(repr(v)) <= 8 for v in out["median_a"])  # 4 significant digits
+    a, b = campaign_pairs(rng, 1, 6, drop=0.25, dropped=3, stall=STALL)
+    out = compare(transfers(a[0]), transfers(b[0]))
+    expected = moderated(a, b, MARGIN, FALSE_DISCOVERY_RATE)
+    row = {s: r for s, r in zip(out["setting"], out.to_dict("records"), strict=True)}
+    verdict = np.where(
+        expected.slower, "slower", np.where(expected.faster, "faster", "no clear change")
+    )[0]
+    assert [row[f"rclone-1x{i}"]["verdict"] for i in range(MEASUREMENTS)] == list(verdict)
+    assert "slower" in verdict and sum(r["set_aside"] for r in row.values()) == 1
+    for i in range(MEASUREMENTS):  # the printed interval is the one the verdict used
+        r = row[f"rclone-1x{i}"]
+        assert r["low"] == pytest.approx(expected.low[0, i], rel=1e-3)
+        assert r["high"] == pytest.approx(expected.high[0, i], rel=1e-3)
+        assert (r["verdict"] == "slower") == (r["high"] < 1 - MARGIN)
+    assert out["level"].to_numpy() == pytest.approx(float(expected.level[0]), rel=1e-3)
+    text = meaning(out)
+    assert "moderated t" in text and "more than 5%" in text and "wholly below 0.95" in text
 
 
-def test_three_repeats_say_a_lone_change_cannot_be_shown():
+def test_three_repeats_say_a_lone_change_needs_a_large_one():
+    """Was: "cannot be shown" (the exact test's smallest p of 0.05 at 3 against 3, the flaw
+    issue #49 names); now a lone change can be shown at 3 repeats, less often than at 6."""
     from cloudbench.report.compare import meaning
 
     rng = np.random.default_rng(6)
-    a, b = campaign_pair(rng, 3)
-    text = meaning(compare(transfers(a), transfers(b)))
-    assert "cannot be shown among 24" in text and "0.05" in text
+    a, b = campaign_pairs(rng, 1, 3)
+    text = meaning(compare(transfers(a[0]), transfers(b[0])))
+    assert "With 3 repeats only a large change of one measurement among 24" in text
+    lone3 = simulate(3, seed=13, pairs=NULL_PAIRS, drop=0.25, dropped=1)
+    assert 0.2 <= float(lone3.slower[:, 0].mean()) < 0.8
 
 
 # --- "best": one claim about every rival at once --------------------------------------------
