@@ -186,7 +186,9 @@ def meaning(table: pd.DataFrame) -> str:
     noise = table.attrs.get("prior_sd", math.nan)
     shared = table.attrs.get("prior_df", math.nan)
     weight = (
-        "as if every measurement had many more repeats"
+        "each measurement's own: too few measurements to share it"
+        if len(tested) < moderated.MIN_FOR_PRIOR
+        else "as if every measurement had many more repeats"
         if math.isinf(shared)
         else f"worth {shared:.0f} repeats' spread to each"
         if shared >= 1
