@@ -265,7 +265,7 @@ def nothing_to_compare(tsv: Path, page_path: Path) -> None:
             "results directory, e.g. <code>results/&lt;earlier campaign&gt;</code>) in the "
             "campaign file, or run <code>python -m cloudbench compare A B</code>. For every "
             "measurement both campaigns made, the table would give the factor of this "
-            "campaign's median rate over the other's with its exact interval and coverage, "
+            "campaign's geometric-mean rate over the other's with its interval and level, "
             "and a verdict (slower, faster, no clear change), regressions first:</p>"
             + html_table(empty),
         )

@@ -4,9 +4,9 @@ under ``results/<campaign>@<occurrence>``), read as one story per route.
 For every route (site, remote, direction; :mod:`cloudbench.report.routes`) the series follows
 one setting: the route's best in the **baseline**, the first ``baseline`` occurrences pooled
 (their repeats together: 3 occurrences of 3 repeats give 9 rates, against which a later
-occurrence's 3 can show a change that 3 against 3 never could). Each later occurrence's
+occurrence's 3 show a change more surely than 3 against 3). Each later occurrence's
 rates of that setting are set against the baseline's as compare sets two campaigns
-(:func:`cloudbench.report.compare.compare`): the factor with its exact interval, and a
+(:func:`cloudbench.report.compare.compare`): the factor with its interval, and a
 verdict, ``slower`` only when the rate fell by more than the margin, with the false
 discovery rate of each occurrence's verdicts held at 5% (Benjamini-Hochberg over its routes).
 
