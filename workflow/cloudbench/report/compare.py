@@ -190,7 +190,7 @@ def meaning(table: pd.DataFrame) -> str:
         if len(tested) < moderated.MIN_FOR_PRIOR
         else "as if every measurement had many more repeats"
         if math.isinf(shared)
-        else f"worth {shared:.0f} repeats' spread to each"
+        else f"worth about {shared:.0f} extra repeats to each measurement"
         if shared >= 1
         else "little: their noise differs"
     )
