@@ -140,3 +140,21 @@ def test_no_verdict_at_all_is_said_so():
 
     few = compare(campaign(1, repeats=2), campaign(2, repeats=2))
     assert meaning(few).startswith("no verdicts: no measurement has 3 ok repeats")
+
+
+@pytest.mark.unit
+def test_few_measurements_use_their_own_noise_and_a_rate_of_zero_is_set_aside():
+    """Below 3 measurements nothing is shared (each is an ordinary t-test), and the page's
+    method sentence says so; an ok repeat at 0 MB/s has no log rate: it is set aside and
+    counted, not dropped unsaid."""
+    from cloudbench.report.compare import meaning
+
+    one = IDENTITIES[:1]
+    before = campaign(1)[lambda t: t["layout"].eq("plain") & t["site"].eq("edi")]
+    after = campaign(2, slower=one[0])[lambda t: t["layout"].eq("plain") & t["site"].eq("edi")]
+    after.loc[after.index[0], "mb_per_s"] = 0.0
+    table = compare(before, after)
+    assert "uses each measurement's own noise" in meaning(table)
+    row = table[table["setting"] == "rclone-1x8"].iloc[0]
+    assert row["set_aside"] == 1 and row["n_b"] == 5 and row["verdict"] == "slower"
+    assert "moderated t" in meaning(compare(campaign(1), campaign(2)))

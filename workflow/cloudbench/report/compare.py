@@ -160,14 +160,18 @@ def _row(m: moderated.Moderated, j: int) -> dict:
 
 def method(table: pd.DataFrame) -> str:
     """The method in one sentence a reader understands (the page's and the command's)."""
-    tested = table.attrs.get("tested", 0)
+    tested = int(table["p_slower"].notna().sum()) if "p_slower" in table else 0
     rate = table.attrs.get("rate", FALSE_DISCOVERY_RATE)
-    return (
-        "Method: each measurement's change is tested against the margin by a t-test that "
+    noise = (
         f"borrows the noise all {tested} measurements share (a moderated t, as genomics uses "
-        "for few repeats of many genes), with stalled repeats set aside, and the verdicts are "
-        f"held so that a comparison in which nothing changed flags anything at most {rate:.0%} "
-        "of the time."
+        "for few repeats of many genes)"
+        if tested >= moderated.MIN_FOR_PRIOR
+        else "uses each measurement's own noise (too few measurements to share it)"
+    )
+    return (
+        f"Method: each measurement's change is tested against the margin by a t-test that "
+        f"{noise}, with stalled repeats set aside, and the verdicts are held so that a "
+        f"comparison in which nothing changed flags anything at most {rate:.0%} of the time."
     )
 
 

@@ -336,7 +336,9 @@ def _moderated(rates_a: np.ndarray, rates_b: np.ndarray, margin: float, rate: fl
     shared = np.where(np.isnan(shared), 0.0, shared)
     out_a, out_b = set_aside(la, shared), set_aside(lb, shared)
     la, lb = np.where(out_a, np.nan, la), np.where(out_b, np.nan, lb)
-    aside = out_a.sum(-1) + out_b.sum(-1)
+    # a rate of 0 or less (an ok repeat that moved nothing) has no log: set aside too
+    nothing = (np.asarray(rates_a) <= 0).sum(-1) + (np.asarray(rates_b) <= 0).sum(-1)
+    aside = out_a.sum(-1) + out_b.sum(-1) + nothing
     n_a, n_b = (~np.isnan(la)).sum(-1), (~np.isnan(lb)).sum(-1)
 
     s2, d, delta = _spread(la, lb)
