@@ -82,9 +82,10 @@ def compare(
     rate: float = FALSE_DISCOVERY_RATE,
 ) -> pd.DataFrame:
     """One row per identity in either campaign (``COLUMNS``): the factor of B over A with
-    its interval and coverage, the p-values of "slower by more than ``margin``" and "faster
-    by more than ``margin``", and the verdict; an identity in one campaign only has verdict
-    ``only in A`` or ``only in B``. ``attrs`` keeps the margin and the rate for the page."""
+    its interval and the level it holds at, the repeats set aside, the p-values of "slower
+    by more than ``margin``" and "faster by more than ``margin``", and the verdict; an
+    identity in one campaign only has verdict ``only in A`` or ``only in B``. ``attrs``
+    keeps the margin, the rate and the shared noise for the page."""
     keys = [k for k in IDENTITY if k in a.columns and k in b.columns]
 
     def ok(t: pd.DataFrame) -> dict[tuple, list[float]]:
@@ -130,10 +131,8 @@ def compare(
         .reset_index(drop=True)
     )
     out.attrs.update(margin=margin, rate=rate)
-    if result is not None:
-        out.attrs.update(
-            prior_df=float(result.prior_df), prior_sd=float(result.prior_sd), tested=len(both)
-        )
+    if result is not None:  # the shared noise, for the page
+        out.attrs.update(prior_df=float(result.prior_df), prior_sd=float(result.prior_sd))
     return out
 
 
