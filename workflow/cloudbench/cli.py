@@ -138,17 +138,10 @@ def _run_spec(a):
 
 def _policy(a):
     """The campaign's store_down (cloudbench.site.breaker.Policy), from the run's spec."""
-    from cloudbench.site.breaker import Policy
+    from cloudbench.site.breaker import Policy, policy_of_run
 
     run = _run_spec(a)
-    if run is None:
-        return Policy()
-    return Policy(
-        after_failures=run.store_down.after_failures,
-        stall_s=run.store_down.stall_s or 0.0,
-        wait_s=run.store_down.wait_s,
-        run_started_epoch=run.run_started_epoch,
-    )
+    return Policy() if run is None else policy_of_run(run)
 
 
 def _limits(a) -> tuple[float | None, float | None]:
