@@ -239,3 +239,24 @@ def test_a_budget_that_cuts_a_line_says_so():
     assert asked == 4
     assert sorted(res.lines.values()).count(BUDGET) == 3  # the one kept ran out next
     assert all("budget reached" in u for u in res.unexplored)
+
+
+def test_the_tuned_block_says_what_was_not_explored_only_when_something_was(tmp_path):
+    """tuned.tsv read back gives NaN for an empty 'unexplored': the demo's first screen said
+    'Not explored: nan' under every search that explored everything."""
+    import pandas as pd
+
+    from cloudbench.report.tuned import COLUMNS, tuned_html
+
+    row = dict.fromkeys(COLUMNS, "")
+    row.update(site="tursa", remote="main", direction="upload", tool="rclone", status="done")
+    row.update(layout="chunked-4MiB", setting="rclone-1x4", clients=1, concurrency=4)
+    row.update(median_mb_per_s=15.7, low_mb_per_s=15.6, high_mb_per_s=16.2, level=0.75)
+    row.update(runner_up_setting=None, measurements=12, grid_measurements=12, budget="1GiB")
+    path = tmp_path / "tuned.tsv"
+    pd.DataFrame([row, {**row, "unexplored": "plain above 4: plateau"}]).to_csv(
+        path, sep="\t", index=False
+    )
+    page = tuned_html(pd.read_csv(path, sep="\t"))
+    assert "nan" not in page
+    assert page.count("Not explored") == 1 and "plain above 4: plateau" in page

@@ -125,7 +125,7 @@ def tuned_html(table: pd.DataFrame) -> str:
     ]
     for r in table.to_dict("records"):
         item = html.escape(answer_sentence(r))
-        if r.get("unexplored"):
+        if isinstance(r.get("unexplored"), str) and r["unexplored"]:  # read back: NaN if none
             item += f"<br><small>Not explored: {html.escape(str(r['unexplored']))}</small>"
         if isinstance(r.get("warning"), str) and r["warning"]:
             item += f"<br><b>Short copies</b>: {html.escape(r['warning'])}"
