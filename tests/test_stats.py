@@ -684,6 +684,20 @@ def test_front_page_gives_the_real_reason_and_names_every_cap(tmp_path):
         None,
     )
     assert "Rates capped</b>: --bwlimit 16M = 16 MiB/s = 16.8 MB/s per rclone process" in page
+    # the demo's link: each file capped, the process above that, said as one link
+    flags = ["--bwlimit-file=4M", "--bwlimit", "16M"]
+    page = headline.headline_html(
+        t, summarise(t, pd.DataFrame()), {"campaign": "c", "rclone": {"flags": flags}}, None
+    )
+    assert (
+        "Rates capped</b>: each file (each transfer) at --bwlimit-file 4M = 4 MiB/s = 4.19 MB/s, "
+        "and --bwlimit 16M = 16 MiB/s = 16.8 MB/s in all per rclone process" in page
+    )
+    page = headline.headline_html(
+        t, summarise(t, pd.DataFrame()), {"campaign": "c", "rclone": {"flags": flags[:1]}}, None
+    )
+    assert "--bwlimit-file 4M = 4 MiB/s = 4.19 MB/s per file (each transfer)" in page
+    assert "per rclone process" not in page
     t["rclone_env"] = "RCLONE_BWLIMIT=4M"
     page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, None)
     assert (

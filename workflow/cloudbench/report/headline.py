@@ -302,6 +302,15 @@ def _bwlimit_text(value: str) -> str:
     return f"{value} = {nbytes / 2**20:g} MiB/s = {nbytes / 1e6:.3g} MB/s"
 
 
+def _flag_values(flags: Sequence[str], name: str) -> list[str]:
+    """The values given to rclone flag ``name`` in ``flags`` (``name V`` or ``name=V``)."""
+    return [
+        flags[i + 1] if flag == name else flag.split("=", 1)[1]
+        for i, flag in enumerate(flags)
+        if (flag == name and i + 1 < len(flags)) or flag.startswith(f"{name}=")
+    ]
+
+
 def uncapped_tools(caps: Sequence[str], transfers: pd.DataFrame) -> list[str]:
     """The tools other than rclone in ``transfers`` when rclone ran under ``caps``: their
     rates and rclone's are not comparable, so each tool gets its own "fastest"."""
@@ -313,19 +322,25 @@ def rate_caps(info: Mapping[str, Any], transfers: pd.DataFrame) -> list[str]:
     """Every bandwidth cap the rates ran under, from any source, with its unit: the
     campaign's rclone.flags and rclone flags set in the environment. A capped rate read as a
     slow store is the mistake this prevents (the demo's 16 MiB/s cap once went unnamed)."""
-    flags = list(((info.get("rclone") or {}).get("flags")) or [])
+    flags = [str(f) for f in ((info.get("rclone") or {}).get("flags")) or []]
+    per_file, total = _flag_values(flags, "--bwlimit-file"), _flag_values(flags, "--bwlimit")
     caps = []
-    for i, flag in enumerate(flags):
-        value = None
-        if flag == "--bwlimit" and i + 1 < len(flags):
-            value = flags[i + 1]
-        elif flag.startswith("--bwlimit="):
-            value = flag.split("=", 1)[1]
-        if value:
-            caps.append(
-                f"--bwlimit {_bwlimit_text(value)} per rclone process, from the campaign's "
-                "rclone.flags"
-            )
+    if per_file and total:  # a link that limits each connection, and the whole link above it
+        caps.append(
+            f"each file (each transfer) at --bwlimit-file {_bwlimit_text(per_file[-1])}, and "
+            f"--bwlimit {_bwlimit_text(total[-1])} in all per rclone process, from the "
+            "campaign's rclone.flags"
+        )
+    else:
+        caps += [
+            f"--bwlimit-file {_bwlimit_text(v)} per file (each transfer), from the campaign's "
+            "rclone.flags"
+            for v in per_file
+        ]
+        caps += [
+            f"--bwlimit {_bwlimit_text(v)} per rclone process, from the campaign's rclone.flags"
+            for v in total
+        ]
     if not transfers.empty and "rclone_env" in transfers:
         env = transfers["rclone_env"].fillna("").astype(str)
         for value in sorted({m for v in env for m in v.split() if m.startswith("RCLONE_BWLIMIT=")}):
