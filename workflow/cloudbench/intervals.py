@@ -145,44 +145,6 @@ def ratio_interval(
     )
 
 
-def shifted_rank_p(
-    values: Iterable[float], baseline: Iterable[float], factor: float, *, below: bool
-) -> float:
-    """The exact one-sided Mann-Whitney p-value that ``values`` are below (``below``) or
-    above ``factor`` times ``baseline``: the chance, were the values the baseline multiplied
-    by exactly ``factor``, of so few pairs on the other side of the factor.
-
-    The interval's own assumption (one group multiplies the other's rates), so a p below a
-    level is the interval of the factor lying wholly beyond ``factor``. Against a factor
-    nearer 1 the test is conservative. NaN below ``MIN_REPEATS_FOR_INTERVAL`` values on
-    either side. The smallest p it can give is 1 / C(n+m, n) (0.05 at 3 against 3, 0.001
-    at 6 against 6): what limits how many measurements can be tested at once.
-    """
-    v, b = clean(values), clean(baseline)
-    if min(v.size, b.size) < MIN_REPEATS_FOR_INTERVAL or (b <= 0).any():
-        return math.nan
-    scaled = factor * b[None, :]
-    across = int((v[:, None] > scaled).sum() if below else (v[:, None] < scaled).sum())
-    return _mann_whitney_cdf(v.size, b.size)[across]
-
-
-def smallest_p(n: int, m: int) -> float:
-    """The smallest p :func:`shifted_rank_p` can reach with n against m values."""
-    return 1.0 / math.comb(n + m, n)
-
-
-def benjamini_hochberg(p: Iterable[float], rate: float) -> list[bool]:
-    """Which of the p-values are discoveries with the false discovery rate held at ``rate``
-    (Benjamini and Hochberg 1995; NaN is never one). When nothing changed at all, the
-    chance of any discovery is at most ``rate``: a familywise guarantee for that case."""
-    ps = list(p)
-    tested = sorted((x, i) for i, x in enumerate(ps) if not math.isnan(x))
-    m = len(tested)
-    cut = max((rank for rank, (x, _) in enumerate(tested, 1) if x <= rate * rank / m), default=0)
-    found = {i for _, i in tested[:cut]}
-    return [i in found for i in range(len(ps))]
-
-
 def level_text(level: float) -> str:
     """A coverage as the report prints it: rounded down, so "95%" is never more than true
     (96.9% -> "96%", 75% -> "75%", 93.75% -> "93%")."""
