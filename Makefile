@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SNAKEMAKE := PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake
 CAMPAIGN ?= demo
 
-.PHONY: demo test test-quick test-unit lint format bench sysdeps versitygw clean launch \
+.PHONY: demo screenshot test test-quick test-unit lint format bench sysdeps versitygw clean launch \
 	launch-status launch-follow profiles
 
 $(STAMP): pyproject.toml envs/awscli.txt
@@ -24,6 +24,11 @@ demo: $(STAMP)
 	$(SNAKEMAKE) --profile profiles/local
 	$(SNAKEMAKE) --profile profiles/local --report results/$(CAMPAIGN)/report.html
 	@echo "report: results/$(CAMPAIGN)/report.html  table: results/$(CAMPAIGN)/transfers.tsv"
+
+## screenshot: README's picture of the report's first screen (docs/report-first-screen.png),
+## taken from the demo's report by headless Chromium: run after make demo
+screenshot:
+	bash scripts/report-screenshot.sh results/$(CAMPAIGN)/report.html docs/report-first-screen.png
 
 ## profiles: link the site profiles (profiles/<site>) where `snakemake --profile <site>` finds
 ## them ($XDG_CONFIG_HOME/snakemake); never replaces a profile of that name that is not ours
