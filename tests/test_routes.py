@@ -61,7 +61,19 @@ def test_the_grid_names_a_whole_failed_row_a_site_failure():
     page = grid_html(routes(_table(), (150.0, 50.0)), (150.0, 50.0))
     assert "b (site)" in page and "a (site)" not in page
     assert 'class="good"' in page and 'class="bad"' in page and 'class="none"' in page
-    assert "200 [190, 210]" in page
+    assert "200 [190, 210] 75%" in page  # the first screen's one form, coverage named
+
+
+def test_the_grid_names_an_auto_setting_by_what_it_ran_and_says_auto_once():
+    """A reader saw rclone-1xauto where auto was 2 transfers: the grid names the setting by
+    its values as run (transfers.tsv's concurrency) and says what auto is, once."""
+    rows = _rows("a", "s3", "upload", [100, 110, 105], setting="rclone-1xauto", concurrency=2)
+    rows += _rows("a", "gcs", "upload", [40, 42, 41], setting="rclone-1xauto", concurrency=2)
+    page = grid_html(routes(pd.DataFrame(rows)), (None, None))
+    # shown as run; its records' own name stays on hover, to find them by
+    assert "<small>plain rclone-1x2</small>" in page and "<small>plain rclone-1xauto" not in page
+    assert page.count("'auto' ran the transfer job's threads") == 1
+    assert "'auto'" not in grid_html(routes(_table()), (None, None))  # none ran auto
 
 
 def test_monitoring_files_name_every_route_and_its_state():

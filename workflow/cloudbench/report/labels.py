@@ -71,3 +71,17 @@ def with_interval(
         why = f" (n={n}: too few repeats for an interval)" if n is not None and n < 3 else ""
         return f"{prefix}{fmt(v)}{why}"
     return f"{prefix}{fmt(v)} [{fmt(low)}, {fmt(high)}] {level_text(level)}"
+
+
+def setting_as_run(setting: Any, concurrency: Any) -> str:
+    """A setting by the values it ran with: ``rclone-1xauto`` that ran 2 objects at once
+    reads ``rclone-1x2`` (a reader saw "auto" where it was 2); any other is as named. Where
+    it is shown, "auto" (the transfer job's threads) is said once."""
+    text = str(setting)
+    if (
+        text.endswith("xauto")
+        and isinstance(concurrency, int | float)
+        and concurrency == concurrency
+    ):
+        return f"{text.removesuffix('auto')}{int(concurrency)}"
+    return text

@@ -30,14 +30,15 @@ import pandas as pd
 
 from cloudbench.campaign.identity import LINK, ROUTE, keys_without
 from cloudbench.intervals import level_text, median_interval
+from cloudbench.report.labels import setting_as_run, with_interval
 
 OK, BELOW, FAILED, NO_DATA, REGRESSED = "ok", "below threshold", "failed", "no data", "regressed"
 STATES = (OK, BELOW, REGRESSED, FAILED, NO_DATA)  # the states a route can be in
 # what tells the settings of one route apart (the tool is in the setting's label)
 SETTING = keys_without(*ROUTE, "tool", "strategy", "repeat")
 COLUMNS = (
-    *ROUTE, *SETTING, "n", "median_mb_per_s", "low_mb_per_s", "high_mb_per_s", "level",
-    "failed", "outages", "state",
+    *ROUTE, *SETTING, "concurrency", "n", "median_mb_per_s", "low_mb_per_s", "high_mb_per_s",
+    "level", "failed", "outages", "state",
 )  # fmt: skip
 
 
@@ -60,9 +61,13 @@ def routes(
             medians = ok.groupby(SETTING, sort=True)["mb_per_s"].median()
             top = medians.idxmax()
             best = dict(zip(SETTING, top if isinstance(top, tuple) else (top,), strict=True))
-            rates = ok[np.logical_and.reduce([ok[k] == v for k, v in best.items()])]["mb_per_s"]
+            mine = ok[np.logical_and.reduce([ok[k] == v for k, v in best.items()])]
+            rates = mine["mb_per_s"]
             iv = median_interval(rates)
+            ran = pd.to_numeric(mine.get("concurrency", pd.Series(dtype=float)), errors="coerce")
             stats = {
+                # objects at once as run (an "auto" setting's number), for its label
+                "concurrency": int(ran.median()) if ran.notna().any() else math.nan,
                 "n": int(rates.size),
                 "median_mb_per_s": float(rates.median()),
                 "low_mb_per_s": iv.low,
@@ -87,12 +92,12 @@ def state_of(
 
 
 def _cell(r: Mapping[str, Any]) -> str:
+    """A route's rate in the first screen's one form: ``15.7 [15.3, 15.8] 75%``."""
     if r["state"] in (FAILED, NO_DATA):
         return r["state"]
-    text = f"{r['median_mb_per_s']:.3g}"
-    if not (isinstance(r["low_mb_per_s"], float) and math.isnan(r["low_mb_per_s"])):
-        text += f" [{r['low_mb_per_s']:.3g}, {r['high_mb_per_s']:.3g}]"
-    return text
+    return with_interval(
+        r["median_mb_per_s"], r["low_mb_per_s"], r["high_mb_per_s"], r["level"], n=r["n"]
+    )
 
 
 def _colour(r: Mapping[str, Any], thresholds: tuple[float | None, float | None]) -> str:
@@ -135,8 +140,11 @@ def grid_html(table: pd.DataFrame, thresholds: tuple[float | None, float | None]
     whole failed row says "site", a whole failed column "store"."""
     if table.empty:
         return ""
+    auto = table["setting"].astype(str).str.endswith("xauto").any()
     parts = [GRID_STYLE, '<div class="cb-grid"><p><b>Routes</b> (the fastest setting '
-             "measured per site, remote and direction: median MB/s [interval]"
+             "measured per site, remote and direction: median MB/s [interval] coverage; "
+             "a setting is tool-clients x objects at once, as run"
+             + ("; 'auto' ran the transfer job's threads" if auto else "")
              + (f"; good from {thresholds[0]:g}, poor below {thresholds[1]:g} MB/s"
                 if None not in thresholds else "")
              + ")</p>"]  # fmt: skip
@@ -161,9 +169,9 @@ def grid_html(table: pd.DataFrame, thresholds: tuple[float | None, float | None]
                     if r["state"] not in (FAILED, NO_DATA)
                     else f"{r['failed']} failed, {r['outages']} in an outage of the store"
                 )
+                ran = setting_as_run(r["setting"], r.get("concurrency"))
                 which = (
-                    f" <small>{html.escape(str(r['layout']))} {html.escape(str(r['setting']))}"
-                    "</small>"
+                    f" <small>{html.escape(str(r['layout']))} {html.escape(ran)}</small>"
                     if r["state"] not in (FAILED, NO_DATA)
                     else ""
                 )
