@@ -24,13 +24,31 @@ PIN = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*(==|=|>=|<=|>|<|~=|!=)?\s*([^\s#]*)\s
 
 def pyproject_pins() -> dict[str, str]:
     """Conda name -> exact version, for every dependency in pyproject.toml."""
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     pins = {}
-    for dep in deps:
+    for dep in _dependencies():
+        if dep.strip() == SNAKEMAKE_RANGE:
+            continue  # where Snakemake runs: the range the suite is run at (below)
         m = re.fullmatch(r"([A-Za-z0-9_.-]+)==([^;\s]+)", dep.strip())
         assert m, f"pyproject.toml: {dep!r} is not pinned with =="
         pins[CONDA_NAME.get(m[1].lower(), m[1].lower())] = m[2]
     return pins
+
+
+def _dependencies() -> list[str]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+# snakemake is a range (a centre's module or next month's release), from the Snakefile's
+# min_version up to the next major; every other dependency is pinned
+SNAKEMAKE_RANGE = next(d for d in _dependencies() if re.match(r"^snakemake[<>=]", d))
+
+
+def test_snakemakes_range_starts_at_the_snakefiles_min_version():
+    lowest = re.search(r">=\s*([0-9.]+)", SNAKEMAKE_RANGE)
+    said = re.search(r'min_version\("([0-9.]+)"\)', (ROOT / "workflow/Snakefile").read_text())
+    assert lowest and said, SNAKEMAKE_RANGE
+    assert lowest[1].split(".")[:2] == said[1].split(".")[:2], (SNAKEMAKE_RANGE, said[1])
+    assert re.search(r",\s*<\s*10\b", SNAKEMAKE_RANGE), SNAKEMAKE_RANGE  # a major may break
 
 
 def conda_pins(env: Path) -> dict[str, tuple[str, str]]:
