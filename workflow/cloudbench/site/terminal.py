@@ -49,7 +49,7 @@ from typing import Any
 from snakemake_interface_logger_plugins.common import LogEvent
 
 from cloudbench.campaign import paths
-from cloudbench.campaign.identity import KEYS, MeasurementId
+from cloudbench.campaign.identity import KEYS, MeasurementId, keys_without
 from cloudbench.measure import record as transfer
 from cloudbench.measure.progress import human_seconds, result_line
 from cloudbench.records import read_json
@@ -63,8 +63,9 @@ DOWNLOAD = "download"
 MEASURING = ("upload", DOWNLOAD)
 VERIFY = "verify"
 AGGREGATE = "aggregate"
-#: the wildcards that name one copy (a download and its verify step share them)
-COPY_KEYS = ("site", "remote", "layout", "setting", "repeat")
+#: the wildcards that name one copy (a download and its verify step share them): the
+#: identity but the direction and what the layout and setting already say
+COPY_KEYS = tuple(keys_without("direction", "tool", "strategy"))
 #: a progress line after every this share of the measurements
 PROGRESS_SHARE = 0.1
 #: Snakemake's messages without an event of their own that a user needs, by how they start
