@@ -5,16 +5,24 @@ from cloudbench.campaign.model import ConfigError, Measurement, Setting, load_ca
 pytestmark = pytest.mark.unit
 
 
-def test_demo_implies_every_measurement(demo_config):
-    c = load_campaign(demo_config)
-    ms = list(c.measurements())
-    layouts = 3  # plain, chunked-4MiB, multithread
-    uploads = [m for m in ms if m.direction == "upload"]
-    downloads = [m for m in ms if m.direction == "download"]
-    assert len(uploads) == layouts * c.repeats
-    assert len(downloads) == 2 * layouts * c.repeats
-    assert {m.site for m in uploads} == {"tursa"}
-    assert len({m.key + m.site for m in ms}) == len(ms)
+def test_demo_implies_every_measurement(demo_file, demo_config):
+    """The demo searches (tuning mode): its first round is each layout at its ladder's first
+    step, plain at 4 transfers and chunked at 2; its grid without the search, each layout at
+    auto."""
+    for cfg, settings in (
+        (demo_file, {"rclone-1x4", "rclone-1x2"}),
+        (demo_config, {"rclone-1xauto"}),
+    ):
+        c = load_campaign(cfg)
+        ms = list(c.measurements())
+        layouts = 2  # plain, chunked-4MiB
+        uploads = [m for m in ms if m.direction == "upload"]
+        downloads = [m for m in ms if m.direction == "download"]
+        assert len(uploads) == layouts * c.repeats
+        assert len(downloads) == 2 * layouts * c.repeats
+        assert {m.site for m in uploads} == {"tursa"}
+        assert len({m.key + m.site for m in ms}) == len(ms)
+        assert {m.setting.label for m in ms} == settings
 
 
 @pytest.mark.parametrize(
@@ -195,6 +203,7 @@ def test_reserved_site_names_are_refused(demo_config, name):
 
 
 def test_multithread_below_its_cutoff_is_refused(demo_config):
+    demo_config["strategies"] = ["plain", "chunked", "multithread"]
     demo_config["rclone"]["multi_thread_cutoff"] = "1GiB"
     with pytest.raises(ConfigError, match="rclone.multi_thread_cutoff: '1GiB' is above the file"):
         load_campaign(demo_config)
@@ -204,7 +213,8 @@ def test_multithread_below_its_cutoff_is_refused(demo_config):
 def test_multithread_cutoff_auto_is_rclones_unless_the_files_are_smaller(demo_config, size, cutoff):
     """A campaign of its own with files under 256 MiB and the default strategies runs (the
     default cutoff used to refuse it): auto is the file size then, else rclone's 256 MiB."""
-    del demo_config["rclone"]["multi_thread_cutoff"]
+    demo_config["strategies"] = ["plain", "chunked", "multithread"]
+    demo_config["rclone"].pop("multi_thread_cutoff", None)
     demo_config["dataset"]["size"] = size  # of each file
     demo_config["dataset"]["chunk_sizes"] = ["4MiB"]
     assert load_campaign(demo_config).multi_thread_cutoff == cutoff
@@ -218,7 +228,8 @@ def test_multithread_parts_auto_split_a_small_file_into_several_streams(demo_con
     and called it multi-threaded: auto cuts a small file in 4 parts of at least 5 MiB."""
     from cloudbench.measure.rclone import concurrency
 
-    del demo_config["rclone"]["multi_thread_chunk_size"]
+    demo_config["strategies"] = ["plain", "chunked", "multithread"]
+    demo_config["rclone"].pop("multi_thread_chunk_size", None)
     demo_config["dataset"].update(size=size, chunk_sizes=["4MiB"])
     c = load_campaign(demo_config)
     assert c.multi_thread_chunk_size == part
@@ -324,7 +335,7 @@ def test_sweeps_multiply_measurements_and_downloads_read_an_uploaded_copy(demo_c
     ]  # fmt: skip
     assert [s.label for s in c.settings(tess, "plain")] == ["rclone-1xauto", "rclone-4xauto"]
     downloads = [m for m in c.measurements(tess)]
-    assert len(downloads) == 3 * (2 + 4 + 2)  # repeats x (plain 2, chunked 4, multithread 2)
+    assert len(downloads) == 3 * (2 + 4)  # repeats x (plain 2, chunked 4)
     four = next(m for m in downloads if m.setting.label == "rclone-4x8")
     assert c.copy_setting(four).label == "rclone-1x8"  # tursa never ran 4 clients
     two = Measurement("tesseract", "main", "download", four.layout, 1, Setting("rclone", 2, 8))

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from tests.conftest import DEMO_ONLY
 from tests.infra.s3 import serve_s3
 from tests.infra.terminal import full_log, measurement_lines
 from tests.infra.workflow import BIN, ROOT, snakemake, write_config
@@ -24,8 +25,10 @@ SITES = ("tursa", "tesseract", "bnl")
 
 
 def _demo_config() -> dict:
+    """The demo's campaign as a grid (without the tuning mode and ladders of `make demo`)."""
     with open(ROOT / "config" / "config.yaml") as fh:
-        return copy.deepcopy(yaml.safe_load(fh))
+        cfg = copy.deepcopy(yaml.safe_load(fh))
+    return {k: v for k, v in cfg.items() if k not in DEMO_ONLY}
 
 
 def _config(campaign: str = "demo") -> dict:

@@ -175,8 +175,9 @@ def test_demo_summary_tsv(demo_report):
     # sides slow down together on a busy machine; a row the workflow timed wrong does not.
     results = workdir / "results" / config["campaign"]
     transfers = pd.read_csv(results / "transfers.tsv", sep="\t")
-    medians = transfers.groupby(["site", "direction", "layout"])["mb_per_s"].median()
-    got = summary.set_index(["site", "direction", "layout"])["p50"]
+    keys = ["site", "direction", "layout", "setting"]
+    medians = transfers.groupby(keys)["mb_per_s"].median()
+    got = summary.set_index(keys)["p50"]
     assert got.to_numpy() == pytest.approx(medians.reindex(got.index).to_numpy(), rel=1e-3)
     trace = trace_command(results)
     assert trace.returncode == 0, trace.stdout[-3000:] + trace.stderr[-2000:]

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from cloudbench.campaign import paths
 from cloudbench.campaign.model import load_campaign
+from cloudbench.campaign.tune import measured_labels
 
 
 def _intervals(df: pd.DataFrame) -> list[tuple[float, float, str]]:
@@ -28,6 +31,25 @@ def assert_transfers_ran_alone(transfers: pd.DataFrame, steps: pd.DataFrame) -> 
             )
 
 
+def planned(campaign: Any, results: Path) -> list[tuple[str, str, str, str, int]]:
+    """Every measurement a finished campaign made, as (site, direction, layout, setting,
+    repeat): its grid, or in the tuning mode what each site's searches measured (its final
+    state, tune.json)."""
+    if campaign.tune is None:
+        return [
+            (m.site, m.direction, m.layout.label, m.setting.label, m.repeat)
+            for m in campaign.measurements()
+        ]
+    out = []
+    for site in campaign.sites:
+        state = json.loads(Path(paths.tune_final(results, site.name)).read_text())
+        out += [
+            (x["site"], x["direction"], x["layout"], x["setting"], x["repeat"])
+            for x in measured_labels(state, campaign.repeats)
+        ]
+    return out
+
+
 def check_campaign(workdir: Path, config: dict) -> pd.DataFrame:
     """What every finished campaign holds, read from its results: every measurement planned
     has one ok row; each row's bytes, rate and connections are what its columns say and
@@ -36,18 +58,21 @@ def check_campaign(workdir: Path, config: dict) -> pd.DataFrame:
     campaign = load_campaign(config, base=workdir)
     results = workdir / "results" / config["campaign"]
     df = pd.read_csv(results / "transfers.tsv", sep="\t")
-    expected = list(campaign.measurements())
+    expected = planned(campaign, results)
     assert len(df) == len(expected)
     assert (df["status"] == "ok").all(), df[df["status"] != "ok"][["layout", "error"]]
-    got = {(r.site, r.direction, r.layout, r.repeat) for r in df.itertuples()}
-    assert got == {(m.site, m.direction, m.layout.label, m.repeat) for m in expected}
+    got = {(r.site, r.direction, r.layout, r.setting, r.repeat) for r in df.itertuples()}
+    assert got == set(expected)
     total = campaign.dataset_bytes
     assert (df["bytes_requested"] == total).all()
     # the reported rate is the bytes over the wall-clock seconds, to rounding
     assert ((df["mb_per_s"] - df["bytes_requested"] / df["seconds"] / 1e6).abs() < 0.01).all()
-    # connections are counted from what ran: never more than the job's threads
+    # connections are counted from what ran: never more than the setting's concurrency (the
+    # job's threads at auto), and plain moves no more objects at once than there are files
     assert (df["connections"] == df["objects_in_flight"] * df["streams_per_object"]).all()
-    assert (df["connections"] <= df["node_cores"]).all()
+    assert (df["connections"] <= df["concurrency"]).all()
+    plain = df[df["layout"] == "plain"]
+    assert (plain["objects_in_flight"] <= campaign.files).all()
     for r in df.itertuples():  # every row traces to a raw rclone JSON log with the same bytes
         log = (
             results
