@@ -301,10 +301,11 @@ def test_a_download_seen_only_by_its_files_is_judged_by_the_listing_alone():
     assert unasked.cause(None, files, 1.0) is None and unasked.cause(None, files, 999.0) is None
 
 
-def test_a_breaker_opened_during_the_run_refuses_the_next_measurements_at_once(tmp_path, capsys):
+def test_a_breaker_opened_during_the_run_refuses_the_next_measurements_at_once(tmp_path):
     """What stops a run's measurements of a dead store through Snakemake's own rule for a
-    failed job: the store_open job before each (a local job: never submitted) exits 2 with
-    the breaker's line, so its transfer is never submitted; without it, it leaves its token.
+    failed job: the store_open job before each (a local job in Snakemake's process: never
+    submitted) fails with the breaker's line in its log, so its transfer is never
+    submitted; without it, it leaves its token.
     A breaker an earlier run left open, a run that waits for its store, and a job run by
     hand (no run spec) refuse nothing: their jobs ask the store (breaker.gate)."""
     from cloudbench.campaign import jobs
@@ -317,28 +318,30 @@ def test_a_breaker_opened_during_the_run_refuses_the_next_measurements_at_once(t
     )  # fmt: skip
     run_spec = tmp_path / "run.json"
 
+    log = tmp_path / "store_open.log"
+
     def store_open(started: float, wait_s: float = 0.0) -> tuple[int, Path]:
         sd = jobs.StoreDownSpec(after_failures=2, stall_s=60.0, wait_s=wait_s)
         jobs.write_run(run_spec, jobs.RunSpec(sd, started, True, {}))
         out = tmp_path / f"r2.{len(list(tmp_path.glob('*.store-open')))}.store-open"
-        code = breaker.main(
-            ["--spec", spec.to_json(), "--run-spec", str(run_spec), "--out", str(out)]
-        )
-        return code, out
+        try:
+            breaker.store_open(spec.to_json(), run_spec, out, log)
+        except breaker.StoreDown:
+            return 2, out
+        return 0, out
 
     code, out = store_open(1.0)
     assert code == 0 and out.exists()
     breaker.note(tmp_path, "s", "main", REFUSED, "upload r1", url="s3t:")
     assert store_open(1.0)[0] == 0  # one failure: not open
     breaker.note(tmp_path, "s", "main", REFUSED, "upload r1", url="s3t:")
-    capsys.readouterr()
     code, out = store_open(1.0)
     assert code == 2 and not out.exists()
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(
+    said = log.read_text().strip().splitlines()
+    assert len(said) == 1 and said[0].startswith(
         "cloudbench store_open: not started: store 'main' (s3t:) has not answered since"
     )
-    assert "not tried again this run (store_down)" in err[0]
+    assert "not tried again this run (store_down)" in said[0]
     checked = breaker.read(tmp_path, "s", "main").checked_epoch
     assert store_open(checked + 1)[0] == 0  # an earlier run's: this run's first job asks
     assert store_open(1.0, wait_s=600)[0] == 0  # the run waits for its store instead

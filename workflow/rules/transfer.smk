@@ -52,15 +52,12 @@ rule store_open:
     wildcard_constraints:
         direction="upload|download",
     priority: store_open_priority
-    conda:
-        "../../envs/cloudbench.yaml"
     resources:
         network=1,
     params:
         spec=store_open_spec,
-    shell:
-        "$CLOUDBENCH_PYTHON -m cloudbench.site.breaker --spec {params.spec:q}"
-        ' --run-spec "$CLOUDBENCH_RUN_SPEC" --out {output} 2> {log}'
+    run:
+        breaker.store_open(params.spec, RUN_SPEC, output[0], log[0])
 
 
 rule upload:

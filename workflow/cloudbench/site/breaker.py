@@ -304,29 +304,28 @@ def policy_of_run(run: Any) -> Policy:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The ``store_open`` rule's command (``python -m cloudbench.site.breaker``), run on
-    the submitting host just before its measurement would be submitted: exit 2 with the
-    breaker's one line when :func:`refused`, else leave the token (``--out``)."""
-    import argparse
-    import sys
+class StoreDown(RuntimeError):
+    """A measurement the store's open breaker kept from starting (its message: the line)."""
 
+
+def store_open(spec_json: str, run_spec: str | Path, out: str | Path, log: str | Path) -> None:
+    """The ``store_open`` job, run in Snakemake's own process on the submitting host just
+    before its measurement would be submitted (a ``run:`` job: no Python to start, once per
+    measurement): leave the token (``out``) when the store may be asked, else write the
+    breaker's one line to the job's log (the terminal's failure line reads it) and fail."""
     from cloudbench.campaign.jobs import read_run
     from cloudbench.campaign.spec import TransferSpec
 
-    parser = argparse.ArgumentParser(prog="python -m cloudbench.site.breaker")
-    parser.add_argument("--spec", required=True, help="the measurement's transfer spec")
-    parser.add_argument("--run-spec", required=True, help="the run's spec")
-    parser.add_argument("--out", required=True, help="the token to leave when it may start")
-    a = parser.parse_args(argv)
-    spec = TransferSpec.from_json(a.spec)
-    state = refused(spec.scratch, spec.site, spec.remote, policy_of_run(read_run(a.run_spec)))
+    spec = TransferSpec.from_json(spec_json)
+    state = refused(spec.scratch, spec.site, spec.remote, policy_of_run(read_run(run_spec)))
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
     if state is not None:
-        print(f"cloudbench store_open: {refusal(state)}", file=sys.stderr)
-        return 2
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).touch()
-    return 0
+        line = f"cloudbench store_open: {refusal(state)}"
+        Path(log).write_text(line + "\n")
+        raise StoreDown(line)
+    Path(log).write_text("")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).touch()
 
 
 def summary(places: Iterable[tuple[str | Path, str]], policy: Policy) -> list[str]:
@@ -337,9 +336,3 @@ def summary(places: Iterable[tuple[str | Path, str]], policy: Policy) -> list[st
         if state is not None and state.is_open(policy):
             lines.append(state.describe())
     return lines
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())
