@@ -890,3 +890,26 @@ def test_the_first_screens_figure_shows_the_rate_of_its_table(tmp_path, monkeypa
     figure.write_bytes(b"\x89PNG")
     page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, figure)
     assert 'alt="whole-transfer rate per strategy"' in page and "rate of the table" in page
+
+
+@pytest.mark.unit
+def test_an_uploads_count_that_ran_ahead_of_the_store_is_no_stall_and_no_rate_of_zero():
+    """A user's rclone uploads (5 MiB through a 3 MB/s store): rclone counted the whole file
+    at 1.0 s (into socket buffers) and the store had it at 2.6-3.4 s. The flat stretch after
+    the count reached its total read as a sustained 0.0 MB/s and a 2-3 s stall; it is the
+    buffers draining. A count that went down and grew again keeps its stall."""
+    from cloudbench.measure.rclonelog import longest_stall
+    from cloudbench.measure.series import counted_all
+
+    small = pd.DataFrame({"elapsed_s": [1.0, 2.0, 3.0, 3.4], "bytes": [10_485_760] * 4})
+    r = sustained_rate(small, whole_mb_per_s=3.04)
+    assert (r.mb_per_s, r.method) == (3.04, "whole-transfer"), r
+    assert longest_stall(small["elapsed_s"].tolist(), small["bytes"].tolist()) == 0.0
+    # a longer upload: counted at 5 MB/s for 4 s, then 3 s of buffers draining
+    t = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    b = [5e6, 10e6, 15e6, 20e6, 20e6, 20e6, 20e6]
+    r = sustained_rate(pd.DataFrame({"elapsed_s": t, "bytes": b}))
+    assert r.method == "series" and r.mb_per_s == pytest.approx(5.0) and r.end_s == 4.0
+    assert longest_stall(t, b) == 0.0
+    assert counted_all([1, 2, 2, 1, 2]) == 4  # went down, grew again: not a plateau
+    assert longest_stall([1.0, 2.0, 3.0, 4.0, 5.0], [1, 2, 2, 2, 3]) == 2.0  # a stall mid-copy

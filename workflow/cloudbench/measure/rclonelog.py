@@ -376,10 +376,14 @@ def longest_stall(elapsed: Sequence[float], moved: Sequence[int], interval: floa
     ``--stats 1s``, a destination sampled every second) after the start is a normal start,
     and any later one is a stretch in which nothing can have moved, less the one interval
     in which the first bytes may have (a user's copy waited 39 s on a store that came back,
-    and was recorded with no stall).
+    and was recorded with no stall). The stretch after the count reached its total is not
+    one (:func:`cloudbench.measure.series.counted_all`).
     """
     if not elapsed:
         return 0.0
+    # once everything is counted, the rest is buffers draining (series.counted_all)
+    end = series.counted_all(moved) + 1
+    elapsed, moved = elapsed[:end], moved[:end]
     longest = max(0.0, elapsed[0] - interval)
     start: float | None = 0.0 if moved[0] <= 0 else None
     if start is not None:

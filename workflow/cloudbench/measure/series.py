@@ -36,6 +36,24 @@ MB = 1e6
 Point = tuple[float, int]
 
 
+def counted_all(moved: Sequence[float]) -> int:
+    """The index of the point from which the count stays at its final value (the trailing
+    plateau's first point; the last point when the count still grew there).
+
+    A sender's counter counts bytes as the client hands them to the network: an upload's
+    last bytes sit in socket buffers while the store takes them, so its count reaches the
+    total and stays there until the copy ends (a user's 5 MiB uploads through a 3 MB/s
+    store: counted whole at 1.0 s, copied at 2.6 and 3.3 s). What follows that point is
+    the buffers draining, not a stall and not a rate; a count that went down and grew
+    again is not a plateau."""
+    if not moved:
+        return 0
+    i = len(moved) - 1
+    while i > 0 and moved[i - 1] == moved[-1]:
+        i -= 1
+    return i
+
+
 def rates(points: Iterable[Point]) -> list[tuple[float, int, float]]:
     """``(elapsed s, cumulative bytes, bytes/s over the interval before it)`` per point."""
     out: list[tuple[float, int, float]] = []

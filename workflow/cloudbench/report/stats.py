@@ -52,6 +52,7 @@ from cloudbench.intervals import (
     ratio_interval,
 )
 from cloudbench.measure.record import STALL_NOTED_MIN_S, STALL_NOTED_S, STALL_NOTED_SHARE
+from cloudbench.measure.series import counted_all
 from cloudbench.measure.series import rates as rates_of
 from cloudbench.report import burst
 from cloudbench.report.select import same_keys
@@ -126,9 +127,14 @@ def sustained_rate(
     the first t_i >= ``ramp_fraction`` x t_k and the result is (b_k - b_i) / (t_k - t_i) / 10⁶.
     With fewer than ``MIN_SERIES_POINTS`` samples, or a window shorter than ``MIN_WINDOW_S``,
     the result is ``whole_mb_per_s`` (the whole-transfer rate) with method
-    ``"whole-transfer"``.
+    ``"whole-transfer"``. The series ends where its count reached the total
+    (:func:`cloudbench.measure.series.counted_all`): an upload's counter runs ahead of the
+    store by what the socket buffers hold, and the flat stretch after it read as a rate of
+    0 (a user's rclone uploads: sustained 0.0 beside a median of 2.7 MB/s).
     """
     t, b = _samples(series)
+    end = counted_all(b.tolist()) + 1  # the buffers draining after it are no rate
+    t, b = t[:end], b[:end]
     fallback = Sustained(float(whole_mb_per_s), WHOLE_TRANSFER, math.nan, math.nan)
     if t.size < MIN_SERIES_POINTS:
         return fallback
