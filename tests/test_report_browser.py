@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,7 @@ from tests.infra.browser import (  # noqa: F401 (CHROMIUM, browser: read by othe
     open_page,
     report_results,
 )
-from tests.infra.workflow import trace_command
+from tests.infra.workflow import ROOT, trace_command
 
 # --- the demo campaign through Snakemake -------------------------------------------------------
 
@@ -62,6 +63,32 @@ def test_demo_report_renders_every_figure(demo_report, tmp_path):
     # the captions carry the definitions the numbers were computed with
     caption = {r["name"]: r["caption"] for r in results.values()}
     assert "10%" in caption["rate_by_strategy.png"] and "Mann-Whitney" in caption["speedup.png"]
+
+
+@pytest.mark.full
+@pytest.mark.slow
+@pytest.mark.browser
+@needs_chromium
+def test_readmes_picture_is_made_from_the_demos_report(demo_report, tmp_path):
+    """README's picture is what `make screenshot` takes of the demo's own report, so it cannot
+    go stale by hand: the target writes the file README shows, and its script gives a
+    1400x900 picture of the first screen that is not blank."""
+    _, _, report = demo_report
+    picture = "docs/report-first-screen.png"
+    assert f"]({picture})" in (ROOT / "README.md").read_text()
+    make = (ROOT / "Makefile").read_text()
+    recipe = make[make.index("\nscreenshot:") :].split("\n\n")[0]
+    assert "scripts/report-screenshot.sh" in recipe and picture in recipe, recipe
+    out = tmp_path / "first-screen.png"
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts/report-screenshot.sh"), str(report), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert Image.open(out).size == (1400, 900)
+    assert_not_blank(out, (300, 0, 1300, 800))
 
 
 # Where the headline's parts sit once the report has opened (no click).
