@@ -144,7 +144,6 @@ def test_a_copy_throttled_midway_is_flagged_on_the_front_page(tmp_path):
             raise AssertionError(f"the timed copy never moved {moved} bytes")
 
         try:
-            early = stats_once(8 * MIB)  # past its start
             switch = stats_once(SWITCH)
             assert rclone_rc("core/bwlimit", "rate=2M").returncode == 0
             _, err = run.communicate(timeout=300)
@@ -156,8 +155,10 @@ def test_a_copy_throttled_midway_is_flagged_on_the_front_page(tmp_path):
         assert rep.returncode == 0, rep.stderr[-3000:]
     summary = pd.read_csv(tmp_path / "results/burst/summary.tsv", sep="\t").iloc[0]
     assert summary["bursts"] == 1, summary
-    # rclone's own stats of the same seconds: the burst's rate between two readings in it,
-    # its length to the switch, the rate after it to the copy's last stats line
+    # rclone's own stats of the same seconds: the burst's rate from the copy's start to the
+    # switch (as the summary defines it: its start is in it, which a loaded machine slows,
+    # so a rate read between two points inside the burst read 8.39 MB/s beside the
+    # summary's 6.98 in s50b), its length, the rate after it to the copy's last stats line
     m = MeasurementId.of(
         {"site": "edi", "remote": "main", "direction": "upload", "layout": "plain"}
         | {"setting": "rclone-1xauto", "repeat": 1}
@@ -166,7 +167,7 @@ def test_a_copy_throttled_midway_is_flagged_on_the_front_page(tmp_path):
         (tmp_path / transfer_log("results/burst", m)).read_text().splitlines()
     ).final
     assert final is not None and final.bytes == 56 * MIB
-    burst = (switch["bytes"] - early["bytes"]) / (switch["elapsedTime"] - early["elapsedTime"])
+    burst = switch["bytes"] / switch["elapsedTime"]
     after = (final.bytes - switch["bytes"]) / (final.elapsed - switch["elapsedTime"])
     print(f"burst {burst / 1e6:.2f} MB/s to {switch['elapsedTime']:.1f} s, then {after / 1e6:.2f}")
     assert summary["burst_s"] == pytest.approx(switch["elapsedTime"], abs=1.5), summary

@@ -26,6 +26,7 @@ import pytest
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.s3 import SERVE_S3, VERSITYGW, serve_s3, versitygw_binary
 from tests.infra.slurm import PBS_BIN, PBS_STANDIN_VARIABLE
+from tests.infra.terminal import full_log
 from tests.infra.workflow import BIN, snakemake, trace_command, write_config
 
 pytestmark = [pytest.mark.full, pytest.mark.slow]
@@ -295,7 +296,9 @@ def test_one_allocation_puts_each_client_on_a_node_of_its_own(slurm_cluster, tmp
             env={**env, **s3.client_env("S3T")}, timeout=900,
         )  # fmt: skip
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    out = run.stdout + run.stderr
+    # Snakemake's own words of each submission: the run's full log (the terminal is the
+    # campaign's, tests/infra/terminal.py)
+    out = full_log(tmp_path, run.stdout + run.stderr)
     groups = re.findall(r"submitted with SLURM jobid (\S+) \(log: \S*/group_transfers", out)
     assert len(groups) == 1, out[-3000:]  # one queue wait for every transfer
     assert not re.search(r"\(log: \S*rule_(upload|download)/", out)  # no job of their own
