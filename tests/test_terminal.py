@@ -499,3 +499,16 @@ def test_an_open_breaker_is_said_once(tmp_path):
         "cloudbench: 0 measurements made in this run; 4 jobs failed (3 of them said the same "
         "as one above)"
     )
+
+
+@pytest.mark.unit
+def test_the_summary_counts_a_measurement_never_started_apart_from_those_made():
+    """A user's run after the store died: 'stopped with 13 of 24 measurements recorded (7 ok,
+    6 failed)' above '15 measurements made in this run (7 ok, 8 not ok)': two jobs a breaker
+    refused recorded nothing. Made is recorded, as the stopped run's line counts it."""
+    from cloudbench.site.terminal import summary_line
+
+    line = summary_line(13, 6, 3, None, None, same_again=1, not_started=2)
+    assert line.startswith("cloudbench: 13 measurements made in this run (7 ok, 6 not ok)")
+    assert "; 2 not started (no record)" in line
+    assert "not started" not in summary_line(3, 0, 0, None, None)

@@ -228,12 +228,17 @@ def summary_line(
     results: str | None,
     log: str | None,
     same_again: int = 0,
+    not_started: int = 0,
 ) -> str:
-    """The run's last line of its own: what it measured, how many jobs failed (``same_again``
-    of them not shown, having said what one shown said), where the tables are, how the
-    report is made, and the full log."""
+    """The run's last line of its own: what it measured (a measurement is made when its
+    record is: one whose job failed before it recorded anything, a breaker's refusal say,
+    is ``not_started``, as the stopped run's own line counts it), how many jobs failed
+    (``same_again`` of them not shown, having said what one shown said), where the tables
+    are, how the report is made, and the full log."""
     how = f" ({made - not_ok} ok, {not_ok} not ok)" if not_ok else " (all ok)" if made else ""
     parts = [f"cloudbench: {counted(made, 'measurement')} made in this run{how}"]
+    if not_started:
+        parts.append(f"{not_started} not started (no record)")
     if failed_jobs:
         again = f" ({same_again} of them said the same as one above)" if same_again else ""
         parts.append(f"{counted(failed_jobs, 'job')} failed{again}")
@@ -309,6 +314,7 @@ class CampaignTerminal:
     first_started: float | None = None
     made: int = 0
     not_ok: int = 0
+    not_started: int = 0  # measurement jobs that failed before they recorded anything
     failed_jobs: int = 0
     waiting: dict[tuple[str, ...], transfer.TransferRecord] = field(default_factory=dict)
     said_once: set[str] = field(default_factory=set)
@@ -371,6 +377,7 @@ class CampaignTerminal:
                     self.results if tables else None,
                     self.log,
                     self.same_again,
+                    self.not_started,
                 )
             )
         return out
@@ -464,8 +471,7 @@ class CampaignTerminal:
         self.said_once.add(said)
         self.same_again += 0 if out else 1
         if job is not None and job.rule in MEASURING:
-            self.made += 1
-            self.not_ok += 1
+            self.not_started += 1  # a failed job's outputs are gone: it recorded nothing
         if job is not None and job.rule == VERIFY and (rec := self.waiting.pop(job.copy, None)):
             out.extend(self._measured(rec, verification(None)))
         return out
