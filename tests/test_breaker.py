@@ -124,7 +124,8 @@ def test_the_run_stops_only_for_a_breaker_that_opened_during_it(tmp_path):
     opened = breaker.read(tmp_path, "s", "r").checked_epoch
     assert breaker.opened_since(places, policy, opened + 1) is None  # an earlier run's
     assert breaker.opened_since(places, policy, opened - 1).remote == "r"
-    assert breaker.summary(places, policy) == [breaker.read(tmp_path, "s", "r").describe()]
+    said = breaker.read(tmp_path, "s", "r").describe()
+    assert breaker.summary(places, policy) == [f"at s: {said}"]  # names its site
 
 
 def test_a_half_written_or_foreign_file_reads_as_no_count(tmp_path):

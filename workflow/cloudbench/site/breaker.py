@@ -328,11 +328,12 @@ def store_open(spec_json: str, run_spec: str | Path, out: str | Path, log: str |
     Path(out).touch()
 
 
-def summary(places: Iterable[tuple[str | Path, str]], policy: Policy) -> list[str]:
-    """One line per open breaker, for the run's last lines."""
+def summary(places: Iterable[tuple[str | Path, str, str]], policy: Policy) -> list[str]:
+    """One line per open breaker, for the run's last lines, each naming its site (a user
+    read two alike lines ending 'at this site' and could not tell which site each was)."""
     lines = []
     for scratch, site, remote in places:
         state = read(scratch, site, remote)
         if state is not None and state.is_open(policy):
-            lines.append(state.describe())
+            lines.append(f"at {site}: {state.describe()}")
     return lines

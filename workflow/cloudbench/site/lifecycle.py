@@ -102,7 +102,7 @@ def stopped(run: Run) -> None:
     Path(paths.status_file(run.results)).unlink(missing_ok=True)
     c = run.campaign
     for line in breaker.summary(breaker_places(c), store_down_policy(c)):
-        print(f"cloudbench: {line}: its measurements at this site stopped", file=sys.stderr)
+        print(f"cloudbench: {line}: its measurements there stopped", file=sys.stderr)
     say_what_scratch_holds(c, finished=False)
     print(stopped_line(run), file=sys.stderr)
 
