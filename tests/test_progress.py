@@ -68,7 +68,10 @@ def test_result_line_is_one_readable_sentence():
         "error": "cannot read s3:b/c/manifest.json: " + "x " * 200 + "exceeded maximum retries",
     }  # fmt: skip
     line = result_line("download chunked-8MiB r1", failed)
-    assert line.startswith("download chunked-8MiB r1: failed, 0 B of 67.11 MB moved (...x x")
+    # its head (what could not be read) and its tail (the tool's last word) both kept
+    assert line.startswith(
+        "download chunked-8MiB r1: failed, 0 B of 67.11 MB moved (cannot read s3:b/c/manifest"
+    )
     assert line.endswith(" exceeded maximum retries)") and "in 0.0 s" not in line
     failed.update(seconds=3.14, bytes_moved=1_000_000)
     assert "failed after 3.1 s, 1.00 MB of 67.11 MB moved" in result_line("d", failed)
@@ -153,3 +156,24 @@ def test_a_transfer_without_a_stats_line_is_starting_not_zero_of_zero():
     assert p.line() == "upload plain r1: starting, 2s elapsed, no stats yet"
     assert "0 B of 0 B" not in p.line()
     assert "0 B of 25.17 MB (0%)" in Progress("x", 0, 25_170_000, 0.0, 1.0).line()
+
+
+@pytest.mark.unit
+def test_a_long_error_keeps_its_head_and_its_tail_on_the_result_line():
+    """A user read '(...s without progress: dial tcp ...': the cause, cloudbench's words at
+    the head of the error, was clipped away; the head and the tool's last word both stay."""
+    from cloudbench.records import clip_middle
+
+    error = (
+        "the store stopped answering: nothing moved for 60 s and the store did not answer "
+        "(store_down.stall); " + "detail " * 80 + "last: dial tcp 127.0.0.1:18950: connect: "
+        "connection refused"
+    )
+    said = clip_middle(error)
+    assert len(said) <= 300 and " ... " in said
+    assert said.startswith("the store stopped answering: nothing moved for 60 s")
+    assert said.endswith("connect: connection refused")
+    assert clip_middle("short  message\n") == "short message"
+    failed = {"status": "failed", "bytes_requested": 10, "bytes_moved": 0, "seconds": 70.1}
+    line = result_line("upload plain r2", failed | {"error": error})
+    assert "(the store stopped answering" in line and line.endswith("connection refused)")

@@ -175,6 +175,21 @@ def clip_tail(text: str, limit: int = 300) -> str:
     return "..." + (cut[space + 1 :] if 0 <= space < limit // 3 else cut)
 
 
+def clip_middle(text: str, limit: int = 300) -> str:
+    """A long message for one line: its head (what happened, as cloudbench words it) and its
+    tail (the tool's last word: ``dial tcp ...: connection refused``), cut at word
+    boundaries with `` ... `` between. A user read ``(...s without progress: dial tcp ...``,
+    the cause clipped away with the head."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    keep = (limit - 5) // 2
+    head, tail = text[:keep], text[-keep:]
+    head = head[: head.rfind(" ")] if " " in head[keep // 2 :] else head
+    tail = tail[tail.find(" ") + 1 :] if " " in tail[: keep // 2] else tail
+    return f"{head} ... {tail}"
+
+
 def first_few(items: Sequence[object], sep: str = ", ", most: int = 3) -> str:
     """The first ``most`` items for a message, then how many more: a long list of chunks or
     records would bury the line it is part of."""

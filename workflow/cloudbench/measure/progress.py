@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from cloudbench.campaign import paths
 from cloudbench.campaign.identity import MeasurementId
 from cloudbench.measure.rclonelog import StatsSample, network_cause, stats_sample
-from cloudbench.records import clip_tail
+from cloudbench.records import clip_middle
 
 PROGRESS_SECONDS = 10.0  # a 1-minute transfer shows 5-6 lines, a 12-hour one ~4,300
 PROGRESS_VARIABLE = "CLOUDBENCH_PROGRESS_SECONDS"
@@ -181,7 +181,7 @@ def result_line(label: str, record: dict[str, Any]) -> str:
         moved = human_bytes(record.get("bytes_moved") or 0)
         text = f"{label}: {record['status']}{after}, {moved} of {requested} moved"
     if record.get("error"):
-        text += f" ({clip_tail(str(record['error']))})"
+        text += f" ({clip_middle(str(record['error']))})"
     return text
 
 
