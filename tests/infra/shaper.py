@@ -48,6 +48,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 
 PIECE = 64 * 1024  # bytes read at a time
 # Each socket's receive buffer, set before the connection is made: left to autotuning, a
@@ -138,6 +139,12 @@ class Window:
     def total_busy_share(self) -> float:
         return self.total_busy_s / self.seconds
 
+    def held_at_cap(self, share: float = 0.5) -> int:
+        """The connections held at their own cap (their bucket in debt) for at least
+        ``share`` of the window: the ones that carried the copy, where each connection's
+        cap binds (a total cap that binds too holds them less)."""
+        return sum(busy >= share * self.seconds for busy in self.connection_busy_s)
+
 
 @dataclass
 class Shaper:
@@ -217,6 +224,12 @@ class Shaper:
         before = [b for t, b in sent if t < t0]
         upto = [b for t, b in sent if t <= t1]
         return (upto[-1] if upto else 0) - (before[-1] if before else 0)
+
+    def row_window(self, direction: str, row: dict) -> Window:
+        """The link's record of a transfers.tsv row's own seconds (its started_utc and
+        seconds)."""
+        t0 = datetime.fromisoformat(row["started_utc"].replace("Z", "+00:00")).timestamp()
+        return self.window(direction, t0, t0 + row["seconds"])
 
     def window(self, direction: str, t0: float, t1: float) -> Window:
         """The link's own evidence of [t0, t1] (wall clock) in ``direction``: see Window."""
