@@ -52,6 +52,7 @@ class Endpoint:
     lock: threading.Lock = field(default_factory=threading.Lock)
     arrived: list[float] = field(default_factory=list)  # when a connection's up bytes were in
     ends: list[int] = field(default_factory=list)  # bytes read by each closed connection
+    accepted: int = 0  # connections accepted (one still in the backlog has no serve yet)
 
     def serve(self, conn: socket.socket) -> None:
         with conn:
@@ -99,6 +100,8 @@ def endpoint(up: int = 0, down: int = 0) -> Iterator[Endpoint]:
             thread = threading.Thread(target=ep.serve, args=(conn,), daemon=True)
             thread.start()
             threads.append(thread)
+            with ep.lock:
+                ep.accepted += 1
 
     acceptor = threading.Thread(target=accept, daemon=True)
     acceptor.start()
@@ -108,7 +111,8 @@ def endpoint(up: int = 0, down: int = 0) -> Iterator[Endpoint]:
         with suppress(OSError):
             listen.shutdown(socket.SHUT_RDWR)
         listen.close()
-        for thread in [acceptor, *threads]:
+        acceptor.join(5)
+        for thread in threads:  # every one the acceptor started, now that it has ended
             thread.join(5)
 
 
@@ -263,6 +267,9 @@ def test_the_link_stops_its_threads_and_closes_its_port_when_the_block_ends():
             busy.sendall(b"go")  # the endpoint answers with 10 MB, at 50 kB/s
             assert busy.recv(1024)
             _wait_for(lambda: len(_shaper_threads(link.port)) == 5)  # accept + 2 x 2 pumps
+            # and the endpoint has both (the idle one's may still be in its backlog: left
+            # there at the end, its end was never seen; s50d)
+            _wait_for(lambda: ep.accepted == 2)
             assert link.open_connections == 2 and len(_shaper_threads(link.port)) == 5
             port = link.port
             leaving = time.monotonic()
