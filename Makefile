@@ -79,9 +79,10 @@ test: $(STAMP) sysdeps versitygw
 test-quick: $(STAMP)
 	$(PYTEST) -m "unit or quick" -n 2 $(ARGS)
 
-## test-unit: pure functions only, no process started (goal: 15 s)
+## test-unit: pure functions only, no process started (goal: 15 s); two workers, one per
+## core: 18 s where one took 31 s (779 tests, 2026-11-28)
 test-unit: $(STAMP)
-	$(PYTEST) -m unit $(ARGS)
+	$(PYTEST) -m unit -n 2 $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check workflow tests bench
