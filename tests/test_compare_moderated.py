@@ -69,3 +69,31 @@ def test_benjamini_hochberg_counts_what_it_finds():
     p = np.array([[0.001, 0.008, 0.039, 0.041, 0.9], [0.2, 0.3, np.nan, 0.5, 0.6]])
     # 0.041 <= 0.05 x 4/5 = 0.04? no; 0.039 <= 0.03? no; 0.008 <= 0.02: two found
     assert m.benjamini_hochberg_cut(p, 0.05).tolist() == [2, 0]
+
+
+def test_the_f_distribution_is_its_closed_form_at_2_and_2_degrees_and_chi_square_beyond():
+    """F(2, 2) has P(F <= f) = f / (1 + f); with infinite denominator degrees it is
+    chi-square(2) / 2, whose P is 1 - exp(-f)."""
+    f = np.array([0.01, 0.1, 0.5, 1.0, 3.0, 40.0])
+    assert m.f_cdf(f, 2.0, 2.0) == pytest.approx(f / (1 + f), rel=1e-10)
+    assert m.f_cdf(f, 2.0, np.inf) == pytest.approx(1 - np.exp(-f), abs=1e-4)
+    assert np.isnan(m.f_cdf(np.array([np.nan]), 2.0, 2.0)).all()
+
+
+def test_a_route_whose_spread_the_pool_cannot_explain_keeps_its_own():
+    """24 routes at 6 repeats (10 degrees each): one 4 times quieter than 23 others keeps its
+    own spread (own_noise) in most draws (88%: the lower tail is the strict one), one 4 times
+    noisier in nearly all (99.8%), the 23 alike never; with one noise for all, about
+    P_NOISIER + P_QUIETER of the routes do (0.4%: those in the pool's own tails)."""
+    rng = np.random.default_rng(8)
+    d = np.full((500, 24), 10.0)
+    for odd in (0.25, 4.0):
+        sd = np.array([0.2 * odd] + [0.2] * 23)
+        s2 = sd**2 * rng.chisquare(10, (500, 24)) / 10
+        s0_2, d0 = m.prior(s2, d)
+        own = m.own_noise(s2, d, s0_2, d0)
+        assert own[:, 0].mean() > (0.8 if odd < 1 else 0.95), odd
+        assert own[:, 1:].mean() < 0.01, odd
+    same = 0.1**2 * rng.chisquare(10, (500, 24)) / 10
+    share = m.own_noise(same, d, *m.prior(same, d)).mean()
+    assert share < 3 * (m.P_NOISIER + m.P_QUIETER), share

@@ -22,8 +22,9 @@ a row could read an interval excluding 1 beside "no clear change". The measureme
 store share their noise; the moderated t borrows it (a prior for each measurement's variance
 from all of them, as limma does for genes), so the same drop is found in about 85% of pairs,
 while pairs that differ only by noise flag anything in about 1% (up to 4% when routes' noise
-differs, 5% on some and 20% on others), and a stalled repeat is set aside rather than read as
-a regression (tests/test_compare_levels.py holds these figures).
+differs, 5% on some and 20% on others; a route whose noise is far from the others' keeps its
+own), and a stalled repeat is set aside rather than read as a regression
+(tests/test_compare_levels.py holds these figures).
 
 Each row's interval is at the level its verdict used (Benjamini-Hochberg's, adjusted for the
 measurements compared), so ``slower`` is exactly an interval wholly below ``1 - margin``;
@@ -132,7 +133,11 @@ def compare(
     )
     out.attrs.update(margin=margin, rate=rate)
     if result is not None:  # the shared noise, for the page
-        out.attrs.update(prior_df=float(result.prior_df), prior_sd=float(result.prior_sd))
+        out.attrs.update(
+            prior_df=float(result.prior_df),
+            prior_sd=float(result.prior_sd),
+            own_noise=int(result.own_noise.sum()),
+        )
     return out
 
 
@@ -201,7 +206,7 @@ def meaning(table: pd.DataFrame) -> str:
         f"{method(table)} slower (faster) means the rate fell (rose) by more than {margin:.0%} "
         "(the margin: compare_margin in the campaign file, --margin of cloudbench compare); "
         "the factor is B's geometric-mean rate over A's. The noise the measurements share is "
-        f"{math.expm1(noise):.1%} of a rate ({weight}); a repeat more than "
+        f"{math.expm1(noise):.1%} of a rate ({weight}){_own(table)}; a repeat more than "
         f"{moderated.SET_ASIDE_SPREADS:g} such spreads and x{moderated.SET_ASIDE_FACTOR:g} from "
         "its measurement's median is set aside as a stall (set_aside). Over the "
         f"{len(tested)} measurements compared, the verdicts have their false discovery rate "
@@ -221,6 +226,17 @@ def meaning(table: pd.DataFrame) -> str:
             f"measure {FEW_REPEATS} repeats where a comparison matters."
         )
     return text
+
+
+def _own(table: pd.DataFrame) -> str:
+    """How many measurements kept their own noise, the pool's being unlike theirs."""
+    own = int(table.attrs.get("own_noise", 0))
+    if not own:
+        return ""
+    return (
+        f"; {own} {'measurement keeps its' if own == 1 else 'measurements keep their'} own, "
+        "far from it (a quiet route among noisy ones, or a noisy one among quiet ones)"
+    )
 
 
 def lines(table: pd.DataFrame, a: str, b: str) -> list[str]:
