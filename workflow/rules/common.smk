@@ -1,12 +1,10 @@
 # Input functions and the campaign model: every loop and every if of the workflow lives here
 # or in the cloudbench package, never inside a rule.
 import functools
-import json
-from dataclasses import replace
-from pathlib import Path
+from pathlib import Path  # the rules use it (aggregate.smk, exchange.smk)
 
 from cloudbench.site import breaker, jobenv, lifecycle
-from cloudbench.campaign import jobs, order, paths, precision, tune
+from cloudbench.campaign import jobs, order, paths, rounds
 from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.labels import SETTING_PATTERN
 from cloudbench.campaign.model import (
@@ -185,18 +183,9 @@ def retry_token(direction):
 
 
 def _settled(m):
-    """A tuning search's finding (campaign.tune): a setting that failed while the store
-    answered is avoided, not measured again."""
-    return CAMPAIGN.tune is not None and tune.is_settled(_latest_tune(m.site), m)
-
-
-@functools.cache
-def _latest_tune(site_name):
-    """The newest state of a site's searches on disk (none before its first round)."""
-    k, state = 1, None
-    while (path := Path(paths.tune_round(RESULTS, site_name, k))).exists():
-        state, k = path, k + 1
-    return json.loads(state.read_text()) if state else None
+    """A tuning search's finding: a setting that failed while the store answered is
+    avoided, not measured again (campaign.rounds.settled: read anew at each call)."""
+    return rounds.settled(CAMPAIGN, RESULTS, m)
 
 
 def dataset_args():
@@ -389,41 +378,31 @@ def precision_target():
     return jobs.param(jobs.precision_target(CAMPAIGN))
 
 
-def _decisions(site_name, round_):
-    """The precision checkpoint's decisions after one round (Snakemake runs it first)."""
-    out = checkpoints.precision.get(site=site_name, round=round_).output[0]
-    return json.loads(Path(out).read_text())["decisions"]
+def _search(site_name):
+    """The search that decides a site's rounds (campaign.rounds), or None."""
+    return rounds.of(CAMPAIGN, site_name)
 
 
-def precision_inputs(wildcards):
-    """Round k's decisions rest on every repeat so far of the identities measured in it:
-    all of them in the first rounds, later those the round before left undecided."""
-    k, site = int(wildcards.round), wildcards.site
-    if k <= CAMPAIGN.repeats:
-        measured = [
-            m for m in CAMPAIGN.measurements(CAMPAIGN.site_named(site)) if m.repeat == 1
-        ]
-        previous = []
-    else:
-        measured = [
-            jobs.decided_measurement(site, d, 1)
-            for d in precision.continuing(_decisions(site, k - 1))
-        ]
-        previous = [paths.precision_round(RESULTS, site, k - 1)]
+def _states(search):
+    """The state after round k of a site, as its checkpoint decided it (Snakemake runs the
+    checkpoint first where it has not)."""
+    decided = getattr(checkpoints, search.checkpoint)
+    return lambda k: rounds.read_state(decided.get(site=search.site, round=k).output[0])
+
+
+def round_inputs(wildcards):
+    """What the state after round k rests on: records, and the states it builds on."""
+    search, k = _search(wildcards.site), int(wildcards.round)
     return {
-        "records": [
-            record(replace(m, repeat=r)) for m in measured for r in range(1, k + 1)
-        ],
-        "previous": previous,
+        "records": [record(m) for m in search.rests_on(k, _states(search))],
+        "previous": [search.state_path(RESULTS, j) for j in search.previous(k)],
     }
 
 
-def _last_round(site_name):
-    """The round after which no identity of the site needs more: its decisions are final."""
-    k = CAMPAIGN.repeats
-    while precision.continuing(_decisions(site_name, k)):
-        k += 1
-    return k
+def final_state(wildcards):
+    """The state after a site's last round: it asks for nothing more."""
+    search = _search(wildcards.site)
+    return search.state_path(RESULTS, rounds.last(search, _states(search)))
 
 
 def release_after_last_round(wildcards):
@@ -432,66 +411,16 @@ def release_after_last_round(wildcards):
     return UPLOAD_DATA if wildcards.site == UPLOAD_SITE else ""
 
 
-def final_precision(wildcards):
-    return paths.precision_round(RESULTS, wildcards.site, _last_round(wildcards.site))
-
-
 def tune_target():
     """How the tuning mode's searches decide (a new budget or margin replays them)."""
     return jobs.param(jobs.tune_target(CAMPAIGN))
 
 
-def _tune_state(site_name, round_):
-    """A site's searches after one round (Snakemake runs the checkpoint first)."""
-    out = checkpoints.tune.get(site=site_name, round=round_).output[0]
-    return json.loads(Path(out).read_text())
-
-
-def _tuned_before(site, round_):
-    """The transfers of a site's searches in the rounds before ``round_``."""
-    ms = list(CAMPAIGN.measurements(site))
-    for k in range(1, round_):
-        ms += tune.next_measurements(CAMPAIGN, site.name, _tune_state(site.name, k))
-    return ms
-
-
-def tune_inputs(wildcards):
-    """Round k's state rests on every record of the site's searches through round k."""
-    site = CAMPAIGN.site_named(wildcards.site)
-    return {"records": [record(m) for m in _tuned_before(site, int(wildcards.round))]}
-
-
-def _last_tune_round(site_name):
-    k = 1
-    while tune.next_measurements(CAMPAIGN, site_name, _tune_state(site_name, k)):
-        k += 1
-    return k
-
-
-def final_tune(wildcards):
-    return paths.tune_round(RESULTS, wildcards.site, _last_tune_round(wildcards.site))
-
-
 def later_rounds(site):
-    """With ``repeats: auto``, the transfers of a site beyond the first rounds that its
-    precision checkpoints asked for (decided as the run goes); in the tuning mode, those
-    its searches asked for after their first round."""
-    ms = []
-    if CAMPAIGN.tune is not None:
-        k = 1
-        while more := tune.next_measurements(
-            CAMPAIGN, site.name, _tune_state(site.name, k)
-        ):
-            ms += more
-            k += 1
-        return ms
-    if CAMPAIGN.precision is None:
-        return ms
-    k = CAMPAIGN.repeats
-    while more := precision.continuing(_decisions(site.name, k)):
-        k += 1
-        ms += [jobs.decided_measurement(site.name, d, k) for d in more]
-    return ms
+    """The transfers of a site beyond its first rounds that its search asked for so far
+    (``repeats: auto`` or the tuning mode; none without either)."""
+    search = _search(site.name)
+    return rounds.later(search, _states(search)) if search else []
 
 
 def measured(site):
@@ -499,14 +428,9 @@ def measured(site):
     return [*CAMPAIGN.measurements(site), *later_rounds(site)]
 
 
-def precision_records(sites):
-    """The final decisions of ``repeats: auto`` of these sites, or the final state of
-    their searches in the tuning mode (none without either)."""
-    if CAMPAIGN.tune is not None:
-        return [paths.tune_final(RESULTS, s.name) for s in sites]
-    if CAMPAIGN.precision is None:
-        return []
-    return [paths.precision_final(RESULTS, s.name) for s in sites]
+def final_states(sites):
+    """The final state of these sites' searches (none without one)."""
+    return [x.final_path(RESULTS) for x in map(_search, (s.name for s in sites)) if x]
 
 
 def site_records(site, measurements=None):
@@ -573,7 +497,7 @@ def publish_inputs(wildcards):
     travel together (publish copies the site folder). Listing the records again would
     double the edges of a large sweep's DAG and its planning time."""
     site = CAMPAIGN.site_named(wildcards.site)
-    return probe_records(site) + precision_records([site])
+    return probe_records(site) + final_states([site])
 
 
 def aggregate_inputs(wildcards):
@@ -588,7 +512,7 @@ def aggregate_inputs(wildcards):
         files
         + [paths.pulled(RESULTS, s.name) for s in CAMPAIGN.passive_sites]
         + compared
-        + precision_records(CAMPAIGN.active_sites)
+        + final_states(CAMPAIGN.active_sites)
     )
 
 

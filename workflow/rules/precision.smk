@@ -2,11 +2,12 @@
 # median is known well enough (cloudbench.campaign.precision); the next round measures only
 # the identities that need more. A checkpoint, so the DAG grows by the rounds it needs; run
 # in Snakemake's own process, as a large sweep's records would not fit on a command line.
+from cloudbench.campaign import precision
 
 
 checkpoint precision:
     input:
-        unpack(precision_inputs),
+        unpack(round_inputs),
     output:
         paths.precision_round(RESULTS, W["site"], "{round}"),
     log:
@@ -23,7 +24,7 @@ checkpoint precision:
 
 rule precision_final:
     input:
-        final_precision,
+        final_state,
     output:
         paths.precision_final(RESULTS, W["site"]),
     log:

@@ -2,11 +2,12 @@
 # (cloudbench.campaign.tune). After each round a checkpoint replays every search of the site
 # from its records so far and names the next round's settings; the DAG grows by the rounds
 # the searches need. Run in Snakemake's own process, like repeats: auto's checkpoint.
+from cloudbench.campaign import tune
 
 
 checkpoint tune:
     input:
-        unpack(tune_inputs),
+        unpack(round_inputs),
     output:
         paths.tune_round(RESULTS, W["site"], "{round}"),
     log:
@@ -32,7 +33,7 @@ checkpoint tune:
 
 rule tune_final:
     input:
-        final_tune,
+        final_state,
     output:
         paths.tune_final(RESULTS, W["site"]),
     log:

@@ -37,7 +37,7 @@ upload's own decisions, which a download site cannot wait for.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -172,7 +172,6 @@ def decide_files(
     identities of this round (``records``), the round before's decisions (``previous``: none
     after the first rounds) and the target (JSON: width, max_repeats); one line in ``log``."""
     import json
-    from pathlib import Path
 
     from cloudbench.records import write_json
 
@@ -194,23 +193,6 @@ def decide_files(
 def continuing(decisions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The identities the next round measures again."""
     return [d for d in decisions if d["decision"] == MORE]
-
-
-def asked_so_far(round_file: Callable[[int], Path], first: int) -> list[dict[str, Any]]:
-    """The later rounds a site's precision checkpoints have asked for so far, read from
-    their files (``round_file(k)``; no Snakemake involved): what a stopped run still owes,
-    as the labels of each (identity.LABELS: the identity and the repeat)."""
-    import json
-
-    asked: list[dict[str, Any]] = []
-    k = first
-    while (path := round_file(k)).exists():
-        more = continuing(json.loads(path.read_text())["decisions"])
-        if not more:
-            break
-        k += 1
-        asked += [{**{key: d[key] for key in IDENTITY_KEYS}, "repeat": k} for d in more]
-    return asked
 
 
 def later_rounds(decisions: Iterable[Mapping[str, Any]], first: int) -> list[dict[str, Any]]:

@@ -269,14 +269,3 @@ def decide_files(
         "measure another round\n"
         + "".join(f"  {line}\n" for s in state["searches"] for line in s["log"])
     )
-
-
-def asked_so_far(campaign: Any, site_name: str, round_file: Any) -> list[Any]:
-    """The later rounds a site's searches have asked for so far, read from their files
-    (``round_file(k)``; no Snakemake involved): what a stopped run still owes."""
-    asked: list[Any] = []
-    k = 1
-    while (path := round_file(k)).exists():
-        asked += next_measurements(campaign, site_name, json.loads(path.read_text()))
-        k += 1
-    return asked

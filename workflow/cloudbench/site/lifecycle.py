@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cloudbench.campaign import jobs, paths, precision, tune
+from cloudbench.campaign import jobs, paths, rounds
 from cloudbench.campaign.model import Campaign, Measurement
 from cloudbench.campaign.schema import stop
 from cloudbench.site import breaker, jobenv
@@ -142,19 +142,10 @@ def say_what_scratch_holds(c: Campaign, finished: bool) -> None:
 
 
 def rounds_asked_so_far(run: Run, site: str) -> list[Measurement]:
-    """With ``repeats: auto``, the later rounds the site's precision files on disk asked for
-    (a stopped run may not have measured them yet)."""
-    c = run.campaign
-    if c.tune is not None:
-        return tune.asked_so_far(c, site, lambda k: Path(paths.tune_round(run.results, site, k)))
-    if c.precision is None:
-        return []
-    return [
-        jobs.decided_measurement(site, d, d["repeat"])
-        for d in precision.asked_so_far(
-            lambda k: Path(paths.precision_round(run.results, site, k)), c.repeats
-        )
-    ]
+    """The later rounds the site's search asked for in the states a run left on disk
+    (campaign.rounds; a stopped run may not have measured them yet); none without one."""
+    search = rounds.of(run.campaign, site)
+    return rounds.later(search, rounds.on_disk(search, run.results)) if search else []
 
 
 def preflight_outputs_and_logs(run: Run) -> Iterator[tuple[str, str]]:
