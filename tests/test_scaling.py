@@ -103,11 +103,11 @@ def test_aggregate_rate_is_all_bytes_over_the_whole_window():
 
 
 def test_summed_series_adds_clients_on_one_clock(tmp_path):
-    """The group series a several-client measurement writes (steps.write_group_series, from
+    """The group series a several-client measurement writes (timed.write_group_series, from
     the clients' own series files), read back from the file the report reads."""
     from cloudbench.measure import series
     from cloudbench.measure.group import client_series_path
-    from cloudbench.steps import write_group_series
+    from cloudbench.measure.timed import write_group_series
 
     # two clients at 1 MB/s each, the second starting 1 s later, each moving 3 MB
     per = [
@@ -229,7 +229,7 @@ def test_a_group_of_clients_that_count_nothing_has_no_series(tmp_path):
     clients that counted are added up as before."""
     from cloudbench.measure import series
     from cloudbench.measure.group import client_series_path
-    from cloudbench.steps import write_group_series
+    from cloudbench.measure.timed import write_group_series
 
     out = tmp_path / "r1.series.tsv"
     uncounted = [
