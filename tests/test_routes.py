@@ -61,7 +61,7 @@ def test_the_grid_names_a_whole_failed_row_a_site_failure():
     page = grid_html(routes(_table(), (150.0, 50.0)), (150.0, 50.0))
     assert "b (site)" in page and "a (site)" not in page
     assert 'class="good"' in page and 'class="bad"' in page and 'class="none"' in page
-    assert "200 [190, 210] 75%" in page  # the first screen's one form, coverage named
+    assert "200.0 [190.0, 210.0] 75%" in page  # the first screen's one form: a rate, one decimal
 
 
 def test_the_grid_names_an_auto_setting_by_what_it_ran_and_says_auto_once():

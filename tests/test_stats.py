@@ -478,23 +478,23 @@ def test_headline_says_when_a_speed_up_rests_on_retried_repeats():
     summary = summarise(t, pd.DataFrame())
     said = headline.sentences(headline.rows(t, summary))
     assert said == [
-        "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few ok repeats "
+        "a upload: fastest chunked-3MiB at 8.2 MB/s, ×1.63 over plain; too few ok repeats "
         "(under 3) to tell it apart from plain (rclone retried during these repeats: plain 1; "
         "the rates include the time lost)."
     ]
     t.loc[1, "retries"] = 0
     said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))
     assert said == [
-        "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few ok repeats "
+        "a upload: fastest chunked-3MiB at 8.2 MB/s, ×1.63 over plain; too few ok repeats "
         "(under 3) to tell it apart from plain."
     ]
     # a low-level retry: rclone logs nothing at -v, but it moved 4 MiB more than it had to
     t.loc[3, "bytes_moved"] = t.loc[3, "bytes_requested"] + 4 * 2**20
     said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))
     assert said == [
-        "a upload: fastest chunked-3MiB at 8.24 MB/s, ×1.63 over plain; too few ok repeats "
+        "a upload: fastest chunked-3MiB at 8.2 MB/s, ×1.63 over plain; too few ok repeats "
         "(under 3) to tell it apart from plain (rclone counted bytes beyond the data (sent "
-        "again after a failed request): chunked-3MiB 4.19 MB; the rates include the time "
+        "again after a failed request): chunked-3MiB 4.2 MB; the rates include the time "
         "lost)."
     ]
     assert resent_bytes(t) == 4 * 2**20
@@ -564,12 +564,12 @@ def test_the_legend_explains_only_what_the_table_shows_and_reruns_are_counted():
     t["setting"] = "rclone-1x2"
     t["attempts"] = [1, 3, 2]
     page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, None)
-    assert "clients×concurrency" not in page and "Green" not in page and "Red" not in page
+    assert "tool-clients x objects" not in page and "Green" not in page and "Red" not in page
     assert ">rerun</th>" in page and "<td>0</td><td>3</td></tr>" in page  # retried, rerun
     t = pd.concat([t, t.assign(setting="rclone-4x32")], ignore_index=True)
     t.loc[5, ["status", "mb_per_s"]] = ["failed", math.nan]
     page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, None)
-    assert "clients×concurrency" in page and "Red: a failed" in page
+    assert "tool-clients x objects at once" in page and "Red: a failed" in page
     assert headline.reruns(t.drop(columns="attempts")) == 0  # records from before attempts
 
 
@@ -587,12 +587,12 @@ def test_headline_calls_a_layout_best_only_when_its_interval_says_so():
 
     text, table = said([247.0, 247.4], [249.0, 249.6])
     assert text == [
-        "a download: fastest chunked-4MiB at 249 MB/s, ×1.01 over plain; too few ok repeats "
+        "a download: fastest chunked-4MiB at 249.3 MB/s, ×1.01 over plain; too few ok repeats "
         "(under 3) to tell it apart from plain."
     ]
     assert not table["clear"].any()
     text, table = said([100, 101, 99, 100, 102], [150, 149, 151, 152, 150])
-    assert text[0].startswith("a download: best chunked-4MiB at 150 MB/s, ×1.50 [")
+    assert text[0].startswith("a download: best chunked-4MiB at 150.0 MB/s, ×1.50 [")
     assert text[0].endswith("(96% intervals).")  # 5 against 5: 2nd smallest to 2nd largest
     assert table.loc[table["layout"] == "chunked-4MiB", "clear"].item()
     text, _ = said([100, 130, 90, 120, 100], [105, 95, 125, 100, 110])
@@ -666,12 +666,12 @@ def test_front_page_gives_the_real_reason_and_names_every_cap(tmp_path):
         return headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))[0]
 
     only = sentence([("a", "upload", "chunked-4MiB", r, 10.0 + r) for r in (1, 2, 3)])
-    assert only == "a upload: chunked-4MiB at 12 MB/s (the only layout measured here)."
+    assert only == "a upload: chunked-4MiB at 12.0 MB/s (the only layout measured here)."
     two = sentence(
         [("a", "upload", "chunked-4MiB", r, 10.0 + r) for r in (1, 2, 3)]
         + [("a", "upload", "multithread", r, 20.0 + r) for r in (1, 2, 3)]
     )
-    assert two.startswith("a upload: best multithread at 22 MB/s (90% intervals)")
+    assert two.startswith("a upload: best multithread at 22.0 MB/s (90% intervals)")
     assert "plain was not measured at this setting, so no speed-up" in two
     assert "too few" not in two and "over plain" not in two
     t = transfers_frame([("a", "upload", "plain", 1, 15.6)]).assign(
@@ -723,12 +723,12 @@ def test_front_page_gives_the_real_reason_and_names_every_cap(tmp_path):
     # ... and then named s5cmd "fastest" over the capped rclone: each tool has its own best
     t3 = t2.assign(mb_per_s=[15.6, 203.0])
     page = headline.headline_html(t3, summarise(t3, pd.DataFrame()), {"campaign": "c"}, None)
-    assert "a upload with rclone: plain (rclone-1x8) at 15.6 MB/s" in page
-    assert "a upload with s5cmd: plain (s5cmd-1x8) at 203 MB/s" in page
+    assert "a upload with rclone: plain rclone-1x8 at 15.6 MB/s" in page
+    assert "a upload with s5cmd: plain s5cmd-1x8 at 203.0 MB/s" in page
     assert "fastest" not in page
     uncapped = t3.assign(rclone_env="")  # no cap: one comparison over both tools
     page = headline.headline_html(uncapped, summarise(uncapped, pd.DataFrame()), {}, None)
-    assert "a upload: fastest plain (s5cmd-1x8) at 203 MB/s" in page
+    assert "a upload: fastest plain s5cmd-1x8 at 203.0 MB/s" in page
 
 
 def test_small_files_front_page_leads_with_files_per_second_per_setting():
@@ -772,7 +772,8 @@ def test_plain_at_auto_is_the_baseline_of_a_layout_run_at_the_same_concurrency()
     assert s.loc["rclone-1x2", "speedup_vs_plain"] == pytest.approx(22 / 12)
     assert math.isnan(s.loc["rclone-1x8", "speedup_vs_plain"])
     said = headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))[0]
-    assert "plain was not measured at this setting, so no speed-up" in said
+    # the fastest (chunked at 8) has none; the speed-up said is chunked's where plain ran
+    assert "chunked-4MiB is ×1.83 [1.62, 2.09] 90% over plain at rclone-1x2, where both" in said
     assert "– over plain" not in said
 
 

@@ -259,4 +259,4 @@ def test_the_tuned_block_says_what_was_not_explored_only_when_something_was(tmp_
     )
     page = tuned_html(pd.read_csv(path, sep="\t"))
     assert "nan" not in page
-    assert page.count("Not explored") == 1 and "plain above 4: plateau" in page
+    assert page.count("not explored") == 1 and "tursa upload, not explored: plain above 4" in page

@@ -103,7 +103,7 @@ def test_a_search_interrupted_resumes_avoids_the_failing_setting_and_reruns_meas
             "command-1x4": ["failed"],
         }
         report = (tmp_path / "results/climb/figures/headline.html").read_text()
-        assert "The command to use" in report and "plain at 1 x 2" in report
+        assert "The command to use" in report and ">plain command-1x2</td>" in report
 
         # 3. twice more: nothing is measured, not even the setting that failed
         for _ in range(2):

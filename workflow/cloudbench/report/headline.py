@@ -33,7 +33,15 @@ from cloudbench.intervals import (
 from cloudbench.report import stats
 from cloudbench.report.burst import burst_lines
 from cloudbench.report.failures import scope_sentences
-from cloudbench.report.labels import NA, with_interval
+from cloudbench.report.labels import (
+    NA,
+    coverage_note,
+    factor,
+    num,
+    rate,
+    setting_as_run,
+    with_interval,
+)
 from cloudbench.report.select import same_keys
 
 STYLE = (
@@ -61,6 +69,9 @@ STYLE = (
     ".cb-headline pre.cb-command{white-space:pre-wrap;overflow-wrap:anywhere;max-width:70em;"
     "background:#f7f7f7;color:#1a1a1a;padding:4px 6px;font-size:12px}"
     ".cb-headline .cb-tuned li{max-width:70em}"
+    ".cb-headline p.cb-for{margin:.4em 0 0 0;font-size:13px}"
+    ".cb-headline p.cb-legend{font-size:13px;margin-top:1em}"
+    ".cb-headline pre.cb-command{margin:.1em 0 .3em 0}"
     ".cb-headline .cb-grid td,.cb-headline .cb-grid th{text-align:left}"
     "</style>"
 )
@@ -71,21 +82,10 @@ GROUP_KEYS = keys_through("tool")
 # a row: a measurement (its layout names its setting where there are several)
 ROW_KEYS = keys_without("strategy", "setting", "repeat")
 ROW_COLUMNS = [
-    *ROW_KEYS, "n", "median", "low", "high", "level",
+    *ROW_KEYS, "base_layout", "setting", "n", "median", "low", "high", "level",
     "speedup", "speedup_low", "speedup_high", "speedup_level", "failed", "corrupt", "retries",
     "reruns", "resent", "request_retries", "stalls", "rates",
 ]  # fmt: skip
-
-
-def _num(v: float) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
-
-
-def _ratio(v: float) -> str:
-    """Speed-ups with two decimals always (×1.00 beside ×1.01, never ×1)."""
-    return "–" if v is None or math.isnan(v) else f"{v:.2f}"
 
 
 # "Best" needs a gain a person would act on, not only one the repeats can tell: the factor's
@@ -147,6 +147,12 @@ def _request_retries(transfers: pd.DataFrame) -> int:
     )
 
 
+def _concurrency(sel: pd.DataFrame) -> float:
+    """Objects at once as run (an "auto" setting's number), or NaN where not recorded."""
+    ran = pd.to_numeric(sel.get("concurrency", pd.Series(dtype=float)), errors="coerce")
+    return float(ran.median()) if ran.notna().any() else math.nan
+
+
 def rows(metrics: pd.DataFrame, summary: pd.DataFrame, by_tool: bool = False) -> pd.DataFrame:
     """One row per site x remote x direction x layout: median rate [CI] (n), speed-up over
     plain [CI], failed and corrupt counts, and whether it is the best layout of its group
@@ -157,11 +163,14 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame, by_tool: bool = False) ->
         sel = metrics[same_keys(metrics, r._asdict(), GROUP)]
         rates = stats.ok_rates(sel)["mb_per_s"].to_numpy(float)
         iv = median_interval(rates)
+        setting = setting_as_run(r.setting, _concurrency(sel))
         out.append(
             {
                 **{k: getattr(r, k) for k in ROUTE},
                 "tool": Setting.from_label(str(r.setting)).tool if by_tool else "",
-                "layout": f"{r.layout} ({r.setting})" if several else r.layout,
+                "layout": f"{r.layout} {setting}" if several else r.layout,
+                "base_layout": r.layout,
+                "setting": setting,
                 "n": int(r.n),
                 "median": float(r.p50),
                 "low": iv.low,
@@ -195,15 +204,29 @@ def rows(metrics: pd.DataFrame, summary: pd.DataFrame, by_tool: bool = False) ->
     return df
 
 
-def _rate_cell(r: Mapping[str, Any]) -> str:
-    return with_interval(r["median"], r["low"], r["high"], r["level"], n=r["n"], fmt=_num)
+def _rate_cell(r: Mapping[str, Any], unit: str = "") -> str:
+    return with_interval(r["median"], r["low"], r["high"], r["level"], n=r["n"], unit=unit)
 
 
 def _speedup_cell(r: Mapping[str, Any]) -> str:
     if r["layout"].startswith("plain") or math.isnan(r["speedup"]):
-        return "–"
+        return NA
     return with_interval(
-        r["speedup"], r["speedup_low"], r["speedup_high"], r["speedup_level"], "×", fmt=_ratio
+        r["speedup"], r["speedup_low"], r["speedup_high"], r["speedup_level"], "×", fmt=factor
+    )
+
+
+def _over_plain(group: pd.DataFrame, best: Mapping[str, Any]) -> str:
+    """What the group's layouts gain over plain, in words, when ``best`` (the fastest) has
+    no speed-up of its own because plain was not measured at its setting: the fastest row
+    that has one (the demo: plain at 1x4 only, the fastest chunked at 1x8, so the speed-up
+    is chunked's at 1x4). '' when no row has one."""
+    has = group[group["speedup"].notna() & ~group["base_layout"].eq("plain")]
+    if has.empty:
+        return ""
+    r = has.loc[has["median"].idxmax()]
+    return (
+        f"; {r['base_layout']} is {_speedup_cell(r)} over plain at {r['setting']}, where both ran"
     )
 
 
@@ -232,8 +255,35 @@ def _verdict(group: pd.DataFrame, best: Mapping[str, Any]) -> tuple[str, str]:
     return "fastest ", f"; not clearly ×{BEST_MARGIN:.2f} ahead of the others"
 
 
-def sentences(table: pd.DataFrame) -> list[str]:
-    """One sentence per site, remote and direction: the best layout and how much it gains."""
+def knee_note(tuned: pd.DataFrame | None, site: str, remote: str, direction: str, best: str) -> str:
+    """Why the tuning block above names another setting than the fastest measured, in words:
+    '' when it names the same or there is no tuning answer for the route."""
+    if tuned is None or tuned.empty:
+        return ""
+    mine = tuned[
+        (tuned["site"].astype(str) == site)
+        & (tuned["remote"].astype(str) == remote)
+        & (tuned["direction"].astype(str) == direction)
+        & tuned["setting"].notna()
+    ]
+    if mine.empty:
+        return ""
+    t = mine.iloc[0]
+    used = f"{t['layout']} {setting_as_run(t['setting'], t.get('concurrency'))}"
+    if best.endswith(used) or best == used:
+        return "; the command above uses it"
+    margin = pd.to_numeric(pd.Series([t.get("margin")]), errors="coerce").iloc[0]
+    within = f"within {margin:.0%}" if pd.notna(margin) else "within the search's margin"
+    return (
+        f"; the command above uses {used} instead, the knee: the fewest connections {within} "
+        "of the fastest"
+    )
+
+
+def sentences(table: pd.DataFrame, tuned: pd.DataFrame | None = None) -> list[str]:
+    """One sentence per site, remote and direction: the fastest layout (setting) measured,
+    how much it gains over plain, and, where the tuning block (``tuned``) names another
+    setting for the route, why (:func:`knee_note`)."""
     out = []
     for (site, remote, direction, tool), g in table.groupby(GROUP_KEYS, sort=False):
         best = g[g["best"]]
@@ -251,11 +301,14 @@ def sentences(table: pd.DataFrame) -> list[str]:
         if len(g) > 1:
             lead, doubt = _verdict(g, b)
             if not is_plain and not has_speedup:
-                doubt += "; plain was not measured at this setting, so no speed-up"
+                doubt += _over_plain(g, b) or (
+                    "; plain was not measured at this setting, so no speed-up"
+                )
+        doubt += knee_note(tuned, str(site), str(remote), str(b["direction"]), str(b["layout"]))
         compared = g[g["best"] | g["layout"].str.startswith("plain")]
         retried = [f"{r.layout} {r.retries:g}" for r in compared.itertuples() if r.retries > 0]
         resent = [
-            f"{r.layout} {_num(r.resent / 1e6)} MB" for r in compared.itertuples() if r.resent
+            f"{r.layout} {rate(r.resent / 1e6)} MB" for r in compared.itertuples() if r.resent
         ]
         told = [f"rclone retried during these repeats: {', '.join(retried)}"] if retried else []
         again = [
@@ -281,7 +334,7 @@ def sentences(table: pd.DataFrame) -> list[str]:
         told += [f"the copy moved nothing for a while: {', '.join(stalled)}"] if stalled else []
         caveat = f" ({'; '.join(told)}; the rates include the time lost)" if told else ""
         out.append(
-            f"{site} {direction}{where}: {lead}{b['layout']} at {_num(b['median'])} MB/s"
+            f"{site} {direction}{where}: {lead}{b['layout']} at {rate(b['median'])} MB/s"
             f"{gain}{doubt}{caveat}."
         )
     return out
@@ -375,10 +428,10 @@ def per_object_lines(metrics: pd.DataFrame) -> list[str]:
         iv = median_interval(fps)
         spo = float(pd.to_numeric(g["s_per_object"]).median())
         where = f" ({k['remote']})" if several else ""
-        rate = with_interval(float(np.median(fps)), iv.low, iv.high, iv.level, n=len(fps), fmt=_num)
+        files = with_interval(float(np.median(fps)), iv.low, iv.high, iv.level, n=len(fps), fmt=num)
         out.append(
             f"{k['site']} {k['direction']}{where} {k['layout']} {k.get('setting', '')}: "
-            f"{rate} files/s, {spo:.3g} s per object (n={len(fps)})"
+            f"{files} files/s, {spo:.3g} s per object (n={len(fps)})"
         )
     return out
 
@@ -445,16 +498,49 @@ def _throttled(metrics: pd.DataFrame) -> str:
     return text
 
 
+def notation(table: pd.DataFrame) -> str:
+    """How every number of the first screen reads, said once at its top: rates in MB/s with
+    one decimal, and what the percentage after an interval is, with the levels the
+    campaign's repeats give (a median's 75% beside a factor's 90% at 3 repeats: both named
+    where shown, and why they differ said here)."""
+    ns = table.loc[table["level"].notna(), "n"] if not table.empty else pd.Series(dtype=int)
+    n = int(ns.min()) if not ns.empty else 0
+    return f" Rates in MB/s (10⁶ B/s); {coverage_note(n)}."
+
+
+def _gains(table: pd.DataFrame, tuned: pd.DataFrame) -> dict[tuple[str, str, str], str]:
+    """Per route (site, remote, direction) the tuning answer's speed-up over plain at its
+    own setting, in words, where plain was measured there."""
+    out = {}
+    for t in tuned.to_dict("records"):
+        if not isinstance(t.get("setting"), str):
+            continue
+        used = setting_as_run(t["setting"], t.get("concurrency"))
+        key = (str(t["site"]), str(t["remote"]), str(t["direction"]))
+        same = table[
+            (table["site"].astype(str) == key[0])
+            & (table["remote"].astype(str) == key[1])
+            & (table["direction"].astype(str) == key[2])
+            & (table["base_layout"] == t["layout"])
+            & (table["setting"] == used)
+            & table["speedup"].notna()
+            & (table["base_layout"] != "plain")
+        ]
+        if not same.empty:
+            out[key] = _speedup_cell(same.iloc[0])
+    return out
+
+
 def legend(table: pd.DataFrame) -> str:
     """What the table's columns and colours mean: only what this table shows (a reader of a
     one-setting campaign was told about connections and colours it did not have)."""
-    text = " Median MB/s (10⁶ B/s) of the ok repeats (n) [interval] and its real coverage"
+    text = "Every setting measured: median MB/s of the ok repeats (n) [interval] coverage"
     if table.empty:
         return text + "."
-    if table["layout"].str.contains(r" \(", regex=True).any():
+    if (table["layout"] != table["base_layout"]).any():
         text += (
-            "; a layout's setting in brackets is tool-clients×concurrency (rclone-4x32: 4 "
-            "clients of 32 each; auto: the job's threads)"
+            "; a layout's setting is tool-clients x objects at once, as run (rclone-4x32: 4 "
+            "clients of 32 each)"
         )
     text += (
         "; retried: rclone's whole-copy retries inside the repeats; rerun: attempts beyond "
@@ -520,7 +606,7 @@ def headline_html(
             if (bursting := _bursting(metrics))
             else ""
         )
-        + legend(table)
+        + notation(table)
         + "</p>",
     ]
     if route_table is not None and (
@@ -533,7 +619,7 @@ def headline_html(
     if tuned is not None and not tuned.empty:  # the tuning mode's answer comes first
         from cloudbench.report.tuned import tuned_html
 
-        parts.append(tuned_html(tuned))
+        parts.append(tuned_html(tuned, _gains(table, tuned) if not table.empty else {}))
     if (info.get("dataset") or {}).get("small_files"):
         lines = per_object_lines(metrics)
         if lines:
@@ -544,7 +630,12 @@ def headline_html(
                 + "</p>"
             )
     parts += [f'<p class="failures">{html.escape(s)}</p>' for s in scope_sentences(metrics)]
-    parts += [f"<p>{html.escape(s)}</p>" for s in sentences(table)]
+    # the fastest setting measured per route, with its speed-up over plain: the answer of a
+    # campaign that does not tune, and below the table of one that does (its tuning block
+    # says the same per route, and these lines why the fastest is not the setting to use)
+    fastest = [f"<p>{html.escape(s)}</p>" for s in sentences(table, tuned)]
+    tuning = tuned is not None and not tuned.empty
+    parts += [] if tuning else fastest
     # what qualifies the answer follows the table and its figure, so that the first screen
     # shows the answer whatever a campaign adds (drift, settings from the environment)
     after = [f'<p class="drift"><b>Drift</b>: {html.escape(s)}</p>' for s in drifts]
@@ -573,7 +664,8 @@ def headline_html(
         cells = "".join(
             f'<th class="{"l" if i < len(head) - 7 else ""}">{h}</th>' for i, h in enumerate(head)
         )
-        body = [f"<table><thead><tr>{cells}</tr></thead><tbody>"]
+        body = [f'<p class="cb-legend">{legend(table)}</p>']
+        body.append(f"<table><thead><tr>{cells}</tr></thead><tbody>")
         for r in table.to_dict("records"):
             cls = "bad" if r["failed"] or r["corrupt"] else "best" if r["clear"] else ""
             left = [r[k] for k in shown]
@@ -586,6 +678,8 @@ def headline_html(
             body.append(f'<tr class="{cls}">{tds}</tr>')
         body.append("</tbody></table>")
         parts.append("".join(body))
+    if tuning:
+        parts += fastest
     if figure is not None and figure.exists():
         data = base64.b64encode(figure.read_bytes()).decode()
         parts.append(

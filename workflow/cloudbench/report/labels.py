@@ -1,6 +1,9 @@
 """How the report names and orders things, in figures and tables alike (no plotting library).
 
-Layouts in one order (plain, chunked by chunk size, multithread), numbers in one style.
+Layouts in one order (plain, chunked by chunk size, multithread), numbers in one style: on
+the first screen and in the tables every rate in MB/s with one decimal (:func:`rate`: 4.2
+beside 16.3, not 4.15 beside 16.3), every factor with two after a ``×`` (:func:`factor`:
+×3.88, ×0.99), every interval followed by its coverage (:func:`with_interval`).
 """
 
 from __future__ import annotations
@@ -10,7 +13,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from cloudbench.intervals import level_text
+from cloudbench.intervals import (
+    MIN_REPEATS_FOR_INTERVAL,
+    level_text,
+    median_interval,
+    ratio_interval,
+)
 from cloudbench.sizes import SizeError, parse_size
 
 NA = "–"  # a value that does not exist (no interval, no rate), in every figure and table
@@ -53,6 +61,21 @@ def num(v: float) -> str:
     return f"{v:#.3g}".rstrip(".")
 
 
+def rate(v: float) -> str:
+    """A rate in MB/s with one decimal whatever its size (4.2, 16.3, 162.0, 1,234.5), so
+    that a column of them reads alike; under 0.1 MB/s two significant figures (0.042)."""
+    if v is None or math.isnan(v):
+        return NA
+    if v != 0 and abs(v) < 0.1:
+        return f"{v:.2g}"
+    return f"{v:,.1f}"
+
+
+def factor(v: float) -> str:
+    """A factor (a speed-up, B over A) with two decimals always: 1.00 beside 1.01, never 1."""
+    return NA if v is None or math.isnan(v) else f"{v:.2f}"
+
+
 def with_interval(
     v: float,
     low: float,
@@ -60,17 +83,20 @@ def with_interval(
     level: float,
     prefix: str = "",
     n: int | None = None,
-    fmt: Callable[[float], str] = num,
+    fmt: Callable[[float], str] = rate,
+    unit: str = "",
 ) -> str:
-    """A value with its interval and the interval's coverage, ``218 [200, 230] 75%``, or with
-    the reason it has none: ``218 (n=2: too few repeats for an interval)``. The coverage is
-    always printed, since at 3 repeats it is 75%, not the 95% a reader would assume."""
+    """A value with its interval and the interval's coverage, ``218.0 [200.1, 230.4] 75%``
+    (a rate unless ``fmt`` says otherwise: :func:`factor` for ``×3.88 [3.86, 3.92] 90%``), or
+    with the reason it has none: ``218.0 (n=2: too few repeats for an interval)``. The
+    coverage is always printed, since at 3 repeats it is 75%, not the 95% a reader would
+    assume. ``unit`` follows the value (``16.1 MB/s [16.0, 16.2] 75%``)."""
     if v is None or math.isnan(v):
         return NA
     if math.isnan(low):
         why = f" (n={n}: too few repeats for an interval)" if n is not None and n < 3 else ""
-        return f"{prefix}{fmt(v)}{why}"
-    return f"{prefix}{fmt(v)} [{fmt(low)}, {fmt(high)}] {level_text(level)}"
+        return f"{prefix}{fmt(v)}{unit}{why}"
+    return f"{prefix}{fmt(v)}{unit} [{fmt(low)}, {fmt(high)}] {level_text(level)}"
 
 
 def setting_as_run(setting: Any, concurrency: Any) -> str:
@@ -85,3 +111,19 @@ def setting_as_run(setting: Any, concurrency: Any) -> str:
     ):
         return f"{text.removesuffix('auto')}{int(concurrency)}"
     return text
+
+
+def coverage_note(n: int) -> str:
+    """What the percentage after an interval is, with the levels ``n`` repeats give (the first
+    screen shows both kinds: a median's at 3 repeats holds 75%, a factor's between two such
+    90%), said once where the intervals are shown."""
+    what = "the percentage after an interval is its coverage, the chance it holds the true value"
+    if n < MIN_REPEATS_FOR_INTERVAL:
+        return what
+    values = [1.0 + i / 1000 for i in range(n)]  # the levels depend on n alone
+    median = median_interval(values).level
+    ratio = ratio_interval(values, values).level
+    return (
+        f"{what} (at {n} repeats {level_text(median)} for a median, {level_text(ratio)} for "
+        "a factor between two settings)"
+    )

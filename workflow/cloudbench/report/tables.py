@@ -17,7 +17,7 @@ from cloudbench.campaign.identity import GROUP, LABELS, NAMED, keys_without
 from cloudbench.intervals import INTERVALS_NOTE
 from cloudbench.report import headline, stats
 from cloudbench.report.html_page import html_table, page
-from cloudbench.report.labels import NA, with_interval
+from cloudbench.report.labels import NA, factor, with_interval
 from cloudbench.sizes import size_label
 
 
@@ -68,7 +68,7 @@ def summary_html(summary: pd.DataFrame, metrics: pd.DataFrame, path: Path) -> No
             zip(sm["sustained_median"], sm["sustained_ci_low"], sm["sustained_ci_high"],
                 sm["sustained_ci_level"], sm["n"], strict=True)],
         "speed-up vs plain [interval] coverage": [
-            with_interval(v, lo, hi, lvl, "×", n=n) if layout != "plain" else NA
+            with_interval(v, lo, hi, lvl, "×", n=n, fmt=factor) if layout != "plain" else NA
             for v, lo, hi, lvl, n, layout in
             zip(sm["speedup_vs_plain"], sm["speedup_ci_low"], sm["speedup_ci_high"],
                 sm["speedup_ci_level"], sm["n"], sm["layout"], strict=True)],

@@ -1,13 +1,21 @@
 """The tuning mode's answer (campaign.tune): per site, remote, direction and tool, the best
 setting its search found, with its rate and interval, what it was set against, the budget
 spent, what was left out, and the command that moves data that way: ``tuned.tsv`` and the
-block that opens the report's first screen."""
+block that opens the report's first screen.
+
+The best setting is the knee, not always the fastest measured: the fewest connections whose
+median is within the search's margin of the fastest (campaign.search.answer). Where the two
+differ the block says both and why (the fastest's extra connections buy less than the
+margin), so that it agrees with the "fastest" lines below it. A command shared by several
+searches (two sites downloading from one store) is printed once, naming them."""
 
 from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterable
+import math
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +23,7 @@ import pandas as pd
 
 from cloudbench.campaign import paths
 from cloudbench.campaign.identity import KEYS, ROUTE, keys_without
-from cloudbench.intervals import level_text
+from cloudbench.report.labels import NA, factor, rate, setting_as_run, with_interval
 
 # A search's answer: its best setting as the state names it (campaign.tune), then what it
 # was set against, what it spent and the command
@@ -24,7 +32,7 @@ COLUMNS = (
     *ROUTE, "tool", "status", *keys_without(*KEYS[: KEYS.index("layout")], "repeat"), *BEST,
     "runner_up_layout", "runner_up_setting", "runner_up_mb_per_s", "factor", "factor_low",
     "factor_high", "factor_level", "clearly_ahead", "measurements", "grid_measurements",
-    "spent_bytes", "spent_s", "budget", "unexplored", "warning", "command",
+    "spent_bytes", "spent_s", "budget", "margin", "unexplored", "warning", "command",
 )  # fmt: skip
 
 
@@ -66,6 +74,7 @@ def tuned_table(found: Iterable[dict[str, Any]]) -> pd.DataFrame:
                     "spent_bytes": s["spent_bytes"],
                     "spent_s": s["spent_s"],
                     "budget": s["budget"],
+                    "margin": state.get("margin"),
                     "unexplored": "; ".join(s["unexplored"]),
                     "warning": s.get("warning", ""),
                     # one line of the table: the lines joined by a literal \n (a TSV cell
@@ -79,60 +88,143 @@ def tuned_table(found: Iterable[dict[str, Any]]) -> pd.DataFrame:
 LINE_BREAK = "\\n"  # how tuned.tsv writes the breaks between a command's lines
 
 
-def _f(v: Any, fmt: str = ".3g") -> str:
+def _number(v: Any) -> float:
     try:
-        return format(float(v), fmt)
+        return float(v)
     except (TypeError, ValueError):
-        return "-"
+        return math.nan
 
 
-def answer_sentence(r: dict[str, Any]) -> str:
-    """One search's answer in words: the best, its rate, the runner-up, the budget."""
-    where = f"{r['site']} {r['direction']} {r['remote']} with {r['tool']}"
+def _connections(setting: Any) -> int | None:
+    """Clients x concurrency of a setting's label (rclone-1x8: 8); None for "auto"."""
+    m = re.match(r"^[a-z0-9]+-(\d+)x(\d+)$", str(setting))
+    return int(m.group(1)) * int(m.group(2)) if m else None
+
+
+def _margin_text(r: Mapping[str, Any]) -> str:
+    margin = _number(r.get("margin"))
+    return "its margin" if math.isnan(margin) else f"{margin:.0%}"
+
+
+def _rate(r: Mapping[str, Any]) -> str:
+    return with_interval(
+        _number(r["median_mb_per_s"]),
+        _number(r["low_mb_per_s"]),
+        _number(r["high_mb_per_s"]),
+        _number(r["level"]),
+    )
+
+
+def _factor(r: Mapping[str, Any]) -> str:
+    return with_interval(
+        _number(r["factor"]),
+        _number(r["factor_low"]),
+        _number(r["factor_high"]),
+        _number(r["factor_level"]),
+        "×",
+        fmt=factor,
+    )
+
+
+def against_fastest(r: Mapping[str, Any]) -> tuple[str, str]:
+    """The search's other end, in two cells: the fastest measured setting (this one, or
+    another with its median MB/s) and the factor of this one's rate over it (or over the
+    runner-up where this one is the fastest, and whether that says "clearly ahead")."""
+    runner = r.get("runner_up_setting")
+    if not isinstance(runner, str) or not runner:
+        return "this one (the only one)", NA
+    layout = "" if r["runner_up_layout"] == r["layout"] else f"{r['runner_up_layout']} "
+    other = f"{layout}{runner} at {rate(_number(r['runner_up_mb_per_s']))}"
+    if _number(r["runner_up_mb_per_s"]) > _number(r["median_mb_per_s"]):
+        return other, _factor(r)
+    ahead = "clearly ahead" if r.get("clearly_ahead") is True else "not clearly ahead"
+    return "this one", f"{_factor(r)} of the runner-up, {other}: {ahead}"
+
+
+def _spent(r: Mapping[str, Any]) -> str:
+    return f"{r['measurements']} of the grid's {r['grid_measurements']} measurements, {r['status']}"
+
+
+def _row(r: Mapping[str, Any], gain: str, where: str, spent: bool) -> str:
+    """One search as a row of the block's table (escaped); ``spent``: with its own count of
+    measurements (where the searches' counts differ)."""
     if not r.get("setting") or pd.isna(r.get("setting")):
-        return f"{where}: no setting worked ({r['status']})."
-    rate = (
-        f"{_f(r['median_mb_per_s'])} MB/s [{_f(r['low_mb_per_s'])}, {_f(r['high_mb_per_s'])}]"
-        f" ({level_text(float(r['level'])) if pd.notna(r['level']) else 'no interval'})"
+        cells = [where, f"no setting worked ({r['status']})", NA, NA, NA, NA]
+    else:
+        fastest, factor_cell = against_fastest(r)
+        setting = f"{r['layout']} {setting_as_run(r['setting'], r.get('concurrency'))}"
+        cells = [where, setting, _rate(r), gain or NA, fastest, factor_cell]
+    cells += [_spent(r)] if spent else []
+    tds = "".join(
+        f'<td class="{"l" if i < 2 or i == 4 else ""}">{html.escape(str(c))}</td>'
+        for i, c in enumerate(cells)
     )
-    text = f"{where}: {r['layout']} at {r['clients']} x {r['concurrency']}, {rate}"
-    if isinstance(r.get("runner_up_setting"), str):
-        factor = (
-            f"{_f(r['factor'])}x [{_f(r['factor_low'])}, {_f(r['factor_high'])}] at "
-            f"{level_text(float(r['factor_level']))}"
-            if pd.notna(r.get("factor_level"))
-            else f"{_f(r['factor'])}x (no interval)"
-        )
-        verdict = "clearly ahead of" if r["clearly_ahead"] is True else "not clearly ahead of"
-        text += (
-            f"; {verdict} the runner-up {r['runner_up_layout']} "
-            f"{r['runner_up_setting']} ({_f(r['runner_up_mb_per_s'])} MB/s; {factor})"
-        )
-    text += (
-        f". Spent {r['measurements']} of the grid's {r['grid_measurements']} measurements"
-        f" (budget {r['budget']}; {r['status']})."
-    )
-    return text
+    return f"<tr>{tds}</tr>"
 
 
-def tuned_html(table: pd.DataFrame) -> str:
-    """The first screen's block: each search's answer and the command to type."""
+HEAD = (
+    "route", "setting to use", "MB/s [interval]", "vs plain [interval]", "fastest measured",
+    "÷ fastest [interval]", "measurements",
+)  # fmt: skip
+
+
+def tuned_html(table: pd.DataFrame, gains: Mapping[tuple[str, str, str], str] | None = None) -> str:
+    """The first screen's block: a row per search (the setting to use, its rate, its speed-up
+    over plain from ``gains``, per (site, remote, direction), where the page measured one,
+    and the fastest measured), one sentence on why the setting to use can be another than
+    the fastest, then each distinct command once, naming the searches it serves."""
     if table.empty:
         return ""
+    rows = table.to_dict("records")
+    margins = " or ".join(sorted({_margin_text(r) for r in rows}))
+    knee = any(
+        _number(r.get("runner_up_mb_per_s")) > _number(r.get("median_mb_per_s")) for r in rows
+    )
+    budgets = " or ".join(sorted({str(r["budget"]) for r in rows}))
+    spent = {_spent(r) for r in rows}
+    each = f", {spent.pop()}" if len(spent) == 1 else ""
+    head = HEAD if not each else HEAD[:-1]
     parts = [
-        '<div class="cb-tuned"><p><b>The command to use</b> (tuning mode: each search\'s '
-        "best setting, the fewest connections within its margin of the fastest):</p><ul>"
+        '<div class="cb-tuned"><p><b>The command to use</b> (tuning mode: budget '
+        f"{html.escape(budgets)} per search{html.escape(each)}): each search's knee, the "
+        f"fewest connections whose median is within {margins} of the fastest measured"
+        + (
+            "; ÷ fastest: its rate over that of the fastest, whose extra connections bought "
+            "less than that"
+            if knee
+            else ""
+        )
+        + ":</p><table><thead><tr>"
+        + "".join(
+            f'<th class="{"l" if i < 2 or i == 4 else ""}">{h}</th>' for i, h in enumerate(head)
+        )  # fmt: skip
+        + "</tr></thead><tbody>"
     ]
-    for r in table.to_dict("records"):
-        item = html.escape(answer_sentence(r))
+    several = {k: len({str(r[k]) for r in rows}) > 1 for k in ("remote", "tool")}
+    notes, commands = [], {}
+    for r in rows:
+        key = (str(r["site"]), str(r["remote"]), str(r["direction"]))
+        where = " ".join(
+            [str(r["site"]), str(r["direction"])]
+            + [str(r[k]) for k in ("remote", "tool") if several[k]]
+        )
+        parts.append(_row(r, (gains or {}).get(key, ""), where, spent=not each))
+        who = f"{r['site']} {r['direction']}"
         if isinstance(r.get("unexplored"), str) and r["unexplored"]:  # read back: NaN if none
-            item += f"<br><small>Not explored: {html.escape(str(r['unexplored']))}</small>"
+            notes.append(f"<small>{html.escape(who)}, not explored: "
+                         f"{html.escape(str(r['unexplored']))}</small>")  # fmt: skip
         if isinstance(r.get("warning"), str) and r["warning"]:
-            item += f"<br><b>Short copies</b>: {html.escape(r['warning'])}"
+            notes.append(f"<b>Short copies</b> ({html.escape(who)}): {html.escape(r['warning'])}")
         if isinstance(r.get("command"), str) and r["command"]:
-            lines = r["command"].split(LINE_BREAK)
-            shown = html.escape("\n".join(lines))
-            item += f'<pre class="cb-command">{shown}</pre>'
-        parts.append(f"<li>{item}</li>")
-    parts.append("</ul></div>")
+            commands.setdefault(r["command"], []).append(who)
+    parts.append("</tbody></table>")
+    if notes:
+        parts.append("<p>" + "<br>".join(notes) + "</p>")
+    for command, used_by in commands.items():
+        shown = html.escape("\n".join(command.split(LINE_BREAK)))
+        parts.append(
+            f'<p class="cb-for">For {html.escape(" and ".join(used_by))}:</p>'
+            f'<pre class="cb-command">{shown}</pre>'
+        )
+    parts.append("</div>")
     return "\n".join(parts)
