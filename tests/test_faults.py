@@ -119,7 +119,7 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
 
 
 def test_server_killed_mid_download(tmp_path, demo_config):
-    cfg_d = _small(demo_config, size="12MiB")  # 3 s a copy at 4 MiB/s: killed after 1 s
+    cfg_d = _small(demo_config, size="24MiB")  # 6 s a copy at 4 MiB/s: killed after 1 s
     cfg_d.update(remote="s3t:", strategies=["plain"], repeats=1)
     cfg_d["sites"]["tursa"]["download"] = False
     cfg_d["rclone"]["flags"] = ["--bwlimit", "4M"]
@@ -139,12 +139,13 @@ def test_server_killed_mid_download(tmp_path, demo_config):
         # dead, test_terminal the lines its run ends with)
         s3.start()
         out, _ = proc.communicate(timeout=600)
-        assert proc.returncode != 0
         df = _table(tmp_path)
         up = df[df["direction"] == "upload"].iloc[0]
         down = df[df["direction"] == "download"].iloc[0]
         assert up["status"] == "ok"  # the finished measurement is kept
-        assert down["status"] == "failed" and down["error"]
+        # killed mid-copy (a copy of 6 s at the cap, the kill a poll after its first second)
+        assert down["status"] == "failed" and down["error"], down.to_dict()
+        assert proc.returncode != 0  # the status job names the failed download
         rerun = snakemake(tmp_path, cfg, env=env)
         assert rerun.returncode == 0, rerun.stderr[-2000:]
         df2 = _table(tmp_path)
