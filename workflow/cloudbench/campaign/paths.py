@@ -39,6 +39,13 @@ def series(record: str) -> str:
     return str(record).removesuffix(".json") + ".series.tsv"
 
 
+def evidence(record: str | Path) -> str:
+    """What limited a transfer as the kernel saw it (its client's TCP connections and CPU,
+    sampled every second: cloudbench.measure.evidence), beside its record; ``record`` may
+    also be the record's series (a client of a group is known to the copy by its series)."""
+    return str(record).removesuffix(".json").removesuffix(".series.tsv") + ".evidence.jsonl"
+
+
 def attempts_dir(record: str | Path) -> Path:
     """Every attempt's record (and rclone log) of one measurement, kept across reruns."""
     return Path(str(record).removesuffix(".json") + ".attempts")

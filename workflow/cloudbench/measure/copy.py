@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from cloudbench.campaign.paths import evidence as evidence_path_of
 from cloudbench.campaign.paths import live_log
 from cloudbench.campaign.secrets import redact, secret_values
-from cloudbench.measure import record, series
+from cloudbench.measure import evidence, record, series
 from cloudbench.measure.clients import load
 from cloudbench.measure.clients.base import (
     PROGRESS_FROM_DESTINATION,
@@ -302,13 +303,16 @@ def run(
     on_start: Callable[[int], object] | None = None,
     stall_s: float | None = None,
     ask_store: AskStore | None = None,
+    evidence_path: Path | None = None,
 ) -> Finished:
     """Run a client timed by the wall clock from spawn to exit; every
     ``progress_interval()`` seconds print a progress line to the job log. Waiting wakes up
     the moment the client exits, so the clock is not stretched by the polling. Past
     ``timeout`` seconds the client and everything it started are ended, and so is one that
     stalled on a dead store (``_Stall``, which may ``ask_store``). ``on_start(pid)`` runs
-    once it is spawned (tests read the process list there)."""
+    once it is spawned (tests read the process list there). With ``evidence_path``, what
+    limited the copy is sampled beside it from outside the client (measure.evidence) and
+    written there as it ends."""
     interval = progress_interval()
     tail = LogTail(watch.log_path) if watch.log_path is not None else None
     timed_out = False
@@ -328,6 +332,7 @@ def run(
             text=True,
             preexec_fn=die_with_parent,  # a killed job leaves no client moving data
         )
+        witness = None if evidence_path is None else evidence.Sampler(proc.pid, t0, evidence_path)
         deadline = None if timeout is None else t0 + timeout
         exits = _ExitWatch(proc)
         stall = _Stall(stall_s, t0, ask_store)
@@ -365,6 +370,8 @@ def run(
             exits.close()
             if sampler is not None:
                 sampler.stop()
+            if witness is not None:
+                witness.stop(seconds)
         captured.seek(0)
         output = captured.read()
     points = tuple(sampler.points) if sampler else ()
@@ -421,7 +428,15 @@ def measure(
             job.local if plan.progress == PROGRESS_FROM_DESTINATION else None,
             job.log_path if plan.output_is_log else None,
         )
-        done = run(plan.argv, plan.environ, watch, timeout, stall_s=stall_s, ask_store=ask_store)
+        done = run(
+            plan.argv,
+            plan.environ,
+            watch,
+            timeout,
+            stall_s=stall_s,
+            ask_store=ask_store,
+            evidence_path=Path(evidence_path_of(series_path)),
+        )
         seconds, epoch = done.seconds, done.start_epoch
         started = utc_now(epoch)  # the copy's own start, the clock its seconds run on
         output = redact(done.output, secret_values(plan.environ) if plan.environ else secrets)
