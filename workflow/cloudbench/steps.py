@@ -209,9 +209,8 @@ def upload(
     src = _upload_source(spec, dataset_dir, chunks_root)
     objects = f"{spec.data_prefix}/{OBJECTS}"
     man = copy_manifest(spec, hashes)
-    rec = timed.timed_copy(
-        spec, threads, str(src), objects, man, record, log, series, timeout, policy.stall_s
-    )
+    copy = timed.Copy(spec, threads, str(src), objects, man["files"], log, series)
+    rec = timed.timed_copy(copy, record, timeout, policy.stall_s)
     rec = rec.with_(regenerated=regenerated, multipart_abort_error=abort_error)
     left = _time_left(after_copy_s)
     if rec.status == "ok":
@@ -494,9 +493,8 @@ def download(
     write_json(manifest_out, man)
     local = fresh_dir(spec.local_dir)
     source = f"{spec.data_prefix}/{OBJECTS}"
-    rec = timed.timed_copy(
-        spec, threads, source, str(local), man, record, log, series, timeout, policy.stall_s
-    )
+    copy = timed.Copy(spec, threads, source, str(local), man["files"], log, series)
+    rec = timed.timed_copy(copy, record, timeout, policy.stall_s)
     # what arrived, kept beside the record (a client without a timed log is traced by it);
     # not the digest notes a group's clients wrote beside their files after the timed copy
     arrived = rc.local_objects(local)

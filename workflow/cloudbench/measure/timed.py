@@ -8,11 +8,10 @@ it) are cloudbench.steps'.
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import json
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,41 +36,48 @@ def _objects_of(files: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def label(spec: TransferSpec, client: int | None = None) -> str:
-    label = label_of(
-        spec.direction, spec.remote, spec.layout_label, spec.repeat, spec.setting_label
-    )
-    return label if client is None else f"{label} client {client}"
+    """The measurement as its job log's lines name it (a client of a group: with its index)."""
+    said = label_of(spec.direction, spec.remote, spec.layout_label, spec.repeat, spec.setting_label)
+    return said if client is None else f"{said} client {client}"
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One copy to time: which measurement, each client's threads (auto: the job's), from
+    where to where, which files (manifest entries), and its client's log and series."""
+
+    spec: TransferSpec
+    threads: int
+    src: str
+    dst: str
+    files: Sequence[dict[str, Any]]
+    log: Path
+    series: Path
 
 
 def client_copy(
-    spec: TransferSpec,
-    threads: int,
-    src: str,
-    dst: str,
-    files: Sequence[dict[str, Any]],
-    log: Path,
-    series: Path,
-    client: int | None = None,
-    ready: Callable[[], object] | None = None,
+    copy: Copy,
     timeout: float | None = None,
     stall_s: float | None = None,
+    client: int | None = None,
+    ready: Callable[[], object] | None = None,
 ) -> transfer.TransferRecord:
-    """One client's timed copy of ``files`` (manifest entries), by the setting's tool:
-    every client gets the exact object list, so nothing else that sits in the source is
-    moved or counted. Past ``timeout`` seconds the client is ended and the copy fails."""
-    objects = _objects_of(files)
+    """One client's timed copy of its files, by the setting's tool: every client gets the
+    exact object list, so nothing else that sits in the source is moved or counted. Past
+    ``timeout`` seconds the client is ended and the copy fails."""
+    spec, files = copy.spec, copy.files
     with small_files("copy") as tmp:
         job = CopyJob(
             direction=spec.direction,
             strategy=spec.layout.strategy,
-            src=src,
-            dst=dst,
-            objects=tuple(objects),
+            src=copy.src,
+            dst=copy.dst,
+            objects=tuple(_objects_of(files)),
             expected_bytes=sum(f["bytes"] for f in files),
             object_bytes=spec.layout.chunk_bytes or spec.file_bytes,
-            threads=threads,
+            threads=copy.threads,
             remote_url=spec.remote_url,
-            log_path=log,
+            log_path=copy.log,
             workdir=Path(tmp),
             flags=spec.flags,
             multi_thread_cutoff=spec.multi_thread_cutoff,
@@ -83,7 +89,7 @@ def client_copy(
             job,
             spec.setting.tool,
             keys=spec.row_keys(),
-            series_path=series,
+            series_path=copy.series,
             label=label(spec, client),
             ready=ready,
             timeout=timeout,
@@ -97,64 +103,51 @@ def client_copy(
     )
 
 
-def _in_copy_slot(
-    copy: Callable[..., transfer.TransferRecord],
-) -> Callable[..., transfer.TransferRecord]:
-    """``copy`` (a timed copy) holding the site's copy slot (cloudbench.measure.slot): no
-    other copy at the site overlaps it, whatever the scheduler's status command says; the
+def timed_copy(
+    copy: Copy, record: Path, timeout: float | None = None, stall_s: float | None = None
+) -> transfer.TransferRecord:
+    """One measurement of a copy, holding the site's copy slot (cloudbench.measure.slot): no
+    other copy at the site overlaps it, whatever the scheduler's status command says. The
     wait is in ``waited_for_slot_s``, never in ``seconds``; the copy gets what the wait left
     of its ``timeout``, and a slot still taken past it fails the measurement unmeasured."""
-    signature = inspect.signature(copy)
-
-    @functools.wraps(copy)
-    def held(*args: Any, **kwargs: Any) -> transfer.TransferRecord:
-        call = signature.bind(*args, **kwargs)
-        call.apply_defaults()
-        spec, timeout = call.arguments["spec"], call.arguments["timeout"]
-        try:
-            with slot.held(spec.scratch, timeout, label(spec)) as took:
-                call.arguments["timeout"] = slot.remaining(timeout, took.waited_s)
-                rec = copy(*call.args, **call.kwargs)
-        except slot.SlotError as err:
-            unmeasured = not_measured(spec, str(err), call.arguments["series"])
-            return unmeasured.with_(waited_for_slot_s=err.waited_s)
-        return rec.with_(waited_for_slot_s=took.waited_s)
-
-    return held
+    spec = copy.spec
+    try:
+        with slot.held(spec.scratch, timeout, label(spec)) as took:
+            rec = _copy(copy, record, slot.remaining(timeout, took.waited_s), stall_s)
+    except slot.SlotError as err:
+        unmeasured = not_measured(spec, str(err), copy.series)
+        return unmeasured.with_(waited_for_slot_s=err.waited_s)
+    return rec.with_(waited_for_slot_s=took.waited_s)
 
 
-@_in_copy_slot
-def timed_copy(
-    spec: TransferSpec,
-    threads: int,
-    src: str,
-    dst: str,
-    man: dict[str, Any],
-    record: Path,
-    log: Path,
-    series: Path,
-    timeout: float | None = None,
-    stall_s: float | None = None,
+def _copy(
+    copy: Copy, record: Path, timeout: float | None, stall_s: float | None
 ) -> transfer.TransferRecord:
-    """One measurement of a copy: one client in this process, or the setting's N clients
-    each moving its own files, started together (see cloudbench.measure.group).
-
-    Each client's parallelism is the setting's concurrency, or the job's threads (auto).
-    """
+    """The copy by one client in this process, or by the setting's N clients each moving
+    its own files, started together (:func:`group_copy`). Each client's parallelism is the
+    setting's concurrency, or the job's threads (auto)."""
+    spec, log = copy.spec, copy.log
     n = spec.setting.clients
-    per_client = spec.setting.concurrency or threads
     set_aside_unrecorded(record, [log] + [paths.client_log(log, k) for k in range(n)])
+    each = replace(copy, threads=spec.setting.concurrency or copy.threads)
     if n == 1:
-        return client_copy(
-            spec, per_client, src, dst, man["files"], log, series, timeout=timeout, stall_s=stall_s
-        )
+        return client_copy(each, timeout, stall_s)
+    return group_copy(each, copy.threads, record, timeout, stall_s)
+
+
+def group_copy(
+    copy: Copy, job_threads: int, record: Path, timeout: float | None, stall_s: float | None
+) -> transfer.TransferRecord:
+    """The setting's N clients, each moving its share of the files (cloudbench.measure.group),
+    started by the launcher with ``job_threads`` each; one record adding them up."""
+    spec, log, n = copy.spec, copy.log, copy.spec.setting.clients
     folder = paths.clients_dir(record)
     plan = {
         "spec": spec.to_json(),
-        "threads": per_client,
-        "src": src,
-        "dst": dst,
-        "shares": clients.shares(man["files"], n),
+        "threads": copy.threads,
+        "src": copy.src,
+        "dst": copy.dst,
+        "shares": clients.shares(copy.files, n),
         "logs": [str(paths.client_log(log, k)) for k in range(n)],
         "timeout": timeout,
         "stall_s": stall_s,
@@ -171,10 +164,10 @@ def timed_copy(
     paths.live_log(log).unlink(missing_ok=True)  # a second name: Snakemake deletes the log on rerun
     with contextlib.suppress(OSError):
         os.link(log, paths.live_log(log))
-    exit_code, how = clients.run_clients(plan_path, n, threads, dict(os.environ))
+    exit_code, how = clients.run_clients(plan_path, n, job_threads, dict(os.environ))
     per = clients.read_clients(folder, n)
     group = clients.aggregate(per, n, spec.start_tolerance_s)
-    write_group_series(series, folder, per)
+    write_group_series(copy.series, folder, per)
     return transfer.group_measured(
         spec.row_keys(),
         per,
@@ -182,8 +175,8 @@ def timed_copy(
         files=len(spec.files),
         launcher=how,
         launcher_exit=exit_code,
-        src=src,
-        dst=dst,
+        src=copy.src,
+        dst=copy.dst,
     )
 
 
@@ -245,7 +238,7 @@ def run_client(plan_path: Path, index: int | None) -> None:
     dst = clients.share_dir(Path(plan["dst"]), k) if download else plan["dst"]
     barrier = clients.StartBarrier(folder / "barrier", k, n)
     try:
-        rec = client_copy(
+        share = Copy(
             spec,
             plan["threads"],
             plan["src"],
@@ -253,11 +246,9 @@ def run_client(plan_path: Path, index: int | None) -> None:
             plan["shares"][k],
             Path(plan["logs"][k]),
             clients.client_series_path(folder, k),
-            client=k,
-            ready=barrier,
-            timeout=plan.get("timeout"),
-            stall_s=plan.get("stall_s"),
         )
+        timeout, stall_s = plan.get("timeout"), plan.get("stall_s")
+        rec = client_copy(share, timeout, stall_s, client=k, ready=barrier)
         # its start on the group's clock
         rec = transfer.TransferRecord.of(clients.on_group_clock(rec.as_json(), barrier.clock))
     except clients.ClientError as err:
