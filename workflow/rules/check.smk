@@ -10,7 +10,7 @@ rule reassemble:
     log:
         transfer_job_log("reassemble"),
     wildcard_constraints:
-        layout=r"chunked-[0-9]+(KiB|MiB|GiB|TiB|B)",
+        layout=f"chunked-{CHUNK}",
     priority: 10  # before the next download: frees scratch sooner
     conda:
         "../../envs/cloudbench.yaml"

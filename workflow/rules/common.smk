@@ -6,7 +6,7 @@ from pathlib import Path  # the rules use it (aggregate.smk, exchange.smk)
 from cloudbench.site import breaker, jobenv, lifecycle
 from cloudbench.campaign import jobs, order, paths, rounds
 from cloudbench.campaign.identity import MeasurementId
-from cloudbench.campaign.labels import SETTING_PATTERN
+from cloudbench.campaign.labels import SETTING_PATTERN, STRATEGIES
 from cloudbench.campaign.model import (
     ConfigError,
     auto_runtime_min,
@@ -40,6 +40,8 @@ W = {
 }
 
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+# a chunk's size as a layout's label writes it (campaign.labels.Layout: chunked-64MiB)
+CHUNK = r"[0-9]+(KiB|MiB|GiB|TiB|B)"
 # What this run tells its jobs that must never re-run one (campaign.jobs.RunSpec): written
 # when the run starts (site.lifecycle.started), named on the jobs' command lines
 RUN_SPEC = paths.run_spec(RESULTS, [s.name for s in CAMPAIGN.active_sites])
@@ -55,11 +57,11 @@ shell.prefix(
 wildcard_constraints:
     site=NAME,
     remote=NAME,
-    layout=r"plain|multithread|chunked-[0-9]+(KiB|MiB|GiB|TiB|B)",
+    layout="|".join(s for s in STRATEGIES if s != "chunked") + f"|chunked-{CHUNK}",
     setting=SETTING_PATTERN,
     repeat=r"[0-9]+",
     file=r"[^/]+",
-    chunk=r"[0-9]+(KiB|MiB|GiB|TiB|B)",
+    chunk=CHUNK,
     tool="|".join(TOOLS),
 
 
@@ -268,9 +270,9 @@ def staged_layouts():
 
 @functools.cache
 def _transfer_priorities():
-    rounds = CAMPAIGN.most_repeats  # repeats: auto: the later rounds keep the order too
+    most = CAMPAIGN.most_repeats  # repeats: auto: the later rounds keep the order too
     return order.priorities(
-        order.run_order(CAMPAIGN.measurements(rounds=rounds), CAMPAIGN.seed)
+        order.run_order(CAMPAIGN.measurements(rounds=most), CAMPAIGN.seed)
     )
 
 
