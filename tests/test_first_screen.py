@@ -144,7 +144,11 @@ def test_the_speed_up_over_plain_is_on_the_first_screen():
     assert "plain was not measured at this setting" not in page
     assert page.count("chunked-4MiB is ×3.") == 3 and page.count("over plain at rclone-1x4") == 3
     # and the tuning block comes before the table, the fastest lines after it
-    assert page.index("cb-tuned") < page.index("cb-legend") < page.index("fastest chunked")
+    assert (
+        page.index('class="cb-tuned"')
+        < page.index('class="cb-legend"')
+        < page.index("fastest chunked")
+    )
 
 
 def test_a_command_several_searches_share_is_printed_once_naming_them():
@@ -152,3 +156,15 @@ def test_a_command_several_searches_share_is_printed_once_naming_them():
     assert page.count('<pre class="cb-command">') == 2
     assert "For tursa download and tesseract download:" in page
     assert "For tursa upload:" in page
+
+
+def test_the_limits_block_has_its_place_between_the_routes_and_the_command():
+    """The "What limits each route" block (report.limits) is given to headline_html and
+    shown above the command to use."""
+    t = demo_like()
+    block = "<div class='cb-limits'><h3>What limits each route</h3></div>"
+    page = headline.headline_html(
+        t, summarise(t, pd.DataFrame()), {"campaign": "demo"}, None, tuned=tuned_rows(),
+        limits=block,
+    )  # fmt: skip
+    assert page.index("</style>") < page.index("cb-limits") < page.index('class="cb-tuned"')

@@ -690,19 +690,17 @@ def test_front_page_gives_the_real_reason_and_names_every_cap(tmp_path):
         t, summarise(t, pd.DataFrame()), {"campaign": "c", "rclone": {"flags": flags}}, None
     )
     assert (
-        "Rates capped</b>: each file (each transfer) at --bwlimit-file 4M = 4 MiB/s = 4.19 MB/s, "
+        "Rates capped</b>: each file (each transfer) at --bwlimit-file 4M = 4 MiB/s = 4.2 MB/s, "
         "and --bwlimit 16M = 16 MiB/s = 16.8 MB/s in all per rclone process" in page
     )
     page = headline.headline_html(
         t, summarise(t, pd.DataFrame()), {"campaign": "c", "rclone": {"flags": flags[:1]}}, None
     )
-    assert "--bwlimit-file 4M = 4 MiB/s = 4.19 MB/s per file (each transfer)" in page
+    assert "--bwlimit-file 4M = 4 MiB/s = 4.2 MB/s per file (each transfer)" in page
     assert "per rclone process" not in page
     t["rclone_env"] = "RCLONE_BWLIMIT=4M"
     page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, None)
-    assert (
-        "RCLONE_BWLIMIT=4M = 4 MiB/s = 4.19 MB/s per rclone process, from the environment" in page
-    )
+    assert "RCLONE_BWLIMIT=4M = 4 MiB/s = 4.2 MB/s per rclone process, from the environment" in page
     assert "not capped" not in page  # rclone alone: nothing else to say
     # another tool beside a capped rclone: a user read "fastest: s5cmd" as the faster tool
     t2 = pd.concat([t, t.assign(tool="s5cmd", setting="s5cmd-1x8", rclone_env="")])

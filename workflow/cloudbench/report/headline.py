@@ -42,6 +42,7 @@ from cloudbench.report.labels import (
     setting_as_run,
     with_interval,
 )
+from cloudbench.report.limits import limits_block
 from cloudbench.report.select import same_keys
 
 STYLE = (
@@ -352,7 +353,7 @@ def _bwlimit_text(value: str) -> str:
         nbytes = parse_size(f"{value.rstrip('bBkKmMgGtT')}{unit}iB")
     except (SizeError, IndexError, ValueError):
         return value
-    return f"{value} = {nbytes / 2**20:g} MiB/s = {nbytes / 1e6:.3g} MB/s"
+    return f"{value} = {nbytes / 2**20:g} MiB/s = {rate(nbytes / 1e6)} MB/s"
 
 
 def _flag_values(flags: Sequence[str], name: str) -> list[str]:
@@ -576,11 +577,14 @@ def headline_html(
     decided: pd.DataFrame | None = None,
     tuned: pd.DataFrame | None = None,
     route_table: pd.DataFrame | None = None,
+    limits: str = "",
 ) -> str:
     """The fragment the report's front page shows (HTML without <html>/<body>); ``drifts``
     are the lines of :func:`cloudbench.report.drift.drift_sentences`, ``comparison`` the
     table of :func:`cloudbench.report.compare.compare` against ``compare_with``, ``decided``
-    how ``repeats: auto`` ended (:mod:`cloudbench.campaign.precision`)."""
+    how ``repeats: auto`` ended (:mod:`cloudbench.campaign.precision`), ``limits`` the "What
+    limits each route" block (HTML, :mod:`cloudbench.report.limits`), shown below the grid of
+    routes and above the command to use."""
     caps = rate_caps(info, metrics)
     table = rows(metrics, summary, by_tool=bool(uncapped_tools(caps, metrics)))
     total = len(metrics)
@@ -616,10 +620,12 @@ def headline_html(
 
         thresholds = tuple((info.get("thresholds") or {}).get(k) for k in ("good", "poor"))
         parts.append(grid_html(route_table, thresholds))
+    parts += [limits] if limits else []
     if tuned is not None and not tuned.empty:  # the tuning mode's answer comes first
         from cloudbench.report.tuned import tuned_html
 
         parts.append(tuned_html(tuned, _gains(table, tuned) if not table.empty else {}))
+    parts.append(limits_block(metrics))  # what limits each route (report.limits)
     if (info.get("dataset") or {}).get("small_files"):
         lines = per_object_lines(metrics)
         if lines:
