@@ -33,14 +33,14 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import REPO, endtoend, requests, series, weight
+from bench import REPO, endtoend, evidence_weight, requests, series, weight
 from bench.datapath import GENERATE_PAIRS, TRANSFER_PAIRS, DataPath, child_main
 from bench.harness import DROP_CACHES, HEADER, PREFAULT_SHARE, Row
 from bench.machine import machine_info
 
 STEPS = (
     "generate", "checksum", "chunk", "reassemble", "transfer", "memory", "schedule", "end-to-end",
-    "requests", "weight", "series",
+    "requests", "weight", "evidence", "series",
 )  # fmt: skip
 
 
@@ -325,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
                     requests.bench_requests(bench)
                 elif step == "weight":
                     weight.bench_weight(bench)
+                elif step == "evidence":
+                    evidence_weight.bench_evidence_weight(bench)
                 elif step == "series":
                     series.bench_series(bench)
                 else:

@@ -687,7 +687,7 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
             kw["threads"],
             Path(kw["src"]),
             Path(kw["chunks"]),
-            [Path(kw["sums"])],
+            [Path(p) for p in kw["sums"].split(os.pathsep)],  # one file's, or several
             Path(kw["record"]),
             Path(kw["log"]),
             Path(kw["series"]),

@@ -187,6 +187,12 @@ def tree_bytes(root: Path) -> int:
     return total
 
 
+def evidence_off() -> bool:
+    """``CLOUDBENCH_EVIDENCE=off``: no evidence sampled beside the copy (``make bench``'s
+    evidence-weight row times the same copy without it; a user need never set it)."""
+    return os.environ.get("CLOUDBENCH_EVIDENCE", "").lower() == "off"
+
+
 class _ExitWatch:
     """Wakes the moment a process exits (a pidfd, polled): ``Popen.wait(timeout)`` sleeps in
     steps of up to 50 ms, which a timed copy of a second would count as its own."""
@@ -435,7 +441,7 @@ def measure(
             timeout,
             stall_s=stall_s,
             ask_store=ask_store,
-            evidence_path=Path(evidence_path_of(series_path)),
+            evidence_path=None if evidence_off() else Path(evidence_path_of(series_path)),
         )
         seconds, epoch = done.seconds, done.start_epoch
         started = utc_now(epoch)  # the copy's own start, the clock its seconds run on

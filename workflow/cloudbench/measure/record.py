@@ -262,6 +262,18 @@ class TransferRow:
         "copy at the site held it: docs/hpc-sites.md, 'One copy at a time'); never part of "
         "`seconds`",
     )
+    limit: str = _col(
+        "",
+        "what limited the copy, read from the evidence sampled beside it every second (its "
+        "client's TCP connections and CPU: `<record>.evidence.jsonl`): `per-connection path` "
+        "(more connections help), `shared link` (they do not), `receiver's window`, `sender's "
+        "buffer`, `client CPU`, `store` (throttling), or `undetermined`; empty for a copy that "
+        "did not work or kept no evidence (docs/limits.md)",
+        derived=True,
+    )
+    limit_evidence: str = _col(
+        "", "the figures `limit` rests on (busy and limited shares, RTTs, CPU, ...)", derived=True
+    )
 
 
 TRANSFER_COLUMNS: list[str] = [f.name for f in fields(TransferRow)]

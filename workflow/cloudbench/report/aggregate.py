@@ -18,7 +18,7 @@ from cloudbench.campaign.identity import KEYS, LABELS, MeasurementId, keys_witho
 from cloudbench.measure import record as transfer
 from cloudbench.measure.rclonelog import longest_stall, parse_rclone_log
 from cloudbench.measure.record import TRANSFER_COLUMNS, WHOLE_TRANSFER_COLUMNS
-from cloudbench.report import tuned
+from cloudbench.report import limits, tuned
 from cloudbench.report.outputs import TABLES
 
 # One row per client of a measurement with several clients (its row in transfers.tsv is the
@@ -112,6 +112,7 @@ def transfers_table(results: Path, expected: Iterable[dict]) -> tuple[pd.DataFra
             | per_object_rates(rec)
             | attempt_totals(path, rec)
             | {"longest_stall_s": stall(path)}
+            | limits.columns(path, rec)
         )
     df = pd.DataFrame(rows, columns=TRANSFER_COLUMNS)
     for col in WHOLE_TRANSFER_COLUMNS:  # blank where not applicable, never "1.0"

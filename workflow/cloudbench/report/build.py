@@ -20,7 +20,17 @@ from typing import Any
 import pandas as pd
 
 from cloudbench.campaign import paths
-from cloudbench.report import burst, compare, drift, figures, latency, routes, scaling, stats
+from cloudbench.report import (
+    burst,
+    compare,
+    drift,
+    figures,
+    latency,
+    limits,
+    routes,
+    scaling,
+    stats,
+)
 from cloudbench.report import scaling_section as scaling_report
 from cloudbench.report import tables as html_tables
 from cloudbench.report import tools_section as tools_report
@@ -170,6 +180,7 @@ def build_report(
         html_tables.precision_html(decided, info, out["precision_html"], transfers)
         write_tsv(scaling.scaling_table(transfers), out["scaling_tsv"])
         write_tsv(trend, out["drift_tsv"])
+        write_tsv(limits.routes_table(transfers), out["limits_tsv"])
         write_tsv(latency.tool_strategy_rates(tools_report.with_tool(transfers)), out["tools_tsv"])
         write_tsv(
             latency.pair_rtt(probes) if not probes.empty else pd.DataFrame(), out["latency_tsv"]
@@ -193,6 +204,7 @@ def build_report(
             decided,
             tuned,
             route_table,
+            limits=limits.limits_block(transfers),
         )
     )
 

@@ -42,7 +42,6 @@ from cloudbench.report.labels import (
     setting_as_run,
     with_interval,
 )
-from cloudbench.report.limits import limits_block
 from cloudbench.report.select import same_keys
 
 STYLE = (
@@ -625,7 +624,6 @@ def headline_html(
         from cloudbench.report.tuned import tuned_html
 
         parts.append(tuned_html(tuned, _gains(table, tuned) if not table.empty else {}))
-    parts.append(limits_block(metrics))  # what limits each route (report.limits)
     if (info.get("dataset") or {}).get("small_files"):
         lines = per_object_lines(metrics)
         if lines:

@@ -389,7 +389,7 @@ def evidence_files(record: Path, rec: Mapping[str, Any]) -> list[Path]:
     """The evidence files of one record: its own, or each of its clients'."""
     from cloudbench.campaign import paths
 
-    if int(rec.get("clients") or 1) > 1:
+    if int(float(rec.get("clients") or 1)) > 1:
         folder = paths.clients_dir(record)
         return sorted(folder.glob("client-*.evidence.jsonl"))
     return [Path(paths.evidence(record))]
@@ -483,3 +483,13 @@ def block_html(table: Any) -> str:
         + "".join(items)
         + "</ul></div>"
     )
+
+
+def limits_block(transfers: Any) -> str:
+    """The first screen's "What limits each route" block from a campaign's rows (those of
+    transfers.tsv, with their ``limit``): empty where no row has one."""
+    if transfers is None or transfers.empty or "limit" not in transfers:
+        return ""
+    if not transfers["limit"].map(lambda x: isinstance(x, str) and x != "").any():
+        return ""
+    return block_html(routes_table(transfers))

@@ -66,6 +66,8 @@ REPORT_OUTPUTS: dict[str, ReportOutput] = {
     "compare_html": ReportOutput("figures/compare.html", "compare_table", "Comparison"),
     "compare_tsv": ReportOutput("compare.tsv", "compare_tsv", "Tables"),
     "precision_html": ReportOutput("figures/precision.html", "precision_table", "Repeats"),
+    # what limits each route, its figures and the action (report.limits)
+    "limits_tsv": ReportOutput("limits.tsv", "limits_tsv", "Tables"),
     # each route's best rate and state, for a centre's monitoring (report.routes)
     "routes_json": ReportOutput("routes.json", None, None),
     "routes_prom": ReportOutput("routes.prom", None, None),

@@ -24,7 +24,7 @@ import csv
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +201,9 @@ class Traced:
     window: Window | None
     verdict: str
     problems: tuple[str, ...] = ()
+    # the other files kept beside the record, each with what it holds (the evidence of what
+    # limited the copy: cloudbench.measure.evidence)
+    files: tuple[str, ...] = ()
 
 
 def judge(row: Row, ev: Evidence, win: Window | None) -> Traced:
@@ -316,6 +319,7 @@ def line(t: Traced) -> str:
             f"{t.evidence.exited_s:.3f} s), past the {t.window.below_s:.2f} s a quiet node's "
             "teardown takes: the row's seconds, and its rate, count that time"
         )
+    notes += [f"kept: {f}" for f in t.files]
     return out + "".join(f"\n    {p}" for p in notes)
 
 
@@ -461,8 +465,26 @@ def trace(results: Path) -> list[Traced]:
             ev, win = Evidence(None, None, None, "never ran"), None
         else:
             ev, win = evidence_of(results, cells)
-        out.append(judge(row, ev, win))
+        out.append(replace(judge(row, ev, win), files=kept_files(results, cells)))
     return out
+
+
+def kept_files(results: Path, cells: Mapping[str, str]) -> tuple[str, ...]:
+    """The evidence of what limited a row's copy (one file, or one per client), each with
+    its count of samples and the row's ``limit``."""
+    from cloudbench.campaign import paths
+    from cloudbench.campaign.identity import MeasurementId
+    from cloudbench.measure import evidence
+    from cloudbench.report.limits import evidence_files
+
+    record = Path(paths.transfer_record(results, MeasurementId.of(cells)))
+    out = []
+    for p in evidence_files(record, {"clients": cells.get("clients") or 1}):
+        doc = evidence.read(p)
+        if doc is not None:
+            said = f": {cells['limit']}" if cells.get("limit") else ""
+            out.append(f"{p.name} ({len(doc['samples'])} samples of what limited it{said})")
+    return tuple(out)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -1,0 +1,210 @@
+"""What limits a copy and a route (cloudbench.report.limits), from evidence recorded here.
+
+tests/data/evidence holds evidence files sampled beside real rclone uploads to versitygw on
+this machine (tests/test_limits_e2e.py builds the same bottlenecks and runs the copies):
+through a proxy capping each connection at 1 MB/s, through a 32 Mbit/s tbf qdisc shared by
+all connections, from a cgroup allowed 5% of a core, against a store answering every second
+PUT with 503 SlowDown, and on unshaped loopback. ``cases.tsv`` gives each file's record
+figures (rate, connections, throttled answers) and the bottleneck that was built.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cloudbench.measure import evidence
+from cloudbench.report import limits
+from cloudbench.report.limits import Scaling, Summary, Verdict
+
+pytestmark = pytest.mark.unit
+
+DATA = Path(__file__).parent / "data" / "evidence"
+BUILT = {
+    "per-connection": limits.PER_CONNECTION,
+    "shared": limits.SHARED,
+    "cpu": limits.CPU,
+    "throttled": limits.STORE,
+}
+
+
+def _cases() -> list[dict[str, str]]:
+    with open(DATA / "cases.tsv", newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def _verdict(case: dict[str, str]) -> Verdict:
+    doc = evidence.read(DATA / case["file"])
+    assert doc is not None and doc["samples"], case["file"]
+    ev = limits.summarise([doc], "upload", float(case["seconds"]))
+    return limits.verdict(
+        ev,
+        "upload",
+        float(case["mb_per_s"]),
+        int(case["connections"]),
+        int(case["throttled"]) if case["throttled"] else None,
+    )
+
+
+@pytest.mark.parametrize("built", sorted(BUILT))
+def test_each_built_bottleneck_is_named_from_its_recorded_evidence(built):
+    """Every recorded copy of a built bottleneck is named for it, with its figures."""
+    cases = [c for c in _cases() if c["built"] == built]
+    assert len(cases) >= 3
+    for case in cases:
+        v = _verdict(case)
+        assert v.limit == BUILT[built], (case["file"], v.text())
+        assert v.figures and v.action
+
+
+def test_the_figures_are_the_evidence_s_own():
+    """The CPU verdict names the quota as its cores; the shared link its queue and drops;
+    per-connection its window; the store its count of 503s."""
+    said = {c["built"]: _verdict(c) for c in _cases()}
+    assert "of 0.05 core" in said["cpu"].figures
+    assert "retransmitted" in said["shared"].figures and "minimum" in said["shared"].figures
+    assert "rwnd-limited" in said["per-connection"].figures
+    throttled = next(c for c in _cases() if c["built"] == "throttled")
+    assert f"{throttled['throttled']} answers 503/429" in _verdict(throttled).figures
+
+
+def test_unshaped_loopback_is_not_given_a_limit_it_did_not_have():
+    """No cap was built: neither a shared link, nor the store, nor the sender's buffer; a
+    CPU verdict only with its own figure above the threshold."""
+    cases = [c for c in _cases() if c["built"] == "none"]
+    assert cases
+    for case in cases:
+        v = _verdict(case)
+        assert v.limit not in (limits.SHARED, limits.STORE, limits.SENDER_BUFFER), v.text()
+
+
+# --- the rules on summaries built to the point -----------------------------------------------
+
+
+def _summary(**kw) -> Summary:
+    base = dict(
+        samples=5, connections=4, cpu_share=0.1, cores=2.0, busy_s=16.0, seconds=5.0,
+        rwnd_share=0.0, sndbuf_share=0.0, rtt_ms=50.0, minrtt_ms=49.0, retrans_share=0.0,
+        window_fill=None, recv_q_share=None, rcv_space=None, wmem_max=4194304, rmem_max=None,
+    )  # fmt: skip
+    return Summary(**(base | kw))
+
+
+def test_a_send_buffer_names_the_sysctl_and_the_value_from_rate_times_rtt():
+    v = limits.verdict(_summary(sndbuf_share=0.9), "upload", 320.0, 4)
+    assert v.limit == limits.SENDER_BUFFER
+    # 80 MB/s per connection x 50 ms = 4,000,000 bytes in flight
+    assert "net.ipv4.tcp_wmem" in v.action and "4000000" in v.action
+    assert "4194304" in v.figures  # the maximum now
+
+
+def test_a_window_full_of_a_round_trip_is_the_receivers_window():
+    v = limits.verdict(_summary(rwnd_share=0.95, window_fill=0.9), "upload", 40.0, 4)
+    assert v.limit == limits.RECEIVER_WINDOW and "tcp_rmem" in v.action
+    slow = limits.verdict(_summary(rwnd_share=0.95, window_fill=0.01), "upload", 40.0, 4)
+    assert slow.limit == limits.PER_CONNECTION
+
+
+def test_cwnd_bound_without_a_queue_is_per_connection_and_mixed_signs_decide_nothing():
+    assert limits.verdict(_summary(), "upload", 40.0, 4).limit == limits.PER_CONNECTION
+    queue_only = _summary(rtt_ms=150.0, minrtt_ms=49.0)
+    assert limits.verdict(queue_only, "upload", 40.0, 4).limit == limits.UNDETERMINED
+    both = _summary(rtt_ms=150.0, minrtt_ms=49.0, retrans_share=0.01)
+    assert limits.verdict(both, "upload", 40.0, 4).limit == limits.SHARED
+
+
+def test_idle_connections_and_no_evidence_are_undetermined_never_a_guess():
+    idle = _summary(busy_s=2.0)  # 2 of 4 x 5 connection-seconds
+    v = limits.verdict(idle, "upload", 40.0, 4)
+    assert v.limit == limits.UNDETERMINED and "idle" in v.figures
+    assert limits.verdict(None, "upload", 40.0, 4).limit == limits.UNDETERMINED
+    # throttled but busy: the store's 503s did not hold the copy
+    assert limits.verdict(_summary(), "upload", 40.0, 4, throttled=3).limit != limits.STORE
+
+
+def test_a_download_is_read_from_the_receivers_side():
+    full = _summary(cpu_share=0.95, recv_q_share=0.9)
+    assert limits.verdict(full, "download", 40.0, 4).limit == limits.CPU
+    slow = limits.verdict(_summary(recv_q_share=0.9), "download", 40.0, 4)
+    assert slow.limit == limits.UNDETERMINED and "read slowly" in slow.figures
+    kept = limits.verdict(_summary(recv_q_share=0.0), "download", 40.0, 4)
+    assert kept.limit == limits.UNDETERMINED and "scaling" in kept.figures
+
+
+# --- a route ---------------------------------------------------------------------------------
+
+
+def test_scaling_is_read_at_the_best_setting():
+    grew = limits.scaling_of([(2, 10.0), (4, 19.0)], 4)
+    assert grew == Scaling(2, 4, 10.0, 19.0) and grew.gain == pytest.approx(0.9)
+    fell = limits.scaling_of([(2, 10.0), (4, 12.0), (8, 11.0)], 4)
+    assert fell == Scaling(4, 8, 12.0, 11.0) and fell.gain < 0
+    assert limits.scaling_of([(4, 12.0)], 4) is None
+
+
+def test_a_routes_verdict_is_its_majority_and_scaling_decides_per_connection_or_shared():
+    per = Verdict(limits.PER_CONNECTION, "x")
+    und = Verdict(limits.UNDETERMINED, "y")
+    assert limits.route_verdict([per, per, und]).limit == limits.PER_CONNECTION
+    assert limits.route_verdict([per, und]).limit == limits.UNDETERMINED  # no majority
+    flat = Scaling(4, 8, 12.0, 12.5)
+    assert limits.route_verdict([per, per, per], flat).limit == limits.SHARED
+    assert limits.route_verdict([und] * 3, Scaling(2, 4, 10, 19)).limit == limits.PER_CONNECTION
+    cpu = Verdict(limits.CPU, "CPU 99% of 0.5 core(s) allowed")
+    assert limits.route_verdict([cpu] * 3, flat).limit == limits.CPU  # not the link's doing
+
+
+def _rows(limit: str, rates: dict[int, list[float]], **route) -> list[dict]:
+    out = []
+    for conns, rs in rates.items():
+        for k, r in enumerate(rs):
+            out.append({
+                "campaign": "c", "site": "edi", "remote": "s3", "direction": "upload",
+                "strategy": "chunked", "layout": "chunked-4MiB", "chunk_bytes": 4 << 20,
+                "setting": f"rclone-1x{conns}", "tool": "rclone", "clients": 1,
+                "concurrency": conns, "repeat": k + 1, "status": "ok", "mb_per_s": r,
+                "connections": conns, "limit": limit, "limit_evidence": "figures",
+            } | route)  # fmt: skip
+    return out
+
+
+def test_the_routes_table_and_the_first_screens_block():
+    """Two routes limited differently: one whose rate grew with its connections, one that
+    stood still; the block names each with its figures and action."""
+    df = pd.DataFrame(
+        _rows(limits.UNDETERMINED, {2: [10, 10.2, 9.9], 4: [19.8, 20.1, 20.0]})
+        + _rows(limits.SHARED, {2: [30, 30.5, 29.8], 4: [30.2, 30.1, 29.9]}, site="ams")
+    )
+    table = limits.routes_table(df).set_index("site")
+    assert table.loc["edi", "limit"] == limits.PER_CONNECTION
+    assert "2 -> 4 connections" in table.loc["edi", "figures"]
+    assert table.loc["ams", "limit"] == limits.SHARED
+    block = limits.limits_block(df)
+    assert "What limits each route" in block and "edi upload s3" in block
+    assert limits.ACTIONS[limits.SHARED] in block
+    assert limits.limits_block(df.drop(columns=["limit"])) == ""
+    assert limits.limits_block(df.assign(limit=None)) == ""
+
+
+def test_a_records_columns_come_from_the_file_beside_it(tmp_path):
+    """transfers.tsv's limit columns: read from the evidence beside the record; a record
+    with none (from before evidence, or a failed copy) leaves them empty."""
+    case = next(c for c in _cases() if c["built"] == "shared")
+    record = tmp_path / "r1.json"
+    (tmp_path / "r1.evidence.jsonl").write_text((DATA / case["file"]).read_text())
+    rec = {
+        "status": "ok", "direction": "upload", "seconds": float(case["seconds"]),
+        "mb_per_s": float(case["mb_per_s"]), "connections": int(case["connections"]),
+        "throttled": 0, "clients": 1,
+    }  # fmt: skip
+    assert limits.columns(record, rec)["limit"] == limits.SHARED
+    assert limits.columns(record, rec | {"status": "failed"}) == {
+        "limit": None,
+        "limit_evidence": None,
+    }
+    assert limits.columns(tmp_path / "r2.json", rec)["limit"] is None
+    json.loads((tmp_path / "r1.evidence.jsonl").read_text().splitlines()[0])  # a header line
