@@ -96,10 +96,13 @@ def test_rates_and_factors_each_read_alike():
     assert [rate(v) for v in (4.15, 8.216, 16.3, 162.04, 1234.56)] == [
         "4.2", "8.2", "16.3", "162.0", "1,234.6",
     ]  # fmt: skip
+    assert coverage_note([4, 3]).endswith(
+        "(at 3 repeats 75% for a median, 90% for a factor between two settings; at 4, 87% and 97%)"
+    )
     assert rate(0.042) == "0.042" and rate(float("nan")) == "–"
     assert [factor(v) for v in (0.9867, 1.0, 3.876)] == ["0.99", "1.00", "3.88"]
     assert with_interval(16.1, 16.07, 16.3, 0.75, unit=" MB/s") == "16.1 MB/s [16.1, 16.3] 75%"
-    assert coverage_note(3).endswith("(at 3 repeats 75% for a median, 90% for a factor "
+    assert coverage_note([3, 3]).endswith("(at 3 repeats 75% for a median, 90% for a factor "
                                      "between two settings)")  # fmt: skip
 
 

@@ -504,8 +504,7 @@ def notation(table: pd.DataFrame) -> str:
     campaign's repeats give (a median's 75% beside a factor's 90% at 3 repeats: both named
     where shown, and why they differ said here)."""
     ns = table.loc[table["level"].notna(), "n"] if not table.empty else pd.Series(dtype=int)
-    n = int(ns.min()) if not ns.empty else 0
-    return f" Rates in MB/s (10⁶ B/s); {coverage_note(n)}."
+    return f" Rates in MB/s (10⁶ B/s); {coverage_note(ns)}."
 
 
 def _gains(table: pd.DataFrame, tuned: pd.DataFrame) -> dict[tuple[str, str, str], str]:

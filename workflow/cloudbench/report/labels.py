@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cloudbench.intervals import (
@@ -113,17 +113,23 @@ def setting_as_run(setting: Any, concurrency: Any) -> str:
     return text
 
 
-def coverage_note(n: int) -> str:
-    """What the percentage after an interval is, with the levels ``n`` repeats give (the first
-    screen shows both kinds: a median's at 3 repeats holds 75%, a factor's between two such
-    90%), said once where the intervals are shown."""
+def coverage_note(repeats: Iterable[int]) -> str:
+    """What the percentage after an interval is, with the levels the campaign's numbers of
+    ``repeats`` give (the first screen shows both kinds: a median's at 3 repeats holds 75%,
+    a factor's between two such 90%), said once where the intervals are shown."""
     what = "the percentage after an interval is its coverage, the chance it holds the true value"
-    if n < MIN_REPEATS_FOR_INTERVAL:
+    ns = sorted({int(n) for n in repeats if n >= MIN_REPEATS_FOR_INTERVAL})
+    if not ns:
         return what
-    values = [1.0 + i / 1000 for i in range(n)]  # the levels depend on n alone
-    median = median_interval(values).level
-    ratio = ratio_interval(values, values).level
-    return (
-        f"{what} (at {n} repeats {level_text(median)} for a median, {level_text(ratio)} for "
-        "a factor between two settings)"
-    )
+    levels = []
+    for n in ns[:3]:  # the fewest repeats first: their levels are the lowest shown
+        values = [1.0 + i / 1000 for i in range(n)]  # the levels depend on n alone
+        median = median_interval(values).level
+        ratio = ratio_interval(values, values).level
+        levels.append(
+            f"at {n}, {level_text(median)} and {level_text(ratio)}"
+            if levels
+            else f"at {n} repeats {level_text(median)} for a median, {level_text(ratio)} for a "
+            "factor between two settings"
+        )
+    return f"{what} ({'; '.join(levels)})"
