@@ -54,7 +54,7 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
     so; the campaign goes on once the server is back, the run ends non-zero listing the
     failures, and a rerun measures exactly the failed transfers again. Both S3 servers,
     side by side as two remotes of one campaign, each killed in its own upload."""
-    cfg_d = _small(demo_config, size="12MiB")  # 3 s a copy at 4 MiB/s: killed after 1 s
+    cfg_d = _small(demo_config, size="24MiB")  # 6 s a copy at 4 MiB/s: killed after 1 s
     cfg_d.pop("remote")
     cfg_d.update(strategies=["plain"], repeats=2)
     # the store comes back while the run goes on: the breaker (test_store_down) stays shut
