@@ -101,6 +101,9 @@ FIRST_SCREEN = """(() => {
     rows: document.querySelectorAll(".cb-headline > table tbody tr").length,
     grid: box(document.querySelector(".cb-grid")),
     tuned: box(document.querySelector(".cb-tuned")),
+    tunedTable: box(document.querySelector(".cb-tuned table")),
+    vsPlain: [...document.querySelectorAll(".cb-tuned tbody tr")].map(
+      (tr) => tr.children[3].innerText),
     command: box(document.querySelector(".cb-tuned pre.cb-command")),
     img: box(img), decoded: img ? img.naturalWidth : 0,
   };
@@ -113,9 +116,11 @@ FIRST_SCREEN = """(() => {
 @needs_chromium
 def test_report_opens_on_its_answer(demo_report, tmp_path):
     """At 1400x900, as the report opens: the demo's answer (its tuning mode's block, with the
-    first command to use) and the grid of routes are inside the window; the headline table
-    (every setting measured per site, direction and layout) and the key figure follow, the
-    table no wider than the window; the screenshot of the window is not blank."""
+    first command to use and the speed-up over plain of each setting to use, the study's
+    finding: chunked at least 3x plain) and the grid of routes are inside the window; the
+    headline table (every setting measured per site, direction and layout) and the key
+    figure follow, both tables no wider than the window; the screenshot of the window is
+    not blank."""
     workdir, config, report = demo_report
     measured = pd.read_csv(workdir / "results/demo/transfers.tsv", sep="\t")
     settings = measured[["site", "direction", "layout", "setting"]].drop_duplicates()
@@ -132,6 +137,9 @@ def test_report_opens_on_its_answer(demo_report, tmp_path):
         assert 0 <= tuned["top"] and command["bottom"] <= first["height"], first
         assert tuned["top"] < table["top"] < img["top"] and first["decoded"] > 0, first
         assert table["right"] <= first["width"], first
+        assert first["tunedTable"]["right"] <= first["width"], first
+        speedups = [float(re.match(r"×([\d.]+) \[", c).group(1)) for c in first["vsPlain"]]
+        assert len(speedups) == 3 and min(speedups) >= 3, first["vsPlain"]
         shot = b.screenshot(tmp_path / "first.png")
         assert Image.open(shot).size == (1400, 900)
         assert_not_blank(shot, (300, 0, 1300, 800))
