@@ -178,3 +178,21 @@ def pytest_runtest_setup(item: pytest.Item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     return (yield from _unit_watched(item))
+
+
+# --- where the suite's time goes ---------------------------------------------------------------
+
+#: a file to write every test phase's worker, start and stop to (``make test-timeline``)
+TIMELINE = os.environ.get("CLOUDBENCH_TEST_TIMELINE")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """One line per test phase, in the process that collects the reports (the controller
+    under xdist, whose reports carry each worker's clock): what `scripts/test-timeline.py`
+    reads to show each worker's busy and idle seconds."""
+    if not TIMELINE or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a worker's reports reach the controller, which writes them
+    worker = getattr(report, "node", None)
+    name = getattr(getattr(worker, "gateway", None), "id", "main")
+    with open(TIMELINE, "a") as fh:
+        fh.write(f"{name}\t{report.nodeid}\t{report.when}\t{report.start:.3f}\t{report.stop:.3f}\n")
