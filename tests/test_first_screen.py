@@ -171,3 +171,20 @@ def test_the_limits_block_has_its_place_between_the_routes_and_the_command():
         limits=block,
     )  # fmt: skip
     assert page.index("</style>") < page.index("cb-limits") < page.index('class="cb-tuned"')
+
+
+def test_the_table_lists_routes_in_order_and_each_routes_layouts_in_the_one_order():
+    page = first_screen()
+    table = page[page.index('class="cb-legend"') :]
+    table = table[: table.index("</table>")]
+    rows = [
+        re.findall(r'<td class="l">([^<]*)</td>', tr)
+        for tr in re.findall(r"<tr class=\"[a-z]*\">(.*?)</tr>", table)
+    ]
+    assert [r[:2] for r in rows[::4]] == [
+        ["tesseract", "download"], ["tursa", "download"], ["tursa", "upload"],
+    ]  # fmt: skip
+    assert [r[2] for r in rows[:4]] == [
+        "plain rclone-1x4", "chunked-4MiB rclone-1x2", "chunked-4MiB rclone-1x4",
+        "chunked-4MiB rclone-1x8",
+    ]  # fmt: skip

@@ -37,6 +37,7 @@ from cloudbench.report.labels import (
     NA,
     coverage_note,
     factor,
+    layout_order,
     num,
     rate,
     setting_as_run,
@@ -555,6 +556,20 @@ def legend(table: pd.DataFrame) -> str:
     return text + "."
 
 
+def _in_order(table: pd.DataFrame) -> pd.DataFrame:
+    """The table's rows as the page lists them: by site, remote, direction and tool, then
+    layouts in the report's one order (plain, chunked by size, multithread; settings by
+    clients and concurrency), not in the order the records came (the demo's table went
+    tursa, tesseract, tursa again)."""
+    rank = {label: i for i, label in enumerate(layout_order(table["layout"]))}
+    keys = [k for k in GROUP_KEYS if k in table]
+    return (
+        table.assign(_rank=table["layout"].map(rank))
+        .sort_values([*keys, "_rank"], kind="stable")
+        .drop(columns="_rank")
+    )
+
+
 def _count_cell(v: float) -> str:
     """A count the repeats may not have counted: NA, not 0, where none did."""
     return NA if math.isnan(v) else f"{v:g}"
@@ -669,7 +684,7 @@ def headline_html(
         )
         body = [f'<p class="cb-legend">{legend(table)}</p>']
         body.append(f"<table><thead><tr>{cells}</tr></thead><tbody>")
-        for r in table.to_dict("records"):
+        for r in _in_order(table).to_dict("records"):
             cls = "bad" if r["failed"] or r["corrupt"] else "best" if r["clear"] else ""
             left = [r[k] for k in shown]
             tds = "".join(f'<td class="l">{html.escape(str(v))}</td>' for v in left)
