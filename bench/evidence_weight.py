@@ -11,6 +11,7 @@ own record. Pairs alternate; the ratio is the median of the per-pair ratios, wit
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 
@@ -29,6 +30,7 @@ TOLERANCE = 0.01
 
 
 def bench_evidence_weight(bench) -> None:
+    from cloudbench.campaign.paths import attempts_dir
     from cloudbench.campaign.spec import TransferSpec
     from cloudbench.data.checksums import hash_stream
     from cloudbench.measure import rclone as rc
@@ -72,6 +74,9 @@ def bench_evidence_weight(bench) -> None:
         upload["sums"] = os.pathsep.join(str(d / "checksums" / f"{n}.chunks.json") for n in names)
 
         def prep() -> None:
+            # a record left ok would be published again, not measured (measure.ledger)
+            rec_path.unlink(missing_ok=True)
+            shutil.rmtree(attempts_dir(rec_path), ignore_errors=True)
             subprocess.run(
                 [real, "purge", spec.campaign_prefix()],
                 env={**os.environ, **store_env},
