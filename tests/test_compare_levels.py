@@ -300,5 +300,6 @@ def test_the_page_says_how_many_measurements_keep_their_own_noise():
     a, b = campaign_pairs(rng, 1, 6, noise=ONE_QUIET)
     a[0, 0] = np.exp(np.log(a[0, 0]).mean() + 0.01 * np.arange(-3, 3))  # surely quiet
     table = compare(transfers(a[0]), transfers(b[0]))
-    assert table.attrs["own_noise"] >= 1
+    assert table.attrs["own_noise"] >= 1 and table["own_noise"].sum() == table.attrs["own_noise"]
+    assert table.loc[table["setting"] == "rclone-1x0", "own_noise"].item()  # compare.tsv says which
     assert "keeps its own" in meaning(table) or "keep their own" in meaning(table)

@@ -52,7 +52,7 @@ from cloudbench.report.html_page import html_table, page
 IDENTITY = keys_without("strategy", "repeat")
 COLUMNS = [
     *IDENTITY, "n_a", "n_b", "set_aside", "median_a", "median_b", "ratio", "low", "high", "level",
-    "p_slower", "p_faster", "verdict",
+    "p_slower", "p_faster", "own_noise", "verdict",
 ]  # fmt: skip
 MARGIN = 0.05  # a change smaller than this is no verdict: compare_margin's default (schema)
 FALSE_DISCOVERY_RATE = 0.05  # of the slower and faster verdicts of one comparison, together
@@ -158,6 +158,7 @@ def _row(m: moderated.Moderated, j: int) -> dict:
         "level": float(m.level),
         "p_slower": float(m.p_slower[j]),
         "p_faster": float(m.p_faster[j]),
+        "own_noise": bool(m.own_noise[j]),
         "verdict": verdict,
     }
 
@@ -235,7 +236,8 @@ def _own(table: pd.DataFrame) -> str:
         return ""
     return (
         f"; {own} {'measurement keeps its' if own == 1 else 'measurements keep their'} own, "
-        "far from it (a quiet route among noisy ones, or a noisy one among quiet ones)"
+        "far from it (own_noise: a quiet route among noisy ones, or a noisy one among quiet "
+        "ones)"
     )
 
 
