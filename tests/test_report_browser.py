@@ -98,7 +98,8 @@ FIRST_SCREEN = """(() => {
   return {
     height: innerHeight, width: innerWidth,
     table: box(document.querySelector(".cb-headline > table")),
-    rows: document.querySelectorAll(".cb-headline > table tbody tr").length,
+    rows: document.querySelectorAll(".cb-headline > table tbody tr:not(.cb-route)").length,
+    routes: document.querySelectorAll(".cb-headline > table tbody tr.cb-route").length,
     grid: box(document.querySelector(".cb-grid")),
     tuned: box(document.querySelector(".cb-tuned")),
     tunedTable: box(document.querySelector(".cb-tuned table")),
@@ -131,6 +132,7 @@ def test_report_opens_on_its_answer(demo_report, tmp_path):
         table, img, tuned, command = first["table"], first["img"], first["tuned"], first["command"]
         assert table and img and tuned and command, first
         assert first["rows"] == len(settings)  # tursa up/down + tesseract down, x settings
+        assert first["routes"] == len(settings[["site", "direction"]].drop_duplicates())
         # two sites: the grid of routes (sites against the remote, per direction) too
         grid = first["grid"]
         assert grid and 0 <= grid["top"] and grid["bottom"] <= first["height"], first

@@ -72,6 +72,7 @@ STYLE = (
     ".cb-headline .cb-tuned li{max-width:70em}"
     ".cb-headline p.cb-for{margin:.4em 0 0 0;font-size:13px}"
     ".cb-headline p.cb-legend{font-size:13px;margin-top:1em}"
+    ".cb-headline tr.cb-route th{background:#fafafa;font-weight:600}"
     ".cb-headline pre.cb-command{margin:.1em 0 .3em 0}"
     ".cb-headline .cb-grid td,.cb-headline .cb-grid th{text-align:left}"
     "</style>"
@@ -556,6 +557,39 @@ def legend(table: pd.DataFrame) -> str:
     return text + "."
 
 
+def table_html(table: pd.DataFrame) -> str:
+    """Every setting measured, a row each, under a heading row per route (site, remote where
+    there are several, direction, and tool where the tools' rates are not comparable): the
+    route's keys in their own row, not in three columns of every row, keep the table narrow
+    (two remotes and two tools made it 1,180 px wide, past a 1400 px window's edge)."""
+    show_remote = table["remote"].nunique() > 1
+    route = [k for k in GROUP_KEYS if k != "tool"]
+    head = ["layout", "median MB/s [interval]", "n", "vs plain [interval]", "failed", "corrupt"]
+    head += ["retried", "rerun"]
+    cells = "".join(f'<th class="{"l" if i == 0 else ""}">{h}</th>' for i, h in enumerate(head))
+    body = [f"<table><thead><tr>{cells}</tr></thead><tbody>"]
+    ordered = _in_order(table)
+    for key, g in ordered.groupby([*route, "tool"], sort=False):
+        k = dict(zip([*route, "tool"], key, strict=True))
+        title = f"{k['site']} {k['direction']}" + (f" ({k['remote']})" if show_remote else "")
+        title += f" with {k['tool']}" if k["tool"] else ""
+        body.append(
+            f'<tr class="cb-route"><th class="l" colspan="{len(head)}">{html.escape(title)}'
+            "</th></tr>"
+        )
+        for r in g.to_dict("records"):
+            cls = "bad" if r["failed"] or r["corrupt"] else "best" if r["clear"] else ""
+            tds = f'<td class="l">{html.escape(str(r["layout"]))}</td>'
+            tds += f"<td>{_rate_cell(r)}</td><td>{r['n']}</td><td>{_speedup_cell(r)}</td>"
+            tds += (
+                f"<td>{r['failed']}</td><td>{r['corrupt']}</td><td>{_count_cell(r['retries'])}</td>"
+            )
+            tds += f"<td>{r['reruns']}</td>"
+            body.append(f'<tr class="{cls}">{tds}</tr>')
+    body.append("</tbody></table>")
+    return "".join(body)
+
+
 def _in_order(table: pd.DataFrame) -> pd.DataFrame:
     """The table's rows as the page lists them: by site, remote, direction and tool, then
     layouts in the report's one order (plain, chunked by size, multithread; settings by
@@ -674,28 +708,7 @@ def headline_html(
         for s in recommendations(metrics, names, capped=bool(caps))
     ]
     if not table.empty:
-        show_remote = table["remote"].nunique() > 1
-        # a row's measurement as the page names it: its remote only where there are several
-        shown = [k for k in ROW_KEYS if k != "tool" and (k != "remote" or show_remote)]
-        head = [*shown, "median MB/s [interval]", "n", "vs plain [interval]", "failed", "corrupt"]
-        head += ["retried", "rerun"]
-        cells = "".join(
-            f'<th class="{"l" if i < len(head) - 7 else ""}">{h}</th>' for i, h in enumerate(head)
-        )
-        body = [f'<p class="cb-legend">{legend(table)}</p>']
-        body.append(f"<table><thead><tr>{cells}</tr></thead><tbody>")
-        for r in _in_order(table).to_dict("records"):
-            cls = "bad" if r["failed"] or r["corrupt"] else "best" if r["clear"] else ""
-            left = [r[k] for k in shown]
-            tds = "".join(f'<td class="l">{html.escape(str(v))}</td>' for v in left)
-            tds += f"<td>{_rate_cell(r)}</td><td>{r['n']}</td><td>{_speedup_cell(r)}</td>"
-            tds += (
-                f"<td>{r['failed']}</td><td>{r['corrupt']}</td><td>{_count_cell(r['retries'])}</td>"
-            )
-            tds += f"<td>{r['reruns']}</td>"
-            body.append(f'<tr class="{cls}">{tds}</tr>')
-        body.append("</tbody></table>")
-        parts.append("".join(body))
+        parts.append(f'<p class="cb-legend">{legend(table)}</p>' + table_html(table))
     if tuning:
         parts += fastest
     if figure is not None and figure.exists():
