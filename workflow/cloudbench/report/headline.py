@@ -68,11 +68,16 @@ STYLE = (
     # a command's long lines wrap inside the page's width instead of widening the headline
     # (at 1400 px they pushed the grid and the answer off the screen's right edge)
     ".cb-headline pre.cb-command{white-space:pre-wrap;overflow-wrap:anywhere;max-width:70em;"
-    "background:#f7f7f7;color:#1a1a1a;padding:4px 6px;font-size:12px}"
+    "background:#f7f7f7;color:#1a1a1a;padding:4px 6px;font-size:12px;line-height:1.35}"
     ".cb-headline .cb-tuned li{max-width:70em}"
     ".cb-headline p.cb-for{margin:.4em 0 0 0;font-size:13px}"
     ".cb-headline p.cb-legend{font-size:13px;margin-top:1em}"
     ".cb-headline tr.cb-route th{background:#fafafa;font-weight:600}"
+    # the "What limits each route" block (report.limits) between the routes and the command:
+    # a heading and a line per route as tall as the page's other blocks, so that the first
+    # command stays on the first screen
+    ".cb-headline .cb-limits h3{font-size:1em;margin:.4em 0 .1em 0}"
+    ".cb-headline .cb-limits ul{margin:0 0 .3em 0}.cb-headline .cb-limits li{margin:0}"
     ".cb-headline pre.cb-command{margin:.1em 0 .3em 0}"
     ".cb-headline .cb-grid td,.cb-headline .cb-grid th{text-align:left}"
     "</style>"
