@@ -170,7 +170,11 @@ def test_the_limits_block_has_its_place_between_the_routes_and_the_command():
         t, summarise(t, pd.DataFrame()), {"campaign": "demo"}, None, tuned=tuned_rows(),
         limits=block,
     )  # fmt: skip
-    assert page.index("</style>") < page.index("cb-limits") < page.index('class="cb-tuned"')
+    assert (
+        page.index("</style>")
+        < page.index("<div class='cb-limits'>")
+        < page.index('class="cb-tuned"')
+    )
 
 
 def test_the_table_lists_routes_in_order_and_each_routes_layouts_in_the_one_order():
