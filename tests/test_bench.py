@@ -64,7 +64,7 @@ def _quick_run(
     return rows, run.stdout
 
 
-@pytest.mark.quick
+@pytest.mark.full  # the bench's harness end to end: six rows, a store, shaped copies
 @needs_tools
 def test_bench_quick_run_of_the_data_steps(tmp_path):
     rows, stdout = _quick_run(
