@@ -192,3 +192,25 @@ def test_the_table_lists_routes_in_order_and_each_routes_layouts_in_the_one_orde
         "chunked-4MiB rclone-1x8",
     ]  # fmt: skip
     assert ">site</th>" not in table and ">direction</th>" not in table
+
+
+def test_where_the_knee_is_the_fastest_both_say_so():
+    """A search whose answer is the fastest measured (1x8 ahead of 1x4 by more than its
+    margin): the block names it the fastest, and the fastest lines say the command uses it;
+    its speed-up over plain is chunked's at 1x4, where plain ran, said so."""
+    t = demo_like()
+    tuned = tuned_rows().assign(
+        setting="rclone-1x8", concurrency=8, median_mb_per_s=16.3, runner_up_setting="rclone-1x4",
+        runner_up_mb_per_s=16.1, factor=1.012, factor_low=1.005, factor_high=1.02,
+        clearly_ahead=True,
+    )  # fmt: skip
+    page = headline.headline_html(
+        t, summarise(t, pd.DataFrame()), {"campaign": "demo"}, None, tuned=tuned
+    )
+    block = text_of(tuning_block(page))
+    assert block.count("chunked-4MiB rclone-1x8") == 3 and block.count(" this one ") == 3
+    assert block.count("×1.01 [1.00, 1.02] 90% of the runner-up, rclone-1x4 at 16.1: clearly") == 3
+    assert "each search's knee" in block and "÷ fastest: its rate" not in block
+    assert page.count("the command above uses it.") == 3 and "instead" not in page
+    # plain never ran at 1x8: the speed-up shown is chunked's where both ran, named
+    assert len(re.findall(r"×3\.\d\d \[[\d.]+, [\d.]+\] 90% at rclone-1x4", block)) == 3

@@ -168,9 +168,9 @@ HEAD = (
 )  # fmt: skip
 
 
-def tuned_html(table: pd.DataFrame, gains: Mapping[tuple[str, str, str], str] | None = None) -> str:
+def tuned_html(table: pd.DataFrame, gains: Mapping[tuple[str, ...], str] | None = None) -> str:
     """The first screen's block: a row per search (the setting to use, its rate, its speed-up
-    over plain from ``gains``, per (site, remote, direction), where the page measured one,
+    over plain from ``gains``, per (site, remote, direction, tool), where the page has one,
     and the fastest measured), one sentence on why the setting to use can be another than
     the fastest, then each distinct command once, naming the searches it serves."""
     if table.empty:
@@ -203,7 +203,7 @@ def tuned_html(table: pd.DataFrame, gains: Mapping[tuple[str, str, str], str] | 
     several = {k: len({str(r[k]) for r in rows}) > 1 for k in ("remote", "tool")}
     notes, commands = [], {}
     for r in rows:
-        key = (str(r["site"]), str(r["remote"]), str(r["direction"]))
+        key = (str(r["site"]), str(r["remote"]), str(r["direction"]), str(r["tool"]))
         where = " ".join(
             [str(r["site"]), str(r["direction"])]
             + [str(r[k]) for k in ("remote", "tool") if several[k]]
