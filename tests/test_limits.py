@@ -187,6 +187,8 @@ def test_the_routes_table_and_the_first_screens_block():
     assert "What limits each route" in block and "edi upload s3" in block
     assert limits.ACTIONS[limits.SHARED] in block
     assert limits.limits_block(df.drop(columns=["limit"])) == ""
+    none = limits.limits_block(df.assign(limit=limits.UNDETERMINED).head(3))
+    assert "undetermined on every route" in none and none.count("<li>") == 0
     assert limits.limits_block(df.assign(limit=None)) == ""
 
 
@@ -208,3 +210,20 @@ def test_a_records_columns_come_from_the_file_beside_it(tmp_path):
     }
     assert limits.columns(tmp_path / "r2.json", rec)["limit"] is None
     json.loads((tmp_path / "r1.evidence.jsonl").read_text().splitlines()[0])  # a header line
+
+
+def test_trace_lists_the_evidence_beside_a_row(tmp_path):
+    """`cloudbench trace` names each row's evidence file, its samples and the row's limit."""
+    from cloudbench.campaign import paths
+    from cloudbench.campaign.identity import MeasurementId
+    from cloudbench.report.trace import kept_files
+
+    case = next(c for c in _cases() if c["built"] == "per-connection")
+    cells = {k: str(v) for k, v in _rows(limits.PER_CONNECTION, {4: [3.7]})[0].items()}
+    record = Path(paths.transfer_record(tmp_path, MeasurementId.of(cells)))
+    assert kept_files(tmp_path, cells) == ()  # nothing beside it yet
+    record.parent.mkdir(parents=True)
+    Path(paths.evidence(record)).write_text((DATA / case["file"]).read_text())
+    (said,) = kept_files(tmp_path, cells)
+    samples = len(evidence.read(DATA / case["file"])["samples"])
+    assert said == f"r1.evidence.jsonl ({samples} samples of what limited it: per-connection path)"

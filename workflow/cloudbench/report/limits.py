@@ -271,11 +271,15 @@ def verdict(
                 f"{_pct(ev.window_fill)} of the advertised window",
                 ACTIONS[RECEIVER_WINDOW],
             )
+        window = (
+            f"with rate x minimum RTT {_pct(ev.window_fill)} of the window"
+            if ev.window_fill is not None
+            else "with the window shut (zero) when sampled"
+        )
         return Verdict(
             PER_CONNECTION,
-            f"rwnd-limited {_pct(ev.rwnd_share)} of busy time with rate x minimum RTT "
-            f"{_pct(ev.window_fill)} of the window: the far end drained each connection at "
-            f"its own pace ({rate_conn / 1e6:.2f} MB/s each); {held}",
+            f"rwnd-limited {_pct(ev.rwnd_share)} of busy time {window}: the far end drained "
+            f"each connection at its own pace ({rate_conn / 1e6:.2f} MB/s each); {held}",
             ACTIONS[PER_CONNECTION],
         )
     # busy, held by neither window nor buffer: by its congestion window
@@ -358,28 +362,30 @@ def route_verdict(verdicts: Sequence[Verdict], scaling: Scaling | None = None) -
         counts[v.limit] = counts.get(v.limit, 0) + 1
     top = max(counts, key=lambda k: counts[k]) if counts else UNDETERMINED
     major = top if counts and counts[top] * 2 > len(verdicts) else UNDETERMINED
-    said = f"{counts.get(major, 0)} of {len(verdicts)} measurements"
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none"
+    said = f"its best setting's measurements: {kinds}"
     example = next((v for v in verdicts if v.limit == major), None)
     if major in (STORE, CPU, SENDER_BUFFER, RECEIVER_WINDOW, DISK):
-        return Verdict(major, f"{said}; {example.figures}" if example else said, ACTIONS[major])
+        figures = f"{said}; {example.figures}" if example else said
+        return Verdict(major, figures, ACTIONS[major])
     if scaling is not None:
         if scaling.gain >= SCALES:
             return Verdict(
                 PER_CONNECTION,
-                f"the rate grew with the connections ({scaling.text()}); {said} {major}",
+                f"the rate grew with the connections ({scaling.text()}); {said}",
                 ACTIONS[PER_CONNECTION],
             )
         if scaling.gain <= FLAT:
             return Verdict(
                 SHARED,
-                f"more connections did not help ({scaling.text()}); {said} {major}",
+                f"more connections did not help ({scaling.text()}); {said}",
                 ACTIONS[SHARED],
             )
     if major != UNDETERMINED and example is not None:
         return Verdict(major, f"{said}; {example.figures}", ACTIONS[major])
-    kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no measurement"
     extra = f"; {scaling.text()}" if scaling else ""
-    return Verdict(UNDETERMINED, f"{kinds}{extra}")
+    first = next((v.figures for v in verdicts if v.limit == UNDETERMINED and v.figures), "")
+    return Verdict(UNDETERMINED, f"{said}{extra}" + (f"; one said: {first}" if first else ""))
 
 
 # --- the files and the tables (I/O at the edge) ---------------------------------------------
@@ -466,17 +472,24 @@ def _matches(g: Any, best: Mapping[str, Any]) -> Any:
 
 
 def block_html(table: Any) -> str:
-    """The report's "What limits each route" block: one line per route (empty: nothing to
-    say, no block)."""
+    """The report's "What limits each route" block: one line per route, its limit, the action
+    and the first of its figures (all of them in limits.tsv); empty: nothing to say."""
     if table is None or table.empty:
         return ""
+    if (table["limit"] == UNDETERMINED).all():  # one line, not one per route
+        return (
+            "<div class='cb-limits'><p><b>What limits each route</b>: undetermined on every "
+            f"route ({html.escape(str(table['figures'].iloc[0]))}).</p></div>"
+        )
     items = []
     for _, r in table.iterrows():
         route = f"{r['site']} {r['direction']} {r['remote']}"
-        action = f" <em>{html.escape(r['action'])}</em>" if r["action"] else ""
+        action = f": {html.escape(r['action'])}" if r["action"] else ""
+        first = str(r["figures"]).split("; ")[0]  # the rest is in limits.tsv
         items.append(
-            f"<li><b>{html.escape(route)}</b>: {html.escape(r['limit'])}"
-            f" <span class='cb-limit-figures'>({html.escape(r['figures'])})</span>{action}</li>"
+            f"<li><b>{html.escape(route)}</b>: {html.escape(r['limit'])}{action} "
+            f"<span class='cb-limit-figures' style='font-size:smaller'>({html.escape(first)})"
+            "</span></li>"
         )
     return (
         "<div class='cb-limits'><h3>What limits each route</h3><ul>"
