@@ -227,3 +227,25 @@ def test_trace_lists_the_evidence_beside_a_row(tmp_path):
     (said,) = kept_files(tmp_path, cells)
     samples = len(evidence.read(DATA / case["file"])["samples"])
     assert said == f"r1.evidence.jsonl ({samples} samples of what limited it: per-connection path)"
+
+
+def test_a_group_of_clients_is_judged_on_all_their_connections(tmp_path):
+    """A record of two clients: each client's evidence file is read, their connections
+    pooled, and the CPU is the fuller client's."""
+    cases = [c for c in _cases() if c["built"] == "per-connection" and c["connections"] == "4"]
+    docs = [evidence.read(DATA / c["file"]) for c in cases[:2]]
+    one = limits.summarise(docs[:1], "upload", float(cases[0]["seconds"]))
+    both = limits.summarise(docs, "upload", float(cases[0]["seconds"]))
+    assert both.connections == 2 * one.connections
+    assert both.cpu_share == max(limits.summarise([d], "upload", 1.0).cpu_share for d in docs)
+    record = tmp_path / "r1.json"
+    folder = tmp_path / "r1.clients"
+    folder.mkdir()
+    for k, c in enumerate(cases[:2]):
+        (folder / f"client-{k}.evidence.jsonl").write_text((DATA / c["file"]).read_text())
+    rec = {
+        "status": "ok", "direction": "upload", "seconds": float(cases[0]["seconds"]),
+        "mb_per_s": 2 * float(cases[0]["mb_per_s"]), "connections": 8, "clients": 2,
+    }  # fmt: skip
+    assert limits.evidence_files(record, rec) == sorted(folder.glob("*.jsonl"))
+    assert limits.columns(record, rec)["limit"] == limits.PER_CONNECTION
