@@ -152,7 +152,7 @@ def test_a_sampler_finds_its_clients_socket_and_cpu(tmp_path):
     doc = evidence.read(path)
     assert doc is not None and doc["seconds"] > 0 and doc["errors"] == []
     assert doc["cores"] == len(os.sched_getaffinity(0))
-    assert doc["tcp_wmem"][-1] > 0 and doc["tcp_congestion_control"]
+    assert doc["tcp_wmem"][-1] > 0 and doc["tcp_congestion_control"] and doc["ss"]
     samples = doc["samples"]
     assert len(samples) >= 2
     seen = {s.local for smp in samples for s in smp["sockets"]}

@@ -122,6 +122,8 @@ def test_idle_connections_and_no_evidence_are_undetermined_never_a_guess():
     v = limits.verdict(idle, "upload", 40.0, 4)
     assert v.limit == limits.UNDETERMINED and "idle" in v.figures
     assert limits.verdict(None, "upload", 40.0, 4).limit == limits.UNDETERMINED
+    blind = limits.verdict(_summary(connections=0, no_ss=True), "upload", 40.0, 4)
+    assert blind.limit == limits.UNDETERMINED and "no ss on the node" in blind.figures
     # throttled but busy: the store's 503s did not hold the copy
     assert limits.verdict(_summary(), "upload", 40.0, 4, throttled=3).limit != limits.STORE
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -379,6 +380,7 @@ def header(cores: float, cores_from: str) -> dict[str, Any]:
         "interval_s": INTERVAL_S,
         "cores": cores,
         "cores_from": cores_from,
+        "ss": shutil.which(SS_ARGV[0]),  # None: this node has no ss, so no socket was seen
         **host_tcp(),
     }
 

@@ -121,6 +121,7 @@ class Summary:
     rcv_space: int | None  # median receive space of a download's connections
     wmem_max: int | None
     rmem_max: int | None
+    no_ss: bool = False  # the node had no ss: its connections could not be seen
 
 
 def _median(xs: Iterable[float | None]) -> float | None:
@@ -187,6 +188,7 @@ def summarise(docs: Sequence[Mapping[str, Any]], direction: str, seconds: float 
         rcv_space=int(m) if (m := _median(v.rcv_space for v in views)) is not None else None,
         wmem_max=wmem,
         rmem_max=rmem,
+        no_ss=any("ss" in d and d["ss"] is None for d in docs),
     )
 
 
@@ -226,7 +228,8 @@ def verdict(
         )
     cpu = f"CPU {_pct(ev.cpu_share)} of {ev.cores:g}" if ev.cores else "CPU ?"
     if ev.connections == 0:
-        return Verdict(UNDETERMINED, f"no data connection seen in {ev.samples} samples; {cpu}")
+        why = " (no ss on the node)" if ev.no_ss else ""
+        return Verdict(UNDETERMINED, f"no data connection seen in {ev.samples} samples{why}; {cpu}")
     if direction == "download":
         if ev.recv_q_share is not None and ev.recv_q_share >= RECV_Q_FULL:
             return Verdict(
