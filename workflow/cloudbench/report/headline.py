@@ -73,6 +73,9 @@ STYLE = (
     ".cb-headline p.cb-for{margin:.4em 0 0 0;font-size:13px}"
     ".cb-headline p.cb-legend{font-size:13px;margin-top:1em}"
     ".cb-headline tr.cb-route th{background:#fafafa;font-weight:600}"
+    # tables at their own width, not the page's (the report's style makes every table 100%:
+    # one wide line made every table as wide), and list lines wrapped like paragraphs
+    ".cb-headline table{width:auto!important}.cb-headline li{max-width:70em}"
     # the "What limits each route" block (report.limits) between the routes and the command:
     # a heading and a line per route as tall as the page's other blocks, so that the first
     # command stays on the first screen

@@ -127,9 +127,9 @@ def _factor(r: Mapping[str, Any]) -> str:
 
 
 def against_fastest(r: Mapping[str, Any]) -> tuple[str, str]:
-    """The search's other end, in two cells: the fastest measured setting (this one, or
-    another with its median MB/s) and the factor of this one's rate over it (or over the
-    runner-up where this one is the fastest, and whether that says "clearly ahead")."""
+    """The search's other end, in two short cells (the table stays narrow): the fastest
+    measured setting with its median MB/s, or, where the setting to use is the fastest, "this
+    one" and the runner-up; then the factor of this setting's rate over the one named."""
     runner = r.get("runner_up_setting")
     if not isinstance(runner, str) or not runner:
         return "this one (the only one)", NA
@@ -137,8 +137,7 @@ def against_fastest(r: Mapping[str, Any]) -> tuple[str, str]:
     other = f"{layout}{runner} at {rate(_number(r['runner_up_mb_per_s']))}"
     if _number(r["runner_up_mb_per_s"]) > _number(r["median_mb_per_s"]):
         return other, _factor(r)
-    ahead = "clearly ahead" if r.get("clearly_ahead") is True else "not clearly ahead"
-    return "this one", f"{_factor(r)} of the runner-up, {other}: {ahead}"
+    return f"this one; runner-up {other}", _factor(r)
 
 
 def _spent(r: Mapping[str, Any]) -> str:
@@ -164,7 +163,7 @@ def _row(r: Mapping[str, Any], gain: str, where: str, spent: bool) -> str:
 
 HEAD = (
     "route", "setting to use", "MB/s [interval]", "vs plain [interval]", "fastest measured",
-    "÷ fastest [interval]", "measurements",
+    "÷ it [interval]", "measurements",
 )  # fmt: skip
 
 
@@ -189,11 +188,11 @@ def tuned_html(table: pd.DataFrame, gains: Mapping[tuple[str, ...], str] | None 
         f"{html.escape(budgets)} per search{html.escape(each)}): each search's knee, the "
         f"fewest connections whose median is within {margins} of the fastest measured"
         + (
-            "; ÷ fastest: its rate over that of the fastest, whose extra connections bought "
-            "less than that"
+            " (where the fastest is another setting, its extra connections bought less than that)"
             if knee
             else ""
         )
+        + "; ÷ it: the setting's rate over that of the one named beside it"
         + ":</p><table><thead><tr>"
         + "".join(
             f'<th class="{"l" if i < 2 or i == 4 else ""}">{h}</th>' for i, h in enumerate(head)
