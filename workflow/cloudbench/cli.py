@@ -638,6 +638,11 @@ PEOPLE_COMMANDS: dict[str, tuple[str, str]] = {
         "a campaign run again and again: each route's rate over time, its changes against "
         "the baseline, a status for monitoring",
     ),
+    "estimate": (
+        "cloudbench.report.estimate:main",
+        "how long your data takes on each route (--size 2TiB --files 1000), with its "
+        "interval, egress cost and limit",
+    ),
     "trace": (
         "cloudbench.report.trace:main",
         "every row of a campaign recomputed from the raw files beside its record",

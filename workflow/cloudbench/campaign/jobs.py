@@ -347,13 +347,17 @@ class ReportInfo(JobSpec):
     rclone: RcloneInfo
     # thresholds (good, poor MB/s) of the grid and the routes' states; left out when unset
     thresholds: dict[str, float] | None = None
+    # the dataset of the report's "How long your data takes" ({size, files}: the config's
+    # estimate key, report.estimate); left out when unset
+    estimate: dict[str, Any] | None = None
 
     def _fields(self) -> dict[str, Any]:
-        """Without ``thresholds`` when unset: an existing campaign's report info stays the
-        text it was (a param; its report is not redrawn for nothing)."""
+        """Without ``thresholds`` and ``estimate`` when unset: an existing campaign's report
+        info stays the text it was (a param; its report is not redrawn for nothing)."""
         fields = asdict(self)
-        if fields["thresholds"] is None:
-            del fields["thresholds"]
+        for key in ("thresholds", "estimate"):
+            if fields[key] is None:
+                del fields[key]
         return fields
 
 
@@ -383,6 +387,7 @@ def report_info(c: Campaign, config: Mapping[str, Any]) -> ReportInfo:
         dict(zip(("good", "poor"), c.thresholds, strict=True))
         if c.thresholds != (None, None)
         else None,
+        dict(config["estimate"]) if config.get("estimate") else None,
     )
 
 

@@ -841,6 +841,8 @@ def load_campaign(cfg: Mapping[str, Any], base: Path | None = None) -> Campaign:
         campaign = replace(campaign, thresholds=(good, poor))
     if "tune" in cfg:
         campaign = replace(campaign, tune=_tune(cfg["tune"], campaign))
+    if "estimate" in cfg and _size(cfg, "estimate.size", cfg["estimate"]["size"]) < 1:
+        raise ConfigError("estimate.size: at least 1 byte")  # the report's block reads it
     if campaign.site not in RESERVED_SITE_NAMES:
         campaign.site_named(campaign.site)  # raises with the list of known sites
     return campaign

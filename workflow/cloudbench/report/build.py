@@ -24,6 +24,7 @@ from cloudbench.report import (
     burst,
     compare,
     drift,
+    estimate,
     figures,
     latency,
     limits,
@@ -180,7 +181,8 @@ def build_report(
         html_tables.precision_html(decided, info, out["precision_html"], transfers)
         write_tsv(scaling.scaling_table(transfers), out["scaling_tsv"])
         write_tsv(trend, out["drift_tsv"])
-        write_tsv(limits.routes_table(transfers), out["limits_tsv"])
+        limit_table = limits.routes_table(transfers)
+        write_tsv(limit_table, out["limits_tsv"])
         write_tsv(latency.tool_strategy_rates(tools_report.with_tool(transfers)), out["tools_tsv"])
         write_tsv(
             latency.pair_rtt(probes) if not probes.empty else pd.DataFrame(), out["latency_tsv"]
@@ -205,6 +207,7 @@ def build_report(
             tuned,
             route_table,
             limits=limits.limits_block(transfers),
+            estimate=estimate.report_block(metrics, series, route_table, tuned, limit_table, info),
         )
     )
 

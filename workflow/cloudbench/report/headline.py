@@ -640,13 +640,15 @@ def headline_html(
     tuned: pd.DataFrame | None = None,
     route_table: pd.DataFrame | None = None,
     limits: str = "",
+    estimate: str = "",
 ) -> str:
     """The fragment the report's front page shows (HTML without <html>/<body>); ``drifts``
     are the lines of :func:`cloudbench.report.drift.drift_sentences`, ``comparison`` the
     table of :func:`cloudbench.report.compare.compare` against ``compare_with``, ``decided``
     how ``repeats: auto`` ended (:mod:`cloudbench.campaign.precision`), ``limits`` the "What
     limits each route" block (HTML, :mod:`cloudbench.report.limits`), shown below the grid of
-    routes and above the command to use."""
+    routes and above the command to use, ``estimate`` the "How long your data takes" block
+    (HTML, :mod:`cloudbench.report.estimate`), after that command."""
     caps = rate_caps(info, metrics)
     table = rows(metrics, summary, by_tool=bool(uncapped_tools(caps, metrics)))
     total = len(metrics)
@@ -687,6 +689,7 @@ def headline_html(
         from cloudbench.report.tuned import tuned_html
 
         parts.append(tuned_html(tuned, _gains(table, tuned) if not table.empty else {}))
+    parts += [estimate] if estimate else []  # after the command it times, if any
     if (info.get("dataset") or {}).get("small_files"):
         lines = per_object_lines(metrics)
         if lines:

@@ -621,7 +621,7 @@ def campaign_cost(transfers: pd.DataFrame, prices: Mapping[str, Prices | None]) 
             "note": NO_PRICES if p is None else "",
         }
         if p is not None:
-            row["egress_cost"] = row["downloaded_gb"] * p.egress_per_gb
+            row["egress_cost"] = egress_cost(down, "download", p)
             row["storage_cost_month"] = row["stored_gb"] * p.storage_per_gb_month
             row["total_cost"] = row["egress_cost"] + row["storage_cost_month"]
         rows.append(row)
@@ -639,6 +639,15 @@ def campaign_cost(transfers: pd.DataFrame, prices: Mapping[str, Prices | None]) 
             "note",
         ],
     )
+
+
+def egress_cost(nbytes: float, direction: str, prices: Prices | None) -> float:
+    """What moving ``nbytes`` costs in egress at the remote's list prices: bytes / 10⁹ x
+    ``egress_per_gb`` for a download, 0 for an upload (ingress is assumed free), NaN
+    without prices. The one rule the cost block and ``cloudbench estimate`` apply."""
+    if prices is None:
+        return math.nan
+    return nbytes / BYTES_PER_GB * prices.egress_per_gb if direction == "download" else 0.0
 
 
 def hours_per_tb(mb_per_s: float) -> float:
@@ -660,8 +669,7 @@ def per_tb(summary: pd.DataFrame, prices: Mapping[str, Prices | None]) -> pd.Dat
             **{k: getattr(r, k) for k in keys},
             "median_mb_per_s": r.p50, "hours_per_tb": hours_per_tb(r.p50),
             "currency": p.currency if p else "",
-            "egress_cost_per_tb": (tb_gb * p.egress_per_gb if r.direction == "download"
-                                   else 0.0) if p else math.nan,
+            "egress_cost_per_tb": egress_cost(BYTES_PER_TB, r.direction, p),
             "storage_cost_per_tb_month": tb_gb * p.storage_per_gb_month if p else math.nan,
             "note": NO_PRICES if p is None else "",
         })  # fmt: skip
