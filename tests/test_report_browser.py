@@ -103,8 +103,8 @@ FIRST_SCREEN = """(() => {
     grid: box(document.querySelector(".cb-grid")),
     tuned: box(document.querySelector(".cb-tuned")),
     tunedTable: box(document.querySelector(".cb-tuned table")),
-    vsPlain: [...document.querySelectorAll(".cb-tuned tbody tr")].map(
-      (tr) => tr.children[3].innerText),
+    tunedRows: [...document.querySelectorAll(".cb-tuned tbody tr")].map(
+      (tr) => [...tr.children].map((td) => td.innerText)),
     command: box(document.querySelector(".cb-tuned pre.cb-command")),
     img: box(img), decoded: img ? img.naturalWidth : 0,
   };
@@ -118,7 +118,7 @@ FIRST_SCREEN = """(() => {
 def test_report_opens_on_its_answer(demo_report, tmp_path):
     """At 1400x900, as the report opens: the demo's answer (its tuning mode's block, with the
     first command to use and the speed-up over plain of each setting to use, the study's
-    finding: chunked at least 3x plain) and the grid of routes are inside the window; the
+    finding, as summary.tsv has it) and the grid of routes are inside the window; the
     headline table (every setting measured per site, direction and layout) and the key
     figure follow, both tables no wider than the window; the screenshot of the window is
     not blank."""
@@ -140,8 +140,7 @@ def test_report_opens_on_its_answer(demo_report, tmp_path):
         assert tuned["top"] < table["top"] < img["top"] and first["decoded"] > 0, first
         assert table["right"] <= first["width"], first
         assert first["tunedTable"]["right"] <= first["width"], first
-        speedups = [float(re.match(r"×([\d.]+) \[", c).group(1)) for c in first["vsPlain"]]
-        assert len(speedups) == 3 and min(speedups) >= 3, first["vsPlain"]
+        _speedups_are_the_summarys(first["tunedRows"], workdir / "results/demo")
         shot = b.screenshot(tmp_path / "first.png")
         assert Image.open(shot).size == (1400, 900)
         assert_not_blank(shot, (300, 0, 1300, 800))
@@ -149,6 +148,29 @@ def test_report_opens_on_its_answer(demo_report, tmp_path):
         text = html.unescape(re.sub(r"<[^>]+>", " ", b.dom()))
     keep_screenshots(tmp_path, "first-screen")
     assert f"Campaign {config['campaign']}" in text and "all ok and verified" in text
+
+
+def _speedups_are_the_summarys(rows: list[list[str]], results: Path) -> None:
+    """Each search's speed-up over plain in the tuning block ("×3.49 [3.24, 3.54] 90%", or
+    "... at rclone-1x4" where plain ran at another setting than the one to use) is
+    summary.tsv's for that route, layout and setting, and above 1: the demo's link caps each
+    connection, so chunked beats plain wherever both ran (by how much depends on how busy
+    the machine is, so no nominal factor is asserted here)."""
+    summary = pd.read_csv(results / "summary.tsv", sep="\t")
+    tuned = pd.read_csv(results / "tuned.tsv", sep="\t")
+    assert len(rows) == len(tuned) == 3, rows
+    for cells, t in zip(rows, tuned.to_dict("records"), strict=True):
+        m = re.match(r"×([\d.]+) \[[\d.]+, [\d.]+\] \d+%(?: at (\S+))?$", cells[3])
+        assert m, cells
+        at = m.group(2) or t["setting"]
+        want = summary[
+            (summary["site"] == t["site"])
+            & (summary["direction"] == t["direction"])
+            & (summary["layout"] == t["layout"])
+            & (summary["setting"] == at)
+        ]["speedup_vs_plain"]
+        assert float(m.group(1)) == pytest.approx(want.item(), abs=0.005), (cells, want)
+        assert float(m.group(1)) > 1, cells
 
 
 # Where the headline starts against the menu, in a window narrower than the headline.
