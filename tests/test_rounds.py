@@ -188,3 +188,17 @@ def test_a_fixed_number_of_repeats_has_no_rounds():
         }
     )
     assert rounds.of(c, "a") is None
+
+
+def test_a_stopped_run_names_the_first_rounds_and_the_later_ones_its_files_asked_for(tmp_path):
+    """What the hooks say a stopped run owes (site.lifecycle.owed: its kept transfers, its
+    one stopped line): the first rounds, then the rounds the states on disk asked for."""
+    from cloudbench.site import lifecycle
+
+    c = _auto()
+    search = rounds.of(c, "a")
+    run = lifecycle.Run(c, str(tmp_path), str(tmp_path / "run.json"), str, str)
+    assert lifecycle.owed(run) == list(c.measurements())
+    _write(tmp_path, search, AUTO_STATES)
+    later = rounds.later(search, AUTO_STATES.get)
+    assert len(later) == 2 and lifecycle.owed(run) == [*c.measurements(), *later]

@@ -148,9 +148,7 @@ def published_again(
     if stamp is None:
         return False
     row = ledger.republish(record, stamp, outputs, log, spec.setting.clients)
-    label = label_of(
-        spec.direction, spec.remote, spec.layout_label, spec.repeat, spec.setting_label
-    )
+    label = timed.label(spec)
     print(
         f"cloudbench: {label}: kept, not measured again: it was recorded ok at "
         f"{row.get('started_utc')} and finished while Snakemake stopped; its outputs are "

@@ -8,12 +8,12 @@ checkpoint writes the site's *state* (a JSON file, :meth:`Search.state_path`); t
 says what round k + 1 measures (:meth:`Search.next`). The rounds end at the first state that
 asks for nothing: it is final, and its file is copied to :meth:`Search.final_path`.
 
-The replay (:func:`states`, :func:`later`, :func:`last`, :func:`rests_on`) is a pure function
-of ``state_of(k)``, the state after round k. The workflow's input functions pass one that asks
-Snakemake's checkpoint (a round not decided yet is decided first); the hooks
-(:mod:`cloudbench.site.lifecycle`) pass :func:`on_disk`, what a run left (None: not decided).
-Nothing is cached: each call replays the states it is given, so a checkpoint that decides a
-round mid-run is seen by the next call.
+The replay (:func:`states`, :func:`later`, :func:`last`, a search's ``rests_on``) is a pure
+function of ``state_of(k)``, the state after round k. The workflow's input functions pass
+one that asks Snakemake's checkpoint (a round not decided yet is decided first); the hooks
+(:mod:`cloudbench.site.lifecycle`) pass :func:`on_disk`, what a run left (None: not
+decided). Nothing is cached: each call replays the states it is given, so a checkpoint that
+decides a round mid-run is seen by the next call.
 """
 
 from __future__ import annotations

@@ -119,17 +119,14 @@ def say_kept_transfers(run: Run) -> None:
     measuring them again (cloudbench.measure.ledger)."""
     from cloudbench.measure import ledger
 
-    c = run.campaign
-    for s in c.active_sites:
-        for m in [*c.measurements(s), *rounds_asked_so_far(run, s.name)]:
-            record = Path(run.record(m))
-            outputs = 2 if m.direction == "download" else 1  # the series, a manifest
-            if ledger.unregistered(record, outputs) is not None:
-                print(
-                    f"cloudbench: kept {run.record(m)}: it finished while Snakemake stopped; "
-                    "the next run publishes it, measuring nothing",
-                    file=sys.stderr,
-                )
+    for m in owed(run):
+        outputs = 2 if m.direction == "download" else 1  # the series, a manifest
+        if ledger.unregistered(Path(run.record(m)), outputs) is not None:
+            print(
+                f"cloudbench: kept {run.record(m)}: it finished while Snakemake stopped; "
+                "the next run publishes it, measuring nothing",
+                file=sys.stderr,
+            )
 
 
 def say_what_scratch_holds(c: Campaign, finished: bool) -> None:
@@ -141,11 +138,16 @@ def say_what_scratch_holds(c: Campaign, finished: bool) -> None:
         print(f"cloudbench: {line}", file=sys.stderr)
 
 
-def rounds_asked_so_far(run: Run, site: str) -> list[Measurement]:
-    """The later rounds the site's search asked for in the states a run left on disk
-    (campaign.rounds; a stopped run may not have measured them yet); none without one."""
-    search = rounds.of(run.campaign, site)
-    return rounds.later(search, rounds.on_disk(search, run.results)) if search else []
+def owed(run: Run) -> list[Measurement]:
+    """Every transfer of the run's sites: their first rounds, then the later rounds their
+    searches asked for in the states the run left on disk (campaign.rounds, as the input
+    functions replay them from the checkpoints; a stopped run may not have measured them)."""
+    c, out = run.campaign, []
+    for s in c.active_sites:
+        out += c.measurements(s)
+        if search := rounds.of(c, s.name):
+            out += rounds.later(search, rounds.on_disk(search, run.results))
+    return out
 
 
 def preflight_outputs_and_logs(run: Run) -> Iterator[tuple[str, str]]:
@@ -168,11 +170,7 @@ def stopped_line(run: Run) -> str:
 
     c = run.campaign
     return stopped_summary(
-        [
-            Path(run.record(m))
-            for s in c.active_sites
-            for m in [*c.measurements(s), *rounds_asked_so_far(run, s.name)]
-        ],
+        [Path(run.record(m)) for m in owed(run)],
         [
             Path(log)
             for out, log in preflight_outputs_and_logs(run)
