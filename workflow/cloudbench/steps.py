@@ -1,6 +1,8 @@
 """What each workflow rule does: one function per rule, I/O at the edges, records out.
 
 Every function writes its outputs atomically and returns nothing; the CLI maps rules to them.
+A transfer reads as one straight path, gate, stage, copy (cloudbench.measure.timed), check,
+publish, record: ``upload`` and ``download`` first, then each part in that order.
 """
 
 from __future__ import annotations
@@ -54,7 +56,239 @@ from cloudbench.site import breaker
 COPY_MANIFEST, OBJECTS, CHECKSUMS = paths.MANIFEST, paths.OBJECTS, paths.CHECKSUMS
 
 
-# --- transfers -----------------------------------------------------------------------------
+# --- the transfers: gate, stage, copy, check, publish, record, in that order ----------------
+
+
+def upload(
+    spec: TransferSpec,
+    threads: int,
+    dataset_dir: Path,
+    chunks_root: Path,
+    checksum_jsons: Sequence[Path],
+    record: Path,
+    log: Path,
+    series: Path,
+    timeout: float | None = None,
+    after_copy_s: float | None = None,
+    policy: breaker.Policy | None = None,
+) -> None:
+    """Timed upload of one copy; its manifest is written after, untimed, only if it is whole.
+    The listing and the manifest after the copy share ``after_copy_s`` (what the copy's
+    timeout leaves of the walltime), so the job never outruns it.
+
+    rclone gets the exact object list (--files-from), so nothing else that happens to sit in
+    scratch (Snakemake's timestamp files, a stray partial file) is moved or counted.
+    """
+    if published_again(spec, record, [series], log):
+        return
+    policy = policy or breaker.Policy()
+    refuse_if_store_down(spec, policy)
+    binary = rc.find_rclone()
+    hashes = _file_hashes(checksum_jsons)
+    regenerated = stage_upload_data(spec, hashes, dataset_dir, chunks_root)
+    down, outage = store_gate(binary, spec, policy)
+    if down:
+        _finish(record, timed.not_measured(spec, down, series).with_(outage), log)
+        return
+    abort_error = clear_earlier_attempt(binary, spec, record, log)
+    paths.listing(record).unlink(missing_ok=True)  # an earlier attempt's
+    src = _upload_source(spec, dataset_dir, chunks_root)
+    objects = f"{spec.data_prefix}/{OBJECTS}"
+    man = copy_manifest(spec, hashes)
+    copy = timed.Copy(spec, threads, str(src), objects, man["files"], log, series)
+    rec = timed.timed_copy(copy, record, timeout, policy.stall_s)
+    rec = rec.with_(regenerated=regenerated, multipart_abort_error=abort_error)
+    left = _time_left(after_copy_s)
+    if rec.status == "ok":
+        rec = check_upload_arrived(
+            binary, spec, objects, man, rec, left(), listing=paths.listing(record)
+        )
+    if rec.status == "ok":
+        rec = publish_copy_manifest(binary, spec, man, rec, left())
+    _record_copy(spec, record, log, rec, timeout, outage)
+    ledger.seal(record, [series], spec.to_json())
+
+
+def download(
+    spec: TransferSpec,
+    threads: int,
+    manifest_out: Path,
+    record: Path,
+    log: Path,
+    series: Path,
+    upload_record: Path | None = None,
+    timeout: float | None = None,
+    after_copy_s: float | None = None,
+    policy: breaker.Policy | None = None,
+) -> None:
+    """Timed download of one copy into a fresh directory (nothing after the copy talks to
+    the store: ``after_copy_s`` is for the signature shared with ``upload``).
+
+    A copy whose upload failed, or a store that cannot be read, is recorded as failed (the
+    next run measures it again); a copy that is not there at all stops the run with the
+    upload site to run first. A failed copy's partial data is removed when the attempt
+    ends (a full disk must not cascade into the next measurement).
+    """
+    outputs = [series, manifest_out]
+    # the data it left is what verify reads next: without it, measure again
+    if spec.local_dir.exists() and published_again(spec, record, outputs, log, upload_record):
+        return
+    policy = policy or breaker.Policy()
+    refuse_if_store_down(spec, policy)
+    down, outage = store_gate(rc.find_rclone(), spec, policy)
+    if down:
+        _not_downloaded(spec, down, outage, manifest_out, record, log, series)
+        return
+    man, reason, noted = copy_to_read(spec, upload_record)
+    if man is None:
+        _not_downloaded(spec, reason, outage | noted, manifest_out, record, log, series)
+        return
+    seen = transfer.copy_seen(man)  # before anything else: the moment this site could read it
+    paths.listing(record).unlink(missing_ok=True)  # an earlier attempt's
+    write_json(manifest_out, man)
+    local = fresh_dir(spec.local_dir)
+    source = f"{spec.data_prefix}/{OBJECTS}"
+    copy = timed.Copy(spec, threads, source, str(local), man["files"], log, series)
+    rec = timed.timed_copy(copy, record, timeout, policy.stall_s)
+    # what arrived, kept beside the record (a client without a timed log is traced by it);
+    # not the digest notes a group's clients wrote beside their files after the timed copy
+    arrived = rc.local_objects(local)
+    arrival.write_listing(
+        paths.listing(record), {n: v for n, v in arrived.items() if not is_digest_note(n)}
+    )
+    if rec.status == "failed":
+        shutil.rmtree(local, ignore_errors=True)  # partial data: nothing will read it
+    _record_copy(spec, record, log, rec, timeout, seen, outage)
+    ledger.seal(record, outputs, spec.to_json())
+
+
+# --- gate: whether this measurement runs, and what it reads ---------------------------------
+
+
+def published_again(
+    spec: TransferSpec,
+    record: Path,
+    outputs: Sequence[Path],
+    log: Path,
+    upload_record: Path | None = None,
+) -> bool:
+    """A measurement recorded ok that Snakemake never registered (it finished while
+    Snakemake stopped): its outputs are published again as its job left them, and nothing
+    is measured (cloudbench.measure.ledger). The job log says so, then the result line."""
+    stamp = ledger.unregistered(record, len(outputs), spec.to_json(), upload_record)
+    if stamp is None:
+        return False
+    row = ledger.republish(record, stamp, outputs, log, spec.setting.clients)
+    label = timed.label(spec)
+    print(
+        f"cloudbench: {label}: kept, not measured again: it was recorded ok at "
+        f"{row.get('started_utc')} and finished while Snakemake stopped; its outputs are "
+        f"published again from {paths.attempts_dir(record)}",
+        file=sys.stderr,
+    )
+    print(result_line(label, row), file=sys.stderr, flush=True)
+    return True
+
+
+def refuse_if_store_down(spec: TransferSpec, policy: breaker.Policy) -> None:
+    """A measurement whose store's breaker opened during this run fails at once, before any
+    request and without a record, in one line naming the breaker (cloudbench.site.breaker):
+    the run's rule for a failed job, not a record, keeps it from counting as measured."""
+    state = breaker.refused(spec.scratch, spec.site, spec.remote, policy)
+    if state is not None:
+        raise StepError(breaker.refusal(state))
+
+
+def store_gate(
+    binary: str, spec: TransferSpec, policy: breaker.Policy
+) -> tuple[str | None, dict[str, Any]]:
+    """Why not to start this measurement (None: go), and its outage columns. Only a store
+    that has failed lately costs anything here: one listing (~1 s when it answers), or none
+    at all while the site's breaker is open. Without it a copy's first request against a
+    dead store spends rclone's whole patience (about 8 minutes at its defaults)."""
+    return breaker.gate(
+        spec.scratch,
+        spec.site,
+        spec.remote,
+        policy,
+        timed.store_check(spec, binary),
+        by=timed.label(spec),
+        url=redact(spec.remote_url, secret_values()),
+    )
+
+
+def note_store(
+    spec: TransferSpec, status: str, error: str | None, stalled_since: float | None = None
+) -> dict[str, Any]:
+    """After a step's requests: a failure that names a network error counts against the
+    store at this site (cloudbench.site.breaker); anything else is an answer and clears the
+    count. Returns the row's outage columns."""
+    cause = load(spec.setting.tool).network_cause(error or "") if status != "ok" else None
+    return breaker.note(
+        spec.scratch,
+        spec.site,
+        spec.remote,
+        cause,
+        timed.label(spec),
+        stalled_since,
+        redact(spec.remote_url, secret_values()),
+    )
+
+
+class RemoteUnreachable(RuntimeError):
+    """The copy's manifest could not be read for another reason than its absence."""
+
+
+def fetch_copy_manifest(spec: TransferSpec) -> dict[str, Any] | None:
+    """One copy's manifest from the remote; None when the copy is not (completely) there.
+
+    A store that cannot be read (down, refusing, timing out) raises RemoteUnreachable: that
+    is a failed measurement to retry, not a missing upload.
+    """
+    res = rc.read_object(rc.find_rclone(), spec.data_prefix, COPY_MANIFEST, spec.flags)
+    if res.returncode == 0 and res.stdout.strip():
+        return json.loads(res.stdout)
+    if res.returncode in rc.NOT_FOUND_EXITS:  # 0 with nothing printed: no such object
+        return None
+    last = network_cause(res.stderr) or clip_tail(
+        (res.stderr.strip().splitlines() or ["rclone failed"])[-1]
+    )
+    raise RemoteUnreachable(
+        f"cannot read {spec.data_prefix}/{COPY_MANIFEST}: {redact(last, secret_values())}"
+    )
+
+
+def _failed_upload(upload_record: Path | None) -> str | None:
+    if upload_record is None or not upload_record.exists():
+        return None
+    rec = transfer.read(upload_record)  # the upload's record, checked as every record is
+    return None if rec.status == "ok" else f"upload of this copy {rec.status}: {rec.error}"
+
+
+def copy_to_read(
+    spec: TransferSpec, upload_record: Path | None
+) -> tuple[dict[str, Any] | None, str, dict[str, Any]]:
+    """The copy's manifest, or why there is none to read (its upload failed, the store did
+    not answer) with the outage columns that says; a copy that is not there at all stops
+    the run with the upload site to run first."""
+    try:
+        man = fetch_copy_manifest(spec)
+    except RemoteUnreachable as err:
+        return None, str(err), note_store(spec, "failed", str(err))
+    if man is not None:
+        return man, "", {}
+    reason = _failed_upload(upload_record)
+    if reason is None:
+        raise StepError(
+            f"campaign {spec.campaign!r}: no complete upload at {spec.data_prefix} "
+            f"({COPY_MANIFEST} missing); run the upload site {spec.upload_site!r} first"
+        )
+    # the store's failure only when it did not answer: a failed upload's error, quoted in the
+    # reason, may name a network cause the store has since recovered from
+    return None, reason, note_store(spec, "ok", None)
+
+
+# --- stage: the copy's files in scratch and its place on the store --------------------------
 
 
 def _file_hashes(checksum_jsons: Sequence[Path]) -> dict[str, dict[str, Any]]:
@@ -117,110 +351,6 @@ def copy_manifest(spec: TransferSpec, hashes: dict[str, dict[str, Any]]) -> dict
     }
 
 
-def _finish(record: Path, rec: transfer.TransferRecord, log: Path) -> None:
-    """Keep the attempt, write the record Snakemake tracks, and end the job log with one
-    result line a person can read."""
-    n = int(rec.clients or 1)
-    # the whole job's seconds so far (Python's start, bookkeeping calls, the timed copy): what
-    # orchestration costs per measurement is this less the copy's ``seconds`` (make bench)
-    rec = rec.with_(job_seconds=process_seconds())
-    transfer.write(record, rec)
-    row = rec.as_json()
-    # the attempt after the record: while the record says failed, the attempt is an input of
-    # the measurement newer than its output, so the next run measures it again even where
-    # Snakemake never registered this job (site.jobenv.failed_attempt)
-    keep_attempt(record, row, log, [paths.client_log(log, k) for k in range(n)] if n > 1 else ())
-    label = label_of(rec.direction, rec.remote, rec.layout, rec.repeat, rec.setting)
-    print(result_line(label, row), file=sys.stderr, flush=True)
-
-
-def published_again(
-    spec: TransferSpec,
-    record: Path,
-    outputs: Sequence[Path],
-    log: Path,
-    upload_record: Path | None = None,
-) -> bool:
-    """A measurement recorded ok that Snakemake never registered (it finished while
-    Snakemake stopped): its outputs are published again as its job left them, and nothing
-    is measured (cloudbench.measure.ledger). The job log says so, then the result line."""
-    stamp = ledger.unregistered(record, len(outputs), spec.to_json(), upload_record)
-    if stamp is None:
-        return False
-    row = ledger.republish(record, stamp, outputs, log, spec.setting.clients)
-    label = timed.label(spec)
-    print(
-        f"cloudbench: {label}: kept, not measured again: it was recorded ok at "
-        f"{row.get('started_utc')} and finished while Snakemake stopped; its outputs are "
-        f"published again from {paths.attempts_dir(record)}",
-        file=sys.stderr,
-    )
-    print(result_line(label, row), file=sys.stderr, flush=True)
-    return True
-
-
-def clear_copy(binary: str, spec: TransferSpec, prefix: str) -> str | None:
-    """Empty a copy's place before it is measured again: objects and unfinished multipart
-    uploads an interrupted attempt left behind (those are billed though no listing shows
-    them). Returns why the multipart uploads could not be aborted, if so: the measurement
-    still runs (a dead store fails it, and says so); ``cleanup`` aborts them later."""
-    purge(binary, prefix, spec.flags)
-    if rc.backend_type(binary, spec.remote_url) not in rc.MULTIPART_BACKENDS:
-        return None
-    err = rc.abort_multipart(binary, prefix, spec.flags)
-    return redact(err, secret_values()) if err else None
-
-
-def upload(
-    spec: TransferSpec,
-    threads: int,
-    dataset_dir: Path,
-    chunks_root: Path,
-    checksum_jsons: Sequence[Path],
-    record: Path,
-    log: Path,
-    series: Path,
-    timeout: float | None = None,
-    after_copy_s: float | None = None,
-    policy: breaker.Policy | None = None,
-) -> None:
-    """Timed upload of one copy; its manifest is written after, untimed, only if it is whole.
-    The listing and the manifest after the copy share ``after_copy_s`` (what the copy's
-    timeout leaves of the walltime), so the job never outruns it.
-
-    rclone gets the exact object list (--files-from), so nothing else that happens to sit in
-    scratch (Snakemake's timestamp files, a stray partial file) is moved or counted.
-    """
-    if published_again(spec, record, [series], log):
-        return
-    policy = policy or breaker.Policy()
-    refuse_if_store_down(spec, policy)
-    binary = rc.find_rclone()
-    hashes = _file_hashes(checksum_jsons)
-    regenerated = stage_upload_data(spec, hashes, dataset_dir, chunks_root)
-    down, outage = store_gate(binary, spec, policy)
-    if down:
-        _finish(record, timed.not_measured(spec, down, series).with_(outage), log)
-        return
-    abort_error = clear_earlier_attempt(binary, spec, record, log)
-    paths.listing(record).unlink(missing_ok=True)  # an earlier attempt's
-    src = _upload_source(spec, dataset_dir, chunks_root)
-    objects = f"{spec.data_prefix}/{OBJECTS}"
-    man = copy_manifest(spec, hashes)
-    copy = timed.Copy(spec, threads, str(src), objects, man["files"], log, series)
-    rec = timed.timed_copy(copy, record, timeout, policy.stall_s)
-    rec = rec.with_(regenerated=regenerated, multipart_abort_error=abort_error)
-    left = _time_left(after_copy_s)
-    if rec.status == "ok":
-        rec = check_upload_arrived(
-            binary, spec, objects, man, rec, left(), listing=paths.listing(record)
-        )
-    if rec.status == "ok":
-        rec = publish_copy_manifest(binary, spec, man, rec, left())
-    _record_copy(spec, record, log, rec, timeout, outage)
-    ledger.seal(record, [series], spec.to_json())
-
-
 def stage_upload_data(
     spec: TransferSpec, hashes: dict[str, dict[str, Any]], dataset_dir: Path, chunks_root: Path
 ) -> list[str]:
@@ -247,6 +377,18 @@ def _upload_source(spec: TransferSpec, dataset_dir: Path, chunks_root: Path) -> 
     return chunks_root / layout.chunk_label if layout.strategy == "chunked" else dataset_dir
 
 
+def clear_copy(binary: str, spec: TransferSpec, prefix: str) -> str | None:
+    """Empty a copy's place before it is measured again: objects and unfinished multipart
+    uploads an interrupted attempt left behind (those are billed though no listing shows
+    them). Returns why the multipart uploads could not be aborted, if so: the measurement
+    still runs (a dead store fails it, and says so); ``cleanup`` aborts them later."""
+    purge(binary, prefix, spec.flags)
+    if rc.backend_type(binary, spec.remote_url) not in rc.MULTIPART_BACKENDS:
+        return None
+    err = rc.abort_multipart(binary, prefix, spec.flags)
+    return redact(err, secret_values()) if err else None
+
+
 def clear_earlier_attempt(binary: str, spec: TransferSpec, record: Path, log: Path) -> str | None:
     """Empty the copy's place when an earlier attempt may have left something there
     (:func:`clear_copy`); why its multipart uploads could not be aborted, if so.
@@ -259,60 +401,7 @@ def clear_earlier_attempt(binary: str, spec: TransferSpec, record: Path, log: Pa
     return clear_copy(binary, spec, spec.data_prefix) if attempted_before(record, logs) else None
 
 
-def publish_copy_manifest(
-    binary: str,
-    spec: TransferSpec,
-    man: dict[str, Any],
-    rec: transfer.TransferRecord,
-    timeout: float,
-) -> transfer.TransferRecord:
-    """After a whole upload, its manifest on the store, saying who uploaded it and when:
-    the manifest marks the copy complete (the file hashes are in it, and in checksums.xxh128
-    beside the campaign's manifest, which is written once a run). A manifest that cannot be
-    published fails the measurement."""
-    man["uploaded_by"] = {
-        "site": spec.site,
-        "host": rec.get("host"),
-        "finished_utc": utc_now(),
-        "rclone_version": rec.get("rclone_version"),
-        "tool": rec.tool,
-        "tool_version": rec.get("tool_version"),
-        "started_utc": rec.get("started_utc"),
-    }
-    with small_files("publish") as tmp:
-        man_path = Path(tmp) / COPY_MANIFEST
-        write_json(man_path, man)
-        dst = f"{spec.data_prefix}/{COPY_MANIFEST}"
-        res = rc.publish_file(binary, man_path, dst, spec.flags, timeout)
-    if res.returncode != 0:
-        return transfer.failed(rec, f"publishing {COPY_MANIFEST}: {clip_tail(res.stderr)}")
-    return rec
-
-
-def _record_copy(
-    spec: TransferSpec,
-    record: Path,
-    log: Path,
-    rec: transfer.TransferRecord,
-    timeout: float | None,
-    *columns: dict[str, Any],
-) -> None:
-    """The end of every timed copy: its time limit (:func:`outran_twice`), what it says of
-    the store (:func:`note_store`), the columns the steps before it found (its outage, when
-    the copy was seen), then its record (:func:`_finish`)."""
-    rec = outran_twice(record, rec, timeout)
-    noted = note_store(spec, rec.status, rec.error, rec.get("stalled_since_epoch"))
-    found: dict[str, Any] = {}
-    for more in columns:
-        found |= more
-    _finish(record, rec.with_(found | noted), log)
-
-
-def outran_twice(
-    record: Path, rec: transfer.TransferRecord, timeout: float | None
-) -> transfer.TransferRecord:
-    """:func:`cloudbench.measure.record.outran_twice`, against this record's last attempt."""
-    return transfer.outran_twice(rec, timeout, lambda: last_attempt(record), str(record))
+# --- check and publish: what arrived, and the manifest that says it is whole ----------------
 
 
 def _time_left(budget_s: float | None) -> Callable[[], float]:
@@ -324,55 +413,6 @@ def _time_left(budget_s: float | None) -> Callable[[], float]:
         return lambda: rc.HELPER_TIMEOUT_S
     end = time.monotonic() + budget_s
     return lambda: max(1.0, min(rc.HELPER_TIMEOUT_S, end - time.monotonic()))
-
-
-def note_store(
-    spec: TransferSpec, status: str, error: str | None, stalled_since: float | None = None
-) -> dict[str, Any]:
-    """After a step's requests: a failure that names a network error counts against the
-    store at this site (cloudbench.site.breaker); anything else is an answer and clears the
-    count. Returns the row's outage columns."""
-    cause = load(spec.setting.tool).network_cause(error or "") if status != "ok" else None
-    return breaker.note(
-        spec.scratch,
-        spec.site,
-        spec.remote,
-        cause,
-        timed.label(spec),
-        stalled_since,
-        redact(spec.remote_url, secret_values()),
-    )
-
-
-def refuse_if_store_down(spec: TransferSpec, policy: breaker.Policy) -> None:
-    """A measurement whose store's breaker opened during this run fails at once, before any
-    request and without a record, in one line naming the breaker (cloudbench.site.breaker):
-    the run's rule for a failed job, not a record, keeps it from counting as measured."""
-    state = breaker.refused(spec.scratch, spec.site, spec.remote, policy)
-    if state is not None:
-        raise StepError(breaker.refusal(state))
-
-
-def store_gate(
-    binary: str, spec: TransferSpec, policy: breaker.Policy
-) -> tuple[str | None, dict[str, Any]]:
-    """Why not to start this measurement (None: go), and its outage columns. Only a store
-    that has failed lately costs anything here: one listing (~1 s when it answers), or none
-    at all while the site's breaker is open. Without it a copy's first request against a
-    dead store spends rclone's whole patience (about 8 minutes at its defaults)."""
-    return breaker.gate(
-        spec.scratch,
-        spec.site,
-        spec.remote,
-        policy,
-        timed.store_check(spec, binary),
-        by=timed.label(spec),
-        url=redact(spec.remote_url, secret_values()),
-    )
-
-
-class RemoteUnreachable(RuntimeError):
-    """The copy's manifest could not be read for another reason than its absence."""
 
 
 def check_upload_arrived(
@@ -426,106 +466,63 @@ def check_upload_arrived(
     )
 
 
-def fetch_copy_manifest(spec: TransferSpec) -> dict[str, Any] | None:
-    """One copy's manifest from the remote; None when the copy is not (completely) there.
-
-    A store that cannot be read (down, refusing, timing out) raises RemoteUnreachable: that
-    is a failed measurement to retry, not a missing upload.
-    """
-    res = rc.read_object(rc.find_rclone(), spec.data_prefix, COPY_MANIFEST, spec.flags)
-    if res.returncode == 0 and res.stdout.strip():
-        return json.loads(res.stdout)
-    if res.returncode in rc.NOT_FOUND_EXITS:  # 0 with nothing printed: no such object
-        return None
-    last = network_cause(res.stderr) or clip_tail(
-        (res.stderr.strip().splitlines() or ["rclone failed"])[-1]
-    )
-    raise RemoteUnreachable(
-        f"cannot read {spec.data_prefix}/{COPY_MANIFEST}: {redact(last, secret_values())}"
-    )
-
-
-def _failed_upload(upload_record: Path | None) -> str | None:
-    if upload_record is None or not upload_record.exists():
-        return None
-    rec = transfer.read(upload_record)  # the upload's record, checked as every record is
-    return None if rec.status == "ok" else f"upload of this copy {rec.status}: {rec.error}"
-
-
-def download(
+def publish_copy_manifest(
+    binary: str,
     spec: TransferSpec,
-    threads: int,
-    manifest_out: Path,
+    man: dict[str, Any],
+    rec: transfer.TransferRecord,
+    timeout: float,
+) -> transfer.TransferRecord:
+    """After a whole upload, its manifest on the store, saying who uploaded it and when:
+    the manifest marks the copy complete (the file hashes are in it, and in checksums.xxh128
+    beside the campaign's manifest, which is written once a run). A manifest that cannot be
+    published fails the measurement."""
+    man["uploaded_by"] = {
+        "site": spec.site,
+        "host": rec.get("host"),
+        "finished_utc": utc_now(),
+        "rclone_version": rec.get("rclone_version"),
+        "tool": rec.tool,
+        "tool_version": rec.get("tool_version"),
+        "started_utc": rec.get("started_utc"),
+    }
+    with small_files("publish") as tmp:
+        man_path = Path(tmp) / COPY_MANIFEST
+        write_json(man_path, man)
+        dst = f"{spec.data_prefix}/{COPY_MANIFEST}"
+        res = rc.publish_file(binary, man_path, dst, spec.flags, timeout)
+    if res.returncode != 0:
+        return transfer.failed(rec, f"publishing {COPY_MANIFEST}: {clip_tail(res.stderr)}")
+    return rec
+
+
+# --- record ---------------------------------------------------------------------------------
+
+
+def _record_copy(
+    spec: TransferSpec,
     record: Path,
     log: Path,
-    series: Path,
-    upload_record: Path | None = None,
-    timeout: float | None = None,
-    after_copy_s: float | None = None,
-    policy: breaker.Policy | None = None,
+    rec: transfer.TransferRecord,
+    timeout: float | None,
+    *columns: dict[str, Any],
 ) -> None:
-    """Timed download of one copy into a fresh directory (nothing after the copy talks to
-    the store: ``after_copy_s`` is for the signature shared with ``upload``).
-
-    A copy whose upload failed, or a store that cannot be read, is recorded as failed (the
-    next run measures it again); a copy that is not there at all stops the run with the
-    upload site to run first. A failed copy's partial data is removed when the attempt
-    ends (a full disk must not cascade into the next measurement).
-    """
-    outputs = [series, manifest_out]
-    # the data it left is what verify reads next: without it, measure again
-    if spec.local_dir.exists() and published_again(spec, record, outputs, log, upload_record):
-        return
-    policy = policy or breaker.Policy()
-    refuse_if_store_down(spec, policy)
-    down, outage = store_gate(rc.find_rclone(), spec, policy)
-    if down:
-        _not_downloaded(spec, down, outage, manifest_out, record, log, series)
-        return
-    man, reason, noted = copy_to_read(spec, upload_record)
-    if man is None:
-        _not_downloaded(spec, reason, outage | noted, manifest_out, record, log, series)
-        return
-    seen = transfer.copy_seen(man)  # before anything else: the moment this site could read it
-    paths.listing(record).unlink(missing_ok=True)  # an earlier attempt's
-    write_json(manifest_out, man)
-    local = fresh_dir(spec.local_dir)
-    source = f"{spec.data_prefix}/{OBJECTS}"
-    copy = timed.Copy(spec, threads, source, str(local), man["files"], log, series)
-    rec = timed.timed_copy(copy, record, timeout, policy.stall_s)
-    # what arrived, kept beside the record (a client without a timed log is traced by it);
-    # not the digest notes a group's clients wrote beside their files after the timed copy
-    arrived = rc.local_objects(local)
-    arrival.write_listing(
-        paths.listing(record), {n: v for n, v in arrived.items() if not is_digest_note(n)}
-    )
-    if rec.status == "failed":
-        shutil.rmtree(local, ignore_errors=True)  # partial data: nothing will read it
-    _record_copy(spec, record, log, rec, timeout, seen, outage)
-    ledger.seal(record, outputs, spec.to_json())
+    """The end of every timed copy: its time limit (:func:`outran_twice`), what it says of
+    the store (:func:`note_store`), the columns the steps before it found (its outage, when
+    the copy was seen), then its record (:func:`_finish`)."""
+    rec = outran_twice(record, rec, timeout)
+    noted = note_store(spec, rec.status, rec.error, rec.get("stalled_since_epoch"))
+    found: dict[str, Any] = {}
+    for more in columns:
+        found |= more
+    _finish(record, rec.with_(found | noted), log)
 
 
-def copy_to_read(
-    spec: TransferSpec, upload_record: Path | None
-) -> tuple[dict[str, Any] | None, str, dict[str, Any]]:
-    """The copy's manifest, or why there is none to read (its upload failed, the store did
-    not answer) with the outage columns that says; a copy that is not there at all stops
-    the run with the upload site to run first."""
-    try:
-        man = fetch_copy_manifest(spec)
-    except RemoteUnreachable as err:
-        return None, str(err), note_store(spec, "failed", str(err))
-    if man is not None:
-        return man, "", {}
-    reason = _failed_upload(upload_record)
-    if reason is None:
-        raise StepError(
-            f"campaign {spec.campaign!r}: no complete upload at {spec.data_prefix} "
-            f"({COPY_MANIFEST} missing); run the upload site {spec.upload_site!r} first"
-        )
-    # the store's failure only when it did not answer: a failed upload's error, quoted in the
-    # reason, may name a network cause the store has since recovered from
-    return None, reason, note_store(spec, "ok", None)
+def outran_twice(
+    record: Path, rec: transfer.TransferRecord, timeout: float | None
+) -> transfer.TransferRecord:
+    """:func:`cloudbench.measure.record.outran_twice`, against this record's last attempt."""
+    return transfer.outran_twice(rec, timeout, lambda: last_attempt(record), str(record))
 
 
 def _not_downloaded(
@@ -541,6 +538,23 @@ def _not_downloaded(
     write_json(manifest_out, {"files": [], "missing": reason})
     # the record last: a job with its record has every output
     _finish(record, timed.not_measured(spec, reason, series).with_(columns), log)
+
+
+def _finish(record: Path, rec: transfer.TransferRecord, log: Path) -> None:
+    """Keep the attempt, write the record Snakemake tracks, and end the job log with one
+    result line a person can read."""
+    n = int(rec.clients or 1)
+    # the whole job's seconds so far (Python's start, bookkeeping calls, the timed copy): what
+    # orchestration costs per measurement is this less the copy's ``seconds`` (make bench)
+    rec = rec.with_(job_seconds=process_seconds())
+    transfer.write(record, rec)
+    row = rec.as_json()
+    # the attempt after the record: while the record says failed, the attempt is an input of
+    # the measurement newer than its output, so the next run measures it again even where
+    # Snakemake never registered this job (site.jobenv.failed_attempt)
+    keep_attempt(record, row, log, [paths.client_log(log, k) for k in range(n)] if n > 1 else ())
+    label = label_of(rec.direction, rec.remote, rec.layout, rec.repeat, rec.setting)
+    print(result_line(label, row), file=sys.stderr, flush=True)
 
 
 # --- after the download ---------------------------------------------------------------------
@@ -688,6 +702,9 @@ def verify(
     write_json(record, rec)
     if not keep_data:
         shutil.rmtree(local, ignore_errors=True)
+
+
+# --- the campaign's manifest ----------------------------------------------------------------
 
 
 def campaign_manifest(
