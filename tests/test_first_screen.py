@@ -87,8 +87,9 @@ def text_of(page: str) -> str:
 
 
 def tuning_block(page: str) -> str:
+    """The tuning block's HTML, its no-break spaces (which keep an interval whole) as spaces."""
     start = page.index('class="cb-tuned"')
-    return page[start : page.index("</table>", start)]
+    return page[start : page.index("</table>", start)].replace("\u00a0", " ")
 
 
 def test_rates_and_factors_each_read_alike():

@@ -160,7 +160,9 @@ def _speedups_are_the_summarys(rows: list[list[str]], results: Path) -> None:
     tuned = pd.read_csv(results / "tuned.tsv", sep="\t")
     assert len(rows) == len(tuned) == 3, rows
     for cells, t in zip(rows, tuned.to_dict("records"), strict=True):
-        m = re.match(r"×([\d.]+) \[[\d.]+, [\d.]+\] \d+%(?: at (\S+))?$", cells[3])
+        m = re.match(
+            r"×([\d.]+) \[[\d.]+, [\d.]+\] \d+%(?: at (\S+))?$", cells[3].replace("\xa0", " ")
+        )
         assert m, cells
         at = m.group(2) or t["setting"]
         want = summary[

@@ -76,6 +76,10 @@ STYLE = (
     # tables at their own width, not the page's (the report's style makes every table 100%:
     # one wide line made every table as wide), and list lines wrapped like paragraphs
     ".cb-headline table{width:auto!important}.cb-headline li{max-width:70em}"
+    # the tuning block's table within the window beside the menu and the rule graph: its
+    # longer cells (class w) wrap instead (tuned.CELL_CLASS)
+    ".cb-headline .cb-tuned table{max-width:920px}.cb-headline td.w{white-space:normal}"
+    ".cb-headline span.nb{white-space:nowrap}"
     # the "What limits each route" block (report.limits) between the routes and the command:
     # a heading and a line per route as tall as the page's other blocks, so that the first
     # command stays on the first screen

@@ -140,6 +140,14 @@ def against_fastest(r: Mapping[str, Any]) -> tuple[str, str]:
     return f"this one; runner-up {other}", _factor(r)
 
 
+def _parts(text: str) -> str:
+    """A wrapping cell's text as HTML that breaks only between its parts, after "; " or
+    after an interval's coverage ("90% at rclone-1x4"), each part kept whole (an interval,
+    "runner-up", a setting's name: a browser breaks at their spaces and hyphens)."""
+    pieces = re.split(r"(?<=;) |(?<=%) (?=at )", text)
+    return " ".join(f'<span class="nb">{html.escape(p)}</span>' for p in pieces)
+
+
 def _spent(r: Mapping[str, Any]) -> str:
     return f"{r['measurements']} of the grid's {r['grid_measurements']} measurements, {r['status']}"
 
@@ -155,10 +163,17 @@ def _row(r: Mapping[str, Any], gain: str, where: str, spent: bool) -> str:
         cells = [where, setting, _rate(r), gain or NA, fastest, factor_cell]
     cells += [_spent(r)] if spent else []
     tds = "".join(
-        f'<td class="{"l" if i < 2 or i == 4 else ""}">{html.escape(str(c))}</td>'
+        f'<td class="{CELL_CLASS.get(i, "")}">'
+        f"{_parts(str(c)) if 'w' in CELL_CLASS.get(i, '') else html.escape(str(c))}</td>"
         for i, c in enumerate(cells)
     )
     return f"<tr>{tds}</tr>"
+
+
+# per column: left-aligned text ("l"); "w" may wrap (the long cells of a search whose
+# answer is the fastest, or whose plain ran at another setting), so the table keeps to the
+# width the headline's style gives it (.cb-tuned table) rather than widening the page
+CELL_CLASS = {0: "l", 1: "l", 3: "w", 4: "l w"}
 
 
 HEAD = (
@@ -184,15 +199,11 @@ def tuned_html(table: pd.DataFrame, gains: Mapping[tuple[str, ...], str] | None 
     each = f", {spent.pop()}" if len(spent) == 1 else ""
     head = HEAD if not each else HEAD[:-1]
     parts = [
-        '<div class="cb-tuned"><p><b>The command to use</b> (tuning mode: budget '
+        '<div class="cb-tuned"><p><b>The command to use</b> (tuning mode: '
         f"{html.escape(budgets)} per search{html.escape(each)}): each search's knee, the "
-        f"fewest connections whose median is within {margins} of the fastest measured"
-        + (
-            " (where the fastest is another setting, its extra connections bought less than that)"
-            if knee
-            else ""
-        )
-        + "; ÷ it: the setting's rate over that of the one named beside it"
+        f"fewest connections whose median is within {margins} of the fastest"
+        + (" (a faster setting's extra connections bought less)" if knee else "")
+        + "; ÷ it: this setting's rate over the one named beside it"
         + ":</p><table><thead><tr>"
         + "".join(
             f'<th class="{"l" if i < 2 or i == 4 else ""}">{h}</th>' for i, h in enumerate(head)
