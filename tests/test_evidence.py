@@ -164,3 +164,16 @@ def test_a_sampler_finds_its_clients_socket_and_cpu(tmp_path):
     assert cpu[-1] == pytest.approx(spent, abs=0.05)
     sent = max(s.bytes_acked or 0 for smp in samples for s in smp["sockets"])
     assert 0 < sent <= got + 1  # bytes_acked counts the SYN
+
+
+@pytest.mark.unit
+def test_a_download_through_a_shared_cap_receives_out_of_order_and_one_capped_alone_does_not():
+    """Captured here, 4 connections receiving each time: through a 32 Mbit/s tbf into a
+    network namespace, packets arrived out of order (a drop upstream) on some of them;
+    through the shaping proxy capping each connection at 1 MB/s, on none."""
+    shared = evidence.parse_ss((SS / "shared-tbf-download.txt").read_text())
+    alone = evidence.parse_ss((SS / "per-connection-download.txt").read_text())
+    assert len(shared) == len(alone) == 4
+    assert all(s.bytes_received and s.recv_q is not None for s in shared + alone)
+    assert sum(s.rcv_ooopack or 0 for s in shared) > 0
+    assert all(not s.rcv_ooopack for s in alone)

@@ -4,8 +4,9 @@ tests/data/evidence holds evidence files sampled beside real rclone uploads to v
 this machine (tests/test_limits_e2e.py builds the same bottlenecks and runs the copies):
 through a proxy capping each connection at 1 MB/s, through a 32 Mbit/s tbf qdisc shared by
 all connections, from a cgroup allowed 5% of a core, against a store answering every second
-PUT with 503 SlowDown, and on unshaped loopback. ``cases.tsv`` gives each file's record
-figures (rate, connections, throttled answers) and the bottleneck that was built.
+PUT with 503 SlowDown, and on unshaped loopback; and downloads through the shared tbf (on
+the store's side) and through the per-connection proxy. ``cases.tsv`` gives each file's
+record figures (rate, connections, throttled answers, direction) and the bottleneck built.
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ def _cases() -> list[dict[str, str]]:
 def _verdict(case: dict[str, str]) -> Verdict:
     doc = evidence.read(DATA / case["file"])
     assert doc is not None and doc["samples"], case["file"]
-    ev = limits.summarise([doc], "upload", float(case["seconds"]))
+    ev = limits.summarise([doc], case["direction"], float(case["seconds"]))
     return limits.verdict(
         ev,
-        "upload",
+        case["direction"],
         float(case["mb_per_s"]),
         int(case["connections"]),
         int(case["throttled"]) if case["throttled"] else None,
@@ -52,8 +53,8 @@ def _verdict(case: dict[str, str]) -> Verdict:
 
 @pytest.mark.parametrize("built", sorted(BUILT))
 def test_each_built_bottleneck_is_named_from_its_recorded_evidence(built):
-    """Every recorded copy of a built bottleneck is named for it, with its figures."""
-    cases = [c for c in _cases() if c["built"] == built]
+    """Every recorded upload through a built bottleneck is named for it, with its figures."""
+    cases = [c for c in _cases() if c["built"] == built and c["direction"] == "upload"]
     assert len(cases) >= 3
     for case in cases:
         v = _verdict(case)
@@ -61,10 +62,22 @@ def test_each_built_bottleneck_is_named_from_its_recorded_evidence(built):
         assert v.figures and v.action
 
 
+def test_downloads_are_named_from_the_receivers_side():
+    """Downloads through the shared tbf (on the store's side): named shared link by their
+    out-of-order arrivals. Through the per-connection proxy: nothing out of order, so not
+    shared; undetermined, for the route's scaling to decide."""
+    downs = [c for c in _cases() if c["direction"] == "download"]
+    assert {c["built"] for c in downs} == {"shared", "per-connection"}
+    for case in downs:
+        v = _verdict(case)
+        want = limits.SHARED if case["built"] == "shared" else limits.UNDETERMINED
+        assert v.limit == want, (case["file"], v.text())
+
+
 def test_the_figures_are_the_evidence_s_own():
     """The CPU verdict names the quota as its cores; the shared link its queue and drops;
     per-connection its window; the store its count of 503s."""
-    said = {c["built"]: _verdict(c) for c in _cases()}
+    said = {c["built"]: _verdict(c) for c in _cases() if c["direction"] == "upload"}
     assert "of 0.05 core" in said["cpu"].figures
     assert "retransmitted" in said["shared"].figures and "minimum" in said["shared"].figures
     assert "rwnd-limited" in said["per-connection"].figures
@@ -75,7 +88,7 @@ def test_the_figures_are_the_evidence_s_own():
 def test_unshaped_loopback_is_not_given_a_limit_it_did_not_have():
     """No cap was built: neither a shared link, nor the store, nor the sender's buffer; a
     CPU verdict only with its own figure above the threshold."""
-    cases = [c for c in _cases() if c["built"] == "none"]
+    cases = [c for c in _cases() if c["built"] == "none"]  # uploads
     assert cases
     for case in cases:
         v = _verdict(case)
@@ -135,6 +148,9 @@ def test_a_download_is_read_from_the_receivers_side():
     assert slow.limit == limits.UNDETERMINED and "read slowly" in slow.figures
     kept = limits.verdict(_summary(recv_q_share=0.0), "download", 40.0, 4)
     assert kept.limit == limits.UNDETERMINED and "scaling" in kept.figures
+    dropped = _summary(recv_q_share=0.0, ooo_connections=2, ooo_packets=35)
+    v = limits.verdict(dropped, "download", 40.0, 4)
+    assert v.limit == limits.SHARED and "35 packets arrived out of order on 2 of 4" in v.figures
 
 
 # --- a route ---------------------------------------------------------------------------------
@@ -197,7 +213,7 @@ def test_the_routes_table_and_the_first_screens_block():
 def test_a_records_columns_come_from_the_file_beside_it(tmp_path):
     """transfers.tsv's limit columns: read from the evidence beside the record; a record
     with none (from before evidence, or a failed copy) leaves them empty."""
-    case = next(c for c in _cases() if c["built"] == "shared")
+    case = next(c for c in _cases() if c["built"] == "shared" and c["direction"] == "upload")
     record = tmp_path / "r1.json"
     (tmp_path / "r1.evidence.jsonl").write_text((DATA / case["file"]).read_text())
     rec = {
@@ -220,7 +236,7 @@ def test_trace_lists_the_evidence_beside_a_row(tmp_path):
     from cloudbench.campaign.identity import MeasurementId
     from cloudbench.report.trace import kept_files
 
-    case = next(c for c in _cases() if c["built"] == "per-connection")
+    case = next(c for c in _cases() if c["built"] == "per-connection")  # an upload: first
     cells = {k: str(v) for k, v in _rows(limits.PER_CONNECTION, {4: [3.7]})[0].items()}
     record = Path(paths.transfer_record(tmp_path, MeasurementId.of(cells)))
     assert kept_files(tmp_path, cells) == ()  # nothing beside it yet
@@ -234,7 +250,11 @@ def test_trace_lists_the_evidence_beside_a_row(tmp_path):
 def test_a_group_of_clients_is_judged_on_all_their_connections(tmp_path):
     """A record of two clients: each client's evidence file is read, their connections
     pooled, and the CPU is the fuller client's."""
-    cases = [c for c in _cases() if c["built"] == "per-connection" and c["connections"] == "4"]
+    cases = [
+        c
+        for c in _cases()
+        if c["built"] == "per-connection" and c["connections"] == "4" and c["direction"] == "upload"
+    ]
     docs = [evidence.read(DATA / c["file"]) for c in cases[:2]]
     one = limits.summarise(docs[:1], "upload", float(cases[0]["seconds"]))
     both = limits.summarise(docs, "upload", float(cases[0]["seconds"]))

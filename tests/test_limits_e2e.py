@@ -90,6 +90,33 @@ def upload(tmp: Path, src: Path, names: list[str], transfers: int, tag: str) -> 
     return rec | limits.columns(record, rec) | {"evidence": work / "record.evidence.jsonl"}
 
 
+def download(tmp: Path, prefix: str, names: list[str], transfers: int, tag: str) -> dict:
+    """One measured download of ``names`` from ``s3t:bkt/prefix`` at ``transfers`` objects
+    at once into a fresh directory: its record with its verdict's columns."""
+    work = tmp / "work" / tag
+    work.mkdir(parents=True)
+    job = CopyJob(
+        direction="download",
+        strategy="plain",
+        src=f"s3t:bkt/{prefix}",
+        dst=str(work / "data"),
+        objects=tuple(names),
+        expected_bytes=FILE * len(names),
+        object_bytes=FILE,
+        threads=transfers,
+        remote_url="s3t:bkt",
+        log_path=work / "copy.log",
+        workdir=work,
+    )
+    record = work / "record.json"
+    keys = {**IDENTITY, "setting": tag, "direction": "download"}
+    rec = measure(
+        job, "rclone", keys=keys, series_path=work / "record.series.tsv", label=tag, timeout=300
+    ).as_json()
+    assert rec["status"] == "ok", rec.get("error")
+    return rec | limits.columns(record, rec) | {"evidence": work / "record.evidence.jsonl"}
+
+
 def _route(rows: list[dict], scaling: limits.Scaling | None = None) -> limits.Verdict:
     return limits.route_verdict(
         [limits.Verdict(r["limit"], r["limit_evidence"] or "") for r in rows], scaling
@@ -125,9 +152,10 @@ def store(tmp_path, monkeypatch) -> Iterator:
 @pytest.mark.full
 @pytest.mark.slow
 def test_per_connection_caps_are_named_per_connection(store, tmp_path, monkeypatch):
-    """A proxy capping each connection at 1 MB/s (total 100x that): each copy is named
+    """A proxy capping each connection at 1 MB/s (total 100x that): each upload is named
     per-connection path, and the route is too, by its measurements and by its scaling (2
-    then 4 connections, the rate near doubling)."""
+    then 4 connections, the rate near doubling); no download is named shared, and their
+    route is per-connection by its scaling."""
     from tests.infra.shaper import shaping_proxy
 
     src = tmp_path / "src"
@@ -136,20 +164,27 @@ def test_per_connection_caps_are_named_per_connection(store, tmp_path, monkeypat
         monkeypatch.setenv("RCLONE_CONFIG_S3T_ENDPOINT", f"http://127.0.0.1:{link.port}")
         rows = [upload(tmp_path, src, names, 4, f"pc{k}") for k in range(REPEATS)]
         two = [upload(tmp_path, src, names, 2, f"pc2-{k}") for k in range(3)]
+        down = [download(tmp_path, "pc0", names, 4, f"pcd{k}") for k in range(3)]
+        down_two = [download(tmp_path, "pc0", names, 2, f"pcd2-{k}") for k in range(3)]
     assert _named(rows, limits.PER_CONNECTION) >= ENOUGH, _said(rows)
     scaling = limits.scaling_of([(2, _median(two)), (4, _median(rows))], 4)
     assert scaling is not None and scaling.gain >= limits.SCALES, scaling
     assert _route(rows, scaling).limit == limits.PER_CONNECTION
     assert _route(rows).limit == limits.PER_CONNECTION  # the measurements alone say it too
+    # downloads: the receiver sees no drop, so no shared link; the scaling names the path
+    assert _named(down + down_two, limits.SHARED) == 0, _said(down + down_two)
+    scaling = limits.scaling_of([(2, _median(down_two)), (4, _median(down))], 4)
+    assert scaling is not None and _route(down, scaling).limit == limits.PER_CONNECTION
 
 
 # --- one total cap shared by all ------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def shaped_namespace(rate: str, tmp: Path) -> Iterator[tuple[str, int]]:
+def shaped_namespace(rate: str, tmp: Path, direction: str = "upload") -> Iterator[tuple[str, int]]:
     """A versitygw in a network namespace of its own, reached over a veth pair whose side
-    here sends through a tbf qdisc at ``rate``: (its address, its port)."""
+    here (``upload``) or there (``download``) sends through a tbf qdisc at ``rate``: (its
+    address, its port)."""
     tag = f"{os.getpid() % 100000}"
     ns, here, there = f"cblim{tag}", f"cbl{tag}a", f"cbl{tag}b"
     subnet = 10 + os.getpid() % 200
@@ -169,8 +204,9 @@ def shaped_namespace(rate: str, tmp: Path) -> Iterator[tuple[str, int]]:
         ip("ip", "addr", "add", f"{far}/30", "dev", there, inside=True)
         ip("ip", "link", "set", there, "up", inside=True)
         ip("ip", "link", "set", "lo", "up", inside=True)
-        ip("tc", "qdisc", "add", "dev", here, "root", "tbf", "rate", rate, "burst", "32kb",
-           "latency", "50ms")  # fmt: skip
+        ip("tc", "qdisc", "add", "dev", here if direction == "upload" else there, "root",
+           "tbf", "rate", rate, "burst", "32kb", "latency", "50ms",
+           inside=direction != "upload")  # fmt: skip
         port, root = free_port(), tmp / "nsroot"
         (root / "bkt").mkdir(parents=True)
         proc = subprocess.Popen(
@@ -211,6 +247,31 @@ def test_a_shared_cap_is_named_shared(tmp_path, monkeypatch):
             monkeypatch.setenv(f"RCLONE_CONFIG_S3T_{name}", value)
         rows = [upload(tmp_path, src, names, 4, f"sh{k}") for k in range(REPEATS)]
         two = [upload(tmp_path, src, names, 2, f"sh2-{k}") for k in range(3)]
+    assert _named(rows, limits.SHARED) >= ENOUGH, _said(rows)
+    scaling = limits.scaling_of([(2, _median(two)), (4, _median(rows))], 4)
+    assert scaling is not None and scaling.gain <= limits.FLAT, scaling
+    assert _route(rows, scaling).limit == limits.SHARED
+    assert _route(rows).limit == limits.SHARED
+
+
+@pytest.mark.full
+@pytest.mark.slow
+@pytest.mark.skipif(not versitygw_binary().exists(), reason="make versitygw")
+def test_a_shared_cap_on_downloads_is_named_shared(tmp_path, monkeypatch):
+    """The same tbf cap on the store's side, so downloads cross it (uploads do not): each
+    download is named shared link from the receiver's side (packets out of order: drops
+    where the queue overflowed), and the route by its scaling too."""
+    src = tmp_path / "src"
+    names = _dataset(src, 4)
+    with shaped_namespace("32mbit", tmp_path, "download") as (addr, port):
+        for name, value in {
+            "TYPE": "s3", "PROVIDER": "Other", "ENDPOINT": f"http://{addr}:{port}",
+            "ACCESS_KEY_ID": KEY, "SECRET_ACCESS_KEY": SECRET, "FORCE_PATH_STYLE": "true",
+        }.items():  # fmt: skip
+            monkeypatch.setenv(f"RCLONE_CONFIG_S3T_{name}", value)
+        upload(tmp_path, src, names, 4, "data")  # the copy to read, across the unshaped way
+        rows = [download(tmp_path, "data", names, 4, f"dl{k}") for k in range(REPEATS)]
+        two = [download(tmp_path, "data", names, 2, f"dl2-{k}") for k in range(3)]
     assert _named(rows, limits.SHARED) >= ENOUGH, _said(rows)
     scaling = limits.scaling_of([(2, _median(two)), (4, _median(rows))], 4)
     assert scaling is not None and scaling.gain <= limits.FLAT, scaling

@@ -68,6 +68,7 @@ class Socket:
     bytes_received: int | None = None
     rcv_space: int | None = None
     snd_wnd: int | None = None  # the peer's advertised window
+    rcv_ooopack: int | None = None  # packets received out of order: a drop upstream
     app_limited: bool = False
 
     def as_json(self) -> dict[str, Any]:
@@ -87,6 +88,7 @@ _INT_FIELDS = {
     "bytes_received": "bytes_received",
     "rcv_space": "rcv_space",
     "snd_wnd": "snd_wnd",
+    "rcv_ooopack": "rcv_ooopack",
 }
 _MS_FIELDS = {
     "busy": "busy_ms",

@@ -28,8 +28,9 @@ cores it had. The rules are the ones ESnet's fasterdata pages teach, applied in 
 
    A download is read from the receiver's side: a receive queue that stayed full says the
    client read slowly (its CPU, when full, is named by rule 2); otherwise the store or the
-   path sent slower than the client read, and which one, per connection or shared, is the
-   route's scaling to say (below).
+   path sent slower than the client read. Packets that arrived out of order (``rcv_ooopack``)
+   are a drop upstream, where a queue overflowed: a **shared link**, as for an upload's
+   drops; without them, per connection or shared is the route's scaling to say (below).
 4. Otherwise **undetermined**, with the figures: idle connections with neither throttling nor
    a full CPU may be the disk, the store's latency per request or the client itself, and the
    evidence here does not tell them apart.
@@ -80,6 +81,7 @@ BUSY = 0.5  # of the copy's seconds a data connection was busy: the network held
 QUEUE_RTT = 2.0  # RTT over the path's minimum: a queue has built
 QUEUE_RTT_MS = 1.0  # ... by at least this much (loopback's minimum RTT is microseconds)
 RETRANS = 0.001  # of the bytes sent, retransmitted: the bottleneck dropped
+OOO_PACKETS = 1  # a download's packets out of order: one is a drop's sign (never on loopback)
 RECV_Q_FULL = 0.5  # of a download's socket samples with unread data: the client read slowly
 DATA_BYTES = 256 * 1024  # a connection that moved less carried requests, not the data
 SCALES = 0.5  # of the proportional gain from more connections: they help
@@ -122,6 +124,10 @@ class Summary:
     wmem_max: int | None
     rmem_max: int | None
     no_ss: bool = False  # the node had no ss: its connections could not be seen
+    # a download's data connections that received packets out of order (a drop upstream),
+    # and those packets
+    ooo_connections: int = 0
+    ooo_packets: int = 0
 
 
 def _median(xs: Iterable[float | None]) -> float | None:
@@ -189,6 +195,8 @@ def summarise(docs: Sequence[Mapping[str, Any]], direction: str, seconds: float 
         wmem_max=wmem,
         rmem_max=rmem,
         no_ss=any("ss" in d and d["ss"] is None for d in docs),
+        ooo_connections=sum(bool(s.rcv_ooopack) for s in data if direction == "download"),
+        ooo_packets=sum(s.rcv_ooopack or 0 for s in data if direction == "download"),
     )
 
 
@@ -237,11 +245,19 @@ def verdict(
                 f"the client read slowly (unread data in {_pct(ev.recv_q_share)} of samples) "
                 f"with its CPU not full ({cpu}): its disk or itself",
             )
+        kept_up = f"the client kept up (unread data in {_pct(ev.recv_q_share)} of samples)"
+        if ev.ooo_packets >= OOO_PACKETS:
+            return Verdict(
+                SHARED,
+                f"{kept_up}; {ev.ooo_packets} packets arrived out of order on "
+                f"{ev.ooo_connections} of {ev.connections} connections: drops upstream, where "
+                "a queue the connections share overflowed",
+                ACTIONS[SHARED],
+            )
         return Verdict(
             UNDETERMINED,
-            f"the client kept up (unread data in {_pct(ev.recv_q_share)} of samples; {cpu}): "
-            "the store or the path sent slower; per connection or shared is for the route's "
-            "scaling to say",
+            f"{kept_up}, nothing arrived out of order; {cpu}: the store or the path sent "
+            "slower; per connection or shared is for the route's scaling to say",
         )
     rate_conn = (mb_per_s or 0) * 1e6 / max(connections or ev.connections, 1)
     rtt_s = (ev.rtt_ms or 0) / 1000
