@@ -8,7 +8,7 @@ checkpoint writes the site's *state* (a JSON file, :meth:`Search.state_path`); t
 says what round k + 1 measures (:meth:`Search.next`). The rounds end at the first state that
 asks for nothing: it is final, and its file is copied to :meth:`Search.final_path`.
 
-The replay (:func:`states`, :func:`later`, :func:`last`, a search's ``rests_on``) is a pure
+The replay (:func:`replay`, :func:`later`, :func:`last`, a search's ``rests_on``) is a pure
 function of ``state_of(k)``, the state after round k. The workflow's input functions pass
 one that asks Snakemake's checkpoint (a round not decided yet is decided first); the hooks
 (:mod:`cloudbench.site.lifecycle`) pass :func:`on_disk`, what a run left (None: not
@@ -151,25 +151,27 @@ def _decided(state_of: StateOf, k: int) -> State:
     return state
 
 
-def states(search: Search, state_of: StateOf) -> Iterator[tuple[int, State]]:
-    """Each decided state in turn, from the first round's, up to the first one that asks for
-    nothing more (included) or the first not decided (``state_of`` gives None)."""
+def replay(search: Search, state_of: StateOf) -> Iterator[tuple[int, State, list[Measurement]]]:
+    """Each decided state in turn, from the first round's, with what it asks the next round
+    to measure: up to the first that asks for nothing (included) or the first not decided
+    (``state_of`` gives None)."""
     k = search.first
     while (state := state_of(k)) is not None:
-        yield k, state
-        if not search.next(state, k):
+        asked = search.next(state, k)
+        yield k, state, asked
+        if not asked:
             return
         k += 1
 
 
 def later(search: Search, state_of: StateOf) -> list[Measurement]:
     """Every transfer the states so far asked for beyond the first rounds, round by round."""
-    return [m for k, state in states(search, state_of) for m in search.next(state, k)]
+    return [m for _, _, asked in replay(search, state_of) for m in asked]
 
 
 def last(search: Search, state_of: StateOf) -> int:
     """The round whose state is final: it asks for nothing more."""
-    return max((k for k, _ in states(search, state_of)), default=search.first)
+    return max((k for k, _, _ in replay(search, state_of)), default=search.first)
 
 
 def newest(search: Search, results: str) -> State | None:
