@@ -177,3 +177,14 @@ def test_a_download_through_a_shared_cap_receives_out_of_order_and_one_capped_al
     assert all(s.bytes_received and s.recv_q is not None for s in shared + alone)
     assert sum(s.rcv_ooopack or 0 for s in shared) > 0
     assert all(not s.rcv_ooopack for s in alone)
+
+
+@pytest.mark.unit
+def test_evidence_turned_off_leaves_no_earlier_file_to_be_read_as_this_copys(tmp_path, monkeypatch):
+    from cloudbench.measure.copy import kept_evidence
+
+    path = tmp_path / "r1.evidence.jsonl"
+    path.write_text("{}\n")
+    assert kept_evidence(path) == path and path.exists()
+    monkeypatch.setenv("CLOUDBENCH_EVIDENCE", "off")
+    assert kept_evidence(path) is None and not path.exists()

@@ -193,6 +193,15 @@ def evidence_off() -> bool:
     return os.environ.get("CLOUDBENCH_EVIDENCE", "").lower() == "off"
 
 
+def kept_evidence(path: Path) -> Path | None:
+    """Where this copy's evidence goes, or None with ``CLOUDBENCH_EVIDENCE=off``; then an
+    earlier attempt's file is removed, so that it is never read as this copy's."""
+    if evidence_off():
+        path.unlink(missing_ok=True)
+        return None
+    return path
+
+
 class _ExitWatch:
     """Wakes the moment a process exits (a pidfd, polled): ``Popen.wait(timeout)`` sleeps in
     steps of up to 50 ms, which a timed copy of a second would count as its own."""
@@ -441,7 +450,7 @@ def measure(
             timeout,
             stall_s=stall_s,
             ask_store=ask_store,
-            evidence_path=None if evidence_off() else Path(evidence_path_of(series_path)),
+            evidence_path=kept_evidence(Path(evidence_path_of(series_path))),
         )
         seconds, epoch = done.seconds, done.start_epoch
         started = utc_now(epoch)  # the copy's own start, the clock its seconds run on
