@@ -391,6 +391,7 @@ class DataPath(Harness):
 
         def prep():
             shutil.rmtree(d / "remote", ignore_errors=True)
+            fresh_record(rec_path)
             self.settle(src / self.name, writes=self.size)
 
         upload = upload_args(spec, threads, src, d, sums, rec_path)
@@ -697,6 +698,16 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def fresh_record(record: Path) -> None:
+    """No record and no attempts before an upload a row times again: a measurement left
+    recorded ok is published again by the next upload, not measured (measure.ledger), so
+    every pair after the first would read the first one's rate."""
+    from cloudbench.campaign.paths import attempts_dir
+
+    record.unlink(missing_ok=True)
+    shutil.rmtree(attempts_dir(record), ignore_errors=True)
 
 
 def upload_args(spec: Any, threads: int, src: Path, d: Path, sums: Path, record: Path) -> dict:

@@ -11,12 +11,11 @@ own record. Pairs alternate; the ratio is the median of the per-pair ratios, wit
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import subprocess
 
 from bench import REPO
-from bench.datapath import SEED, run_child, upload_args
+from bench.datapath import SEED, fresh_record, run_child, upload_args
 from bench.harness import MIB, Row
 from bench.weight import _random_file
 from tests.infra.s3 import VERSITYGW, serve_s3, versitygw_binary
@@ -30,7 +29,6 @@ TOLERANCE = 0.01
 
 
 def bench_evidence_weight(bench) -> None:
-    from cloudbench.campaign.paths import attempts_dir
     from cloudbench.campaign.spec import TransferSpec
     from cloudbench.data.checksums import hash_stream
     from cloudbench.measure import rclone as rc
@@ -74,9 +72,7 @@ def bench_evidence_weight(bench) -> None:
         upload["sums"] = os.pathsep.join(str(d / "checksums" / f"{n}.chunks.json") for n in names)
 
         def prep() -> None:
-            # a record left ok would be published again, not measured (measure.ledger)
-            rec_path.unlink(missing_ok=True)
-            shutil.rmtree(attempts_dir(rec_path), ignore_errors=True)
+            fresh_record(rec_path)
             subprocess.run(
                 [real, "purge", spec.campaign_prefix()],
                 env={**os.environ, **store_env},

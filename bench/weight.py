@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from bench import REPO
-from bench.datapath import SEED, WRAPPER, DataPath, run_child, upload_args
+from bench.datapath import SEED, WRAPPER, DataPath, fresh_record, run_child, upload_args
 from bench.harness import MIB, Row
 from tests.infra.s3 import VERSITYGW, serve_s3, versitygw_binary
 
@@ -121,6 +121,7 @@ def bench_weight(bench: DataPath) -> None:
         dst = f"{spec.data_prefix}/objects"
 
         def prep() -> None:
+            fresh_record(rec_path)
             subprocess.run(
                 [real, "purge", spec.campaign_prefix()],
                 env={**os.environ, **store_env},
