@@ -53,11 +53,15 @@ def _shown(t: terminal.CampaignTerminal, *records: logging.LogRecord) -> list[st
 
 
 def _job_error(logs: list[str], **extra) -> logging.LogRecord:
-    return _record(
-        "Error in rule upload", logging.ERROR, event=LogEvent.JOB_ERROR, rule_name="upload",
-        rule_msg=None, jobid=3, log=logs,
-        shellcmd="cloudbench upload --spec '{\"campaign\": \"c\"}'", **extra,
-    )  # fmt: skip
+    fields = {
+        "event": LogEvent.JOB_ERROR,
+        "rule_name": "upload",
+        "rule_msg": None,
+        "jobid": 3,
+        "log": logs,
+        "shellcmd": 'cloudbench upload --spec \'{"campaign": "c"}\'',
+    }
+    return _record("Error in rule upload", logging.ERROR, **(fields | extra))  # fmt: skip
 
 
 def _failed_command(exc: str) -> logging.LogRecord:
@@ -99,11 +103,12 @@ def test_a_job_killed_by_a_signal_says_so(tmp_path):
         "Command 'set -euo pipefail; cloudbench upload ...' returned non-zero exit status 137.",
         "Command 'set -euo pipefail; cloudbench upload ...' returned non-zero exit status 1.",
     ):
-        records += [_failed_command(exc), _job_error([str(job_log)])]
+        records += [_failed_command(exc), _job_error([str(job_log)], jobid=len(records))]
     other_log = tmp_path / "r2.log"
     other_log.write_text("upload plain r2: 1.0 MB of 16.8 MB (6%)\n")
-    records += [_failed_command(exc), _job_error([str(job_log)])]  # the same words again
-    records.append(_job_error([str(other_log)]))  # no report before
+    # the same words again, from another job
+    records += [_failed_command(exc), _job_error([str(job_log)], jobid=len(records))]
+    records.append(_job_error([str(other_log)], jobid=len(records)))  # no report before
     said = "s3cmd-1x1: 2 min 10 s elapsed (this client reports no progress)"
     assert _shown(t, *records) == [
         f"failed: rule upload: killed by SIGKILL: {said} (log: {job_log})",
@@ -285,6 +290,24 @@ def test_a_campaign_is_a_header_a_line_per_measurement_progress_and_a_summary(
     assert lines[-1] == (
         "cloudbench: 10 measurements made in this run (9 ok, 1 not ok); tables in results/c; "
         "the report: the same command with --report results/c/report.html"
+    )
+
+
+@pytest.mark.unit
+def test_a_job_reported_failed_twice_is_one_line_and_one_failure(tmp_path):
+    """Snakemake 9.20 reports a batch job's failure twice, the executor's words first
+    (SLURM-job '6' failed ...) and then the scheduler's with no cause; one line, counted
+    once (s53old, the suite at 9.20.0)."""
+    t = terminal.CampaignTerminal()
+    logs = ["results/demo/sites/tursa/logs/upload/main/plain/rclone-1xauto/r1.log"]
+    first = _job_error(logs, rule_msg="SLURM-job '6' failed, SLURM status is: 'CANCELLED'")
+    shown = _shown(t, first, _job_error(logs))
+    assert len(shown) == 1 and "SLURM-job '6' failed" in shown[0], shown
+    assert t.failed_jobs == 1
+    # another job's failure is its own line, and counted
+    assert (
+        _shown(t, _job_error(logs, jobid=4)) == [f"failed: rule upload (log: {logs[0]})"]
+        and t.failed_jobs == 2
     )
 
 

@@ -319,6 +319,9 @@ class CampaignTerminal:
     waiting: dict[tuple[str, ...], transfer.TransferRecord] = field(default_factory=dict)
     said_once: set[str] = field(default_factory=set)
     same_again: int = 0  # failed jobs not shown: they said what one shown said
+    # jobs whose failure was said: Snakemake 9.20 reports a batch job's failure twice (the
+    # executor's words, then the scheduler's), 9.27 once
+    errored: set[int] = field(default_factory=set)
     log: str | None = None
     # Snakemake reports a local job's failed shell command (the exception, whose text says a
     # signal) just before the job error: kept for that job's line
@@ -460,8 +463,12 @@ class CampaignTerminal:
         cause, self.cause = self.cause, None
         if info.get("indent"):  # a job of a group's report: the group's line says it
             return []
+        jobid = int(info.get("jobid", -1))
+        if jobid >= 0 and jobid in self.errored:
+            return []  # said already, with the executor's words
+        self.errored.add(jobid)
         self.failed_jobs += 1
-        job = self.jobs.pop(int(info.get("jobid", -1)), None)
+        job = self.jobs.pop(jobid, None)
         logs = [str(p) for p in info.get("log") or []]
         line = job_error_line(f"rule {info.get('rule_name')}", logs, info.get("rule_msg"), cause)
         said = line.partition(" (log: ")[0]
