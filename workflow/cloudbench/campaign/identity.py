@@ -108,6 +108,9 @@ LABELS: list[str] = keys_without(*NAMED)
 LINK: list[str] = keys_through("remote")
 # ... and which way: a panel of the figures, a drift's trend
 ROUTE: list[str] = keys_through("direction")
+# What tells apart the routes of one site and direction, named only where a campaign has
+# several: the store, and the tool (a heading or a row of the tuning block)
+ASIDE: list[str] = keys_without("site", "direction", of=keys_through("tool"))
 # A measurement less its repeat: what one statistic pools (the tables' identity columns)
 MEASUREMENT: list[str] = keys_without("repeat")
 # The fewest keys that tell the repeats of one measurement from another's

@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cloudbench.campaign import identity
+
 COVERAGE = 0.95  # of the prediction interval for one new copy
 MIN_SIZES = 3  # distinct sizes among the rows before seconds are fitted against bytes
 SIZE_SPREAD = 1.5  # ... the largest at least this times the smallest
@@ -321,12 +323,12 @@ def rows_of(metrics: Any, series: Any, route: Mapping[str, Any]) -> list[Row]:
 
     m = metrics
     sel = (m["status"] == "ok") & m["mb_per_s"].notna() & m["seconds"].notna()
-    for k in ("site", "remote", "direction", "layout", "setting"):
+    for k in identity.GROUP:
         sel &= m[k].astype(str) == str(route[k])
     out = []
     by_key = {}
     if series is not None and not series.empty:
-        keys = ["site", "remote", "direction", "layout", "setting", "repeat"]
+        keys = identity.LABELS
         by_key = {tuple(str(v) for v in k): g for k, g in series.groupby(keys)}
     for _, r in m[sel].iterrows():
         moved = float(r.get("bytes_moved") or r.get("bytes_requested") or 0)
@@ -336,9 +338,7 @@ def rows_of(metrics: Any, series: Any, route: Mapping[str, Any]) -> list[Row]:
         separated = r.get("sustained_method") == "series" and pd.notna(r["sustained_mb_per_s"])
         rate = float(r["sustained_mb_per_s"]) if separated else None
         if rate is None:
-            key = tuple(
-                str(r[k]) for k in ("site", "remote", "direction", "layout", "setting", "repeat")
-            )
+            key = tuple(str(r[k]) for k in identity.LABELS)
             g = by_key.get(key)
             if g is not None:
                 rate = window_rate(g["elapsed_s"].tolist(), g["bytes"].tolist())
@@ -375,9 +375,7 @@ def setting_to_use(routes: Sequence[Mapping[str, Any]], tuned: Any) -> list[dict
             continue
         if isinstance(r.get("layout"), float) and math.isnan(r["layout"]):
             continue
-        chosen[(r["site"], r["remote"], r["direction"])] = {
-            k: r[k] for k in ("site", "remote", "direction", "layout", "setting")
-        }
+        chosen[(r["site"], r["remote"], r["direction"])] = {k: r[k] for k in identity.GROUP}
     if tuned is not None and not tuned.empty and "layout" in tuned:
         for _, t in tuned.iterrows():
             key = (t["site"], t["remote"], t["direction"])
@@ -432,8 +430,7 @@ def estimates(
         )
         out.append(
             Estimate(
-                **{k: str(route[k]) for k in ("site", "remote", "direction", "layout")},
-                setting=str(route["setting"]),
+                **{k: str(route[k]) for k in identity.GROUP},
                 n=len(rows),
                 seconds=seconds,
                 low_s=lo,

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from cloudbench.campaign import paths
+from cloudbench.campaign import identity, paths
 from cloudbench.campaign.identity import KEYS, ROUTE, keys_without
 from cloudbench.report.labels import NA, factor, rate, setting_as_run, with_interval
 
@@ -210,13 +210,13 @@ def tuned_html(table: pd.DataFrame, gains: Mapping[tuple[str, ...], str] | None 
         )  # fmt: skip
         + "</tr></thead><tbody>"
     ]
-    several = {k: len({str(r[k]) for r in rows}) > 1 for k in ("remote", "tool")}
+    several = {k: len({str(r[k]) for r in rows}) > 1 for k in identity.ASIDE}
     notes, commands = [], {}
     for r in rows:
         key = (str(r["site"]), str(r["remote"]), str(r["direction"]), str(r["tool"]))
         where = " ".join(
             [str(r["site"]), str(r["direction"])]
-            + [str(r[k]) for k in ("remote", "tool") if several[k]]
+            + [str(r[k]) for k in identity.ASIDE if several[k]]
         )
         parts.append(_row(r, (gains or {}).get(key, ""), where, spent=not each))
         who = f"{r['site']} {r['direction']}"
