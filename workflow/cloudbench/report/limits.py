@@ -52,6 +52,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cloudbench.measure.evidence import INTERVAL_S
+
 PER_CONNECTION = "per-connection path"
 SHARED = "shared link"
 RECEIVER_WINDOW = "receiver's window"
@@ -124,6 +126,10 @@ class Summary:
     wmem_max: int | None
     rmem_max: int | None
     no_ss: bool = False  # the node had no ss: its connections could not be seen
+    # the copy's seconds before its first data connection can have opened (its first sample
+    # less one interval): start-up and listing, which a loaded node stretches, not the
+    # connections' idle time
+    before_s: float = 0.0
     # a download's data connections that received packets out of order (a drop upstream),
     # and those packets
     ooo_connections: int = 0
@@ -159,6 +165,17 @@ def summarise(docs: Sequence[Mapping[str, Any]], direction: str, seconds: float 
     data = [s for s in last.values() if (getattr(s, moved) or 0) >= DATA_BYTES]
     busy = sum(s.busy_ms or 0 for s in data)
     secs = seconds or max((s.get("t", 0) for s in samples), default=0)
+    ids = {key for key, sock in last.items() if sock in data}
+    first = min(
+        (
+            s["t"]
+            for s in samples
+            if "t" in s and any((s["client"], k.inode, k.local) in ids for k in s["sockets"])
+        ),
+        default=None,
+    )
+    interval = next((d["interval_s"] for d in docs if d.get("interval_s")), INTERVAL_S)
+    before = max(0.0, first - interval) if first is not None else 0.0
     per_conn_rate = []
     for s in data:
         if s.busy_ms and s.bytes_acked:
@@ -197,6 +214,7 @@ def summarise(docs: Sequence[Mapping[str, Any]], direction: str, seconds: float 
         no_ss=any("ss" in d and d["ss"] is None for d in docs),
         ooo_connections=sum(bool(s.rcv_ooopack) for s in data if direction == "download"),
         ooo_packets=sum(s.rcv_ooopack or 0 for s in data if direction == "download"),
+        before_s=min(before, secs or 0.0),
     )
 
 
@@ -221,7 +239,8 @@ def verdict(
         return Verdict(UNDETERMINED, "no evidence beside the record")
     # of the copy's seconds x the connections it ran at once (its record's, else those seen)
     at_once = min(connections or ev.connections, ev.connections) or 1
-    busy_share = ev.busy_s / ev.seconds / at_once if ev.seconds and ev.busy_s else None
+    open_s = (ev.seconds or 0.0) - ev.before_s  # from the first data connection on
+    busy_share = ev.busy_s / open_s / at_once if open_s > 0 and ev.busy_s else None
     idle = busy_share is not None and busy_share < BUSY
     if throttled and (idle or busy_share is None):
         return Verdict(
