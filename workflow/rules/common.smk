@@ -3,7 +3,7 @@
 import functools
 from pathlib import Path  # the rules use it (aggregate.smk, exchange.smk)
 
-from cloudbench.site import breaker, jobenv, lifecycle
+from cloudbench.site import breaker, jobenv
 from cloudbench.campaign import jobs, order, paths, rounds
 from cloudbench.campaign.identity import MeasurementId
 from cloudbench.campaign.labels import SETTING_PATTERN, STRATEGIES
@@ -26,10 +26,6 @@ except ConfigError as err:
     stop(f"config error: {err}")
 
 
-onstart:
-    lifecycle.started(RUN, workflow, config, ONE_ALLOCATION, TRANSFER_GROUP)
-
-
 RESULTS = f"results/{CAMPAIGN.name}"
 UPLOAD_SITE = CAMPAIGN.upload_site.name
 UPLOAD_DATA = str(CAMPAIGN.upload_site.scratch / CAMPAIGN.name)
@@ -45,13 +41,6 @@ CHUNK = r"[0-9]+(KiB|MiB|GiB|TiB|B)"
 # What this run tells its jobs that must never re-run one (campaign.jobs.RunSpec): written
 # when the run starts (site.lifecycle.started), named on the jobs' command lines
 RUN_SPEC = paths.run_spec(RESULTS, [s.name for s in CAMPAIGN.active_sites])
-# Every rule's command starts with what it relies on: $CLOUDBENCH_PYTHON -m cloudbench from
-# this checkout, and the run's spec (braces doubled: Snakemake formats the prefix)
-shell.prefix(
-    jobenv.shell_prefix(workflow.basedir, RUN_SPEC)
-    .replace("{", "{{")
-    .replace("}", "}}")
-)
 
 
 wildcard_constraints:
@@ -65,24 +54,6 @@ wildcard_constraints:
     tool="|".join(TOOLS),
 
 
-# Cheap bookkeeping runs on the submit host, not as batch jobs.
-localrules:
-    preflight,
-    preflight_gate,
-    store_open,
-    stage,
-    staged_all,
-    publish,
-    pull,
-    manifest,
-    aggregate,
-    status,
-    cleanup,
-    precision,
-    precision_final,
-    plan,
-
-
 # One queue wait per site run: the profile says transfers_on: one_allocation, and every
 # transfer of the site runs in one batch job (a Snakemake group job) holding the nodes of
 # its largest client count, one after the other.
@@ -90,15 +61,6 @@ ONE_ALLOCATION = config["transfers_on"] == "one_allocation"
 TRANSFER_GROUP = "transfers"
 # the transfers' group: None otherwise (a rule with any group is never a local rule)
 TRANSFERS_GROUPED = TRANSFER_GROUP if ONE_ALLOCATION else None
-
-
-# Where the site's compute nodes cannot reach the store, its profile says transfers_on:
-# submit_host and the transfers run here, on the login or data-transfer node.
-if config["transfers_on"] == "submit_host":
-
-    localrules:
-        upload,
-        download,
 
 
 def record(m):
@@ -562,15 +524,3 @@ def bookkeeping_targets():
 def report_info():
     """What the report needs from the config (campaign.jobs.ReportInfo)."""
     return jobs.param(jobs.report_info(CAMPAIGN, config))
-
-
-# What the hooks know of this run (cloudbench.site.lifecycle)
-RUN = lifecycle.Run(CAMPAIGN, RESULTS, RUN_SPEC, record, verify_record)
-
-
-onerror:
-    lifecycle.stopped(RUN)
-
-
-onsuccess:
-    lifecycle.succeeded(RUN)
