@@ -683,16 +683,15 @@ def child_main(step: str, kw: dict[str, Any]) -> None:
         from cloudbench import steps
         from cloudbench.campaign.spec import TransferSpec
 
-        steps.upload(
+        job = steps.Job(
             TransferSpec.from_json(kw["spec"]),
             kw["threads"],
-            Path(kw["src"]),
-            Path(kw["chunks"]),
-            [Path(p) for p in kw["sums"].split(os.pathsep)],  # one file's, or several
             Path(kw["record"]),
             Path(kw["log"]),
             Path(kw["series"]),
         )
+        sums = [Path(p) for p in kw["sums"].split(os.pathsep)]  # one file's, or several
+        steps.upload(job, Path(kw["src"]), Path(kw["chunks"]), sums)
     else:
         raise SystemExit(f"unknown step {step}")
 

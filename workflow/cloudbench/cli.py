@@ -100,18 +100,15 @@ def cmd_chunk(a):
 def cmd_upload(a):
     from cloudbench import steps
 
-    steps.upload(
-        _spec(a),
-        a.threads,
-        Path(a.dataset_dir),
-        Path(a.chunks_root),
-        [Path(p) for p in a.checksums],
-        Path(a.record),
-        Path(a.client_log),
-        Path(a.series),
-        *_limits(a),
-        _policy(a),
-    )
+    steps.upload(_job(a), Path(a.dataset_dir), Path(a.chunks_root), [Path(p) for p in a.checksums])
+
+
+def _job(a):
+    """What a transfer job is given (cloudbench.steps.Job), from its command line."""
+    from cloudbench import steps
+
+    paths = (Path(a.record), Path(a.client_log), Path(a.series))
+    return steps.Job(_spec(a), a.threads, *paths, *_limits(a), _policy(a))
 
 
 RUN_SPEC_ARG = (
@@ -174,17 +171,7 @@ def _limits(a) -> tuple[float | None, float | None]:
 def cmd_download(a):
     from cloudbench import steps
 
-    steps.download(
-        _spec(a),
-        a.threads,
-        Path(a.manifest),
-        Path(a.record),
-        Path(a.client_log),
-        Path(a.series),
-        Path(a.upload_record) if a.upload_record else None,
-        *_limits(a),
-        _policy(a),
-    )
+    steps.download(_job(a), Path(a.manifest), Path(a.upload_record) if a.upload_record else None)
 
 
 def cmd_stage(a):
@@ -194,9 +181,9 @@ def cmd_stage(a):
 
 
 def cmd_client(a):
-    from cloudbench import steps
+    from cloudbench.measure import timed
 
-    steps.run_client(Path(a.plan), a.index)
+    timed.run_client(Path(a.plan), a.index)
 
 
 def _skipped(a, step: str) -> bool:

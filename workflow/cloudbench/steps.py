@@ -11,6 +11,7 @@ import json
 import shutil
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,6 @@ from cloudbench.measure.attempts import (
 from cloudbench.measure.clients import load
 from cloudbench.measure.progress import label_of, result_line
 from cloudbench.measure.rclonelog import network_cause
-from cloudbench.measure.timed import run_client  # noqa: F401 (the client command: cli.py)
 from cloudbench.records import (
     clip_tail,
     host_info,
@@ -59,29 +59,35 @@ COPY_MANIFEST, OBJECTS, CHECKSUMS = paths.MANIFEST, paths.OBJECTS, paths.CHECKSU
 # --- the transfers: gate, stage, copy, check, publish, record, in that order ----------------
 
 
-def upload(
-    spec: TransferSpec,
-    threads: int,
-    dataset_dir: Path,
-    chunks_root: Path,
-    checksum_jsons: Sequence[Path],
-    record: Path,
-    log: Path,
-    series: Path,
-    timeout: float | None = None,
-    after_copy_s: float | None = None,
-    policy: breaker.Policy | None = None,
-) -> None:
+@dataclass(frozen=True)
+class Job:
+    """What every transfer job is given: its measurement, its threads, where its record,
+    its client's log and its series go, and its limits: the copy's time limit
+    (measure.copy.copy_timeout), the seconds the steps after it share (``after_copy_s``:
+    what the copy's limit leaves of the walltime), the store_down policy."""
+
+    spec: TransferSpec
+    threads: int
+    record: Path
+    log: Path
+    series: Path
+    timeout: float | None = None
+    after_copy_s: float | None = None
+    policy: breaker.Policy = field(default_factory=breaker.Policy)
+
+
+def upload(job: Job, dataset_dir: Path, chunks_root: Path, checksum_jsons: Sequence[Path]) -> None:
     """Timed upload of one copy; its manifest is written after, untimed, only if it is whole.
-    The listing and the manifest after the copy share ``after_copy_s`` (what the copy's
-    timeout leaves of the walltime), so the job never outruns it.
+    Gate, stage, copy, check, publish, record; the listing and the manifest after the copy
+    share ``job.after_copy_s``, so the job never outruns its walltime.
 
     rclone gets the exact object list (--files-from), so nothing else that happens to sit in
     scratch (Snakemake's timestamp files, a stray partial file) is moved or counted.
     """
+    spec, threads, record, log, series = job.spec, job.threads, job.record, job.log, job.series
+    timeout, policy = job.timeout, job.policy
     if published_again(spec, record, [series], log):
         return
-    policy = policy or breaker.Policy()
     refuse_if_store_down(spec, policy)
     binary = rc.find_rclone()
     hashes = _file_hashes(checksum_jsons)
@@ -98,7 +104,7 @@ def upload(
     copy = timed.Copy(spec, threads, str(src), objects, man["files"], log, series)
     rec = timed.timed_copy(copy, record, timeout, policy.stall_s)
     rec = rec.with_(regenerated=regenerated, multipart_abort_error=abort_error)
-    left = _time_left(after_copy_s)
+    left = _time_left(job.after_copy_s)
     if rec.status == "ok":
         rec = check_upload_arrived(
             binary, spec, objects, man, rec, left(), listing=paths.listing(record)
@@ -109,31 +115,21 @@ def upload(
     ledger.seal(record, [series], spec.to_json())
 
 
-def download(
-    spec: TransferSpec,
-    threads: int,
-    manifest_out: Path,
-    record: Path,
-    log: Path,
-    series: Path,
-    upload_record: Path | None = None,
-    timeout: float | None = None,
-    after_copy_s: float | None = None,
-    policy: breaker.Policy | None = None,
-) -> None:
-    """Timed download of one copy into a fresh directory (nothing after the copy talks to
-    the store: ``after_copy_s`` is for the signature shared with ``upload``).
+def download(job: Job, manifest_out: Path, upload_record: Path | None = None) -> None:
+    """Timed download of one copy into a fresh directory: gate, the copy's manifest, copy,
+    record (nothing after the copy talks to the store: ``job.after_copy_s`` is unused).
 
     A copy whose upload failed, or a store that cannot be read, is recorded as failed (the
     next run measures it again); a copy that is not there at all stops the run with the
     upload site to run first. A failed copy's partial data is removed when the attempt
     ends (a full disk must not cascade into the next measurement).
     """
+    spec, threads, record, log, series = job.spec, job.threads, job.record, job.log, job.series
+    timeout, policy = job.timeout, job.policy
     outputs = [series, manifest_out]
     # the data it left is what verify reads next: without it, measure again
     if spec.local_dir.exists() and published_again(spec, record, outputs, log, upload_record):
         return
-    policy = policy or breaker.Policy()
     refuse_if_store_down(spec, policy)
     down, outage = store_gate(rc.find_rclone(), spec, policy)
     if down:
