@@ -271,3 +271,23 @@ def test_a_group_of_clients_is_judged_on_all_their_connections(tmp_path):
     }  # fmt: skip
     assert limits.evidence_files(record, rec) == sorted(folder.glob("*.jsonl"))
     assert limits.columns(record, rec)["limit"] == limits.PER_CONNECTION
+
+
+@pytest.mark.unit
+def test_a_route_at_the_campaigns_own_cap_is_named_by_it_not_the_link():
+    """rclone's --bwlimit and --bwlimit-file are the campaign's own caps: a route that moved
+    at one is held by it, and the action is to lift it, not to find a faster path (a user's
+    --bwlimit 2M route read 'shared link: the link is full', usercheck53)."""
+    caps = limits.OwnCaps.of({"rclone": {"flags": ["--bwlimit", "4M", "--bwlimit-file=1M"]}})
+    assert (caps.total, caps.per_file) == (4 * 2**20, 2**20)
+    at = caps.held("rclone", 2.04, 2)  # 97% of two files' 2 MiB/s = 2.10 MB/s
+    assert at is not None and at.limit == limits.OWN_CAP, at
+    assert "--bwlimit-file 1 MiB/s x 2 connections" in at.figures and "97%" in at.figures
+    assert "raise or remove" in at.action
+    at = caps.held("rclone", 4.1, 8)  # eight files' 8 MiB/s, above the process's 4 MiB/s
+    assert "98% of --bwlimit 4 MiB/s" in at.figures, at
+    assert caps.held("rclone", 1.0, 1).limit == limits.OWN_CAP  # one file: 1 MiB/s, 95%
+    assert caps.held("rclone", 0.5, 2) is None  # well below both: the path or the store
+    assert caps.held("s5cmd", 2.04, 2) is None  # rclone's flags do not cap s5cmd
+    assert limits.OwnCaps.of({"rclone": {"flags": []}}).held("rclone", 2.04, 2) is None
+    assert limits.OwnCaps.of(None).held("rclone", 2.04, 2) is None

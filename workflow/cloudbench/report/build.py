@@ -181,7 +181,7 @@ def build_report(
         html_tables.precision_html(decided, info, out["precision_html"], transfers)
         write_tsv(scaling.scaling_table(transfers), out["scaling_tsv"])
         write_tsv(trend, out["drift_tsv"])
-        limit_table = limits.routes_table(transfers)
+        limit_table = limits.routes_table(transfers, limits.OwnCaps.of(info))
         write_tsv(limit_table, out["limits_tsv"])
         write_tsv(latency.tool_strategy_rates(tools_report.with_tool(transfers)), out["tools_tsv"])
         write_tsv(
@@ -206,7 +206,7 @@ def build_report(
             decided,
             tuned,
             route_table,
-            limits=limits.limits_block(transfers),
+            limits=limits.limits_block(transfers, limits.OwnCaps.of(info)),
             estimate=estimate.report_block(metrics, series, route_table, tuned, limit_table, info),
         )
     )

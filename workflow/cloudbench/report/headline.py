@@ -35,8 +35,10 @@ from cloudbench.report.burst import burst_lines
 from cloudbench.report.failures import scope_sentences
 from cloudbench.report.labels import (
     NA,
+    bwlimit_bytes,
     coverage_note,
     factor,
+    flag_values,
     layout_order,
     num,
     rate,
@@ -358,27 +360,14 @@ def sentences(table: pd.DataFrame, tuned: pd.DataFrame | None = None) -> list[st
 
 
 def _bwlimit_text(value: str) -> str:
-    """rclone's --bwlimit value in words with its unit: a bare number or K/M/G suffix is
-    KiB/MiB/GiB per second (rclone's binary units); ``UP:DOWN`` and timetables as given."""
-    from cloudbench.sizes import SizeError, parse_size
-
+    """rclone's --bwlimit value in words with its unit (labels.bwlimit_bytes); ``UP:DOWN``
+    and timetables as given."""
     if ":" in value or "," in value or " " in value:
         return f"{value} (rclone's upload:download or timetable form)"
-    try:
-        unit = value[-1].upper() if value[-1].isalpha() else "K"
-        nbytes = parse_size(f"{value.rstrip('bBkKmMgGtT')}{unit}iB")
-    except (SizeError, IndexError, ValueError):
+    nbytes = bwlimit_bytes(value)
+    if nbytes is None:
         return value
     return f"{value} = {nbytes / 2**20:g} MiB/s = {rate(nbytes / 1e6)} MB/s"
-
-
-def _flag_values(flags: Sequence[str], name: str) -> list[str]:
-    """The values given to rclone flag ``name`` in ``flags`` (``name V`` or ``name=V``)."""
-    return [
-        flags[i + 1] if flag == name else flag.split("=", 1)[1]
-        for i, flag in enumerate(flags)
-        if (flag == name and i + 1 < len(flags)) or flag.startswith(f"{name}=")
-    ]
 
 
 def uncapped_tools(caps: Sequence[str], transfers: pd.DataFrame) -> list[str]:
@@ -393,7 +382,7 @@ def rate_caps(info: Mapping[str, Any], transfers: pd.DataFrame) -> list[str]:
     campaign's rclone.flags and rclone flags set in the environment. A capped rate read as a
     slow store is the mistake this prevents (the demo's 16 MiB/s cap once went unnamed)."""
     flags = [str(f) for f in ((info.get("rclone") or {}).get("flags")) or []]
-    per_file, total = _flag_values(flags, "--bwlimit-file"), _flag_values(flags, "--bwlimit")
+    per_file, total = flag_values(flags, "--bwlimit-file"), flag_values(flags, "--bwlimit")
     caps = []
     if per_file and total:  # a link that limits each connection, and the whole link above it
         caps.append(

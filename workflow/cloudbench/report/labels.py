@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from cloudbench.intervals import (
@@ -133,3 +133,25 @@ def coverage_note(repeats: Iterable[int]) -> str:
             "factor between two settings"
         )
     return f"{what} ({'; '.join(levels)})"
+
+
+def flag_values(flags: Sequence[str], name: str) -> list[str]:
+    """The values given to rclone flag ``name`` in ``flags`` (``name V`` or ``name=V``)."""
+    return [
+        flags[i + 1] if flag == name else flag.split("=", 1)[1]
+        for i, flag in enumerate(flags)
+        if (flag == name and i + 1 < len(flags)) or flag.startswith(f"{name}=")
+    ]
+
+
+def bwlimit_bytes(value: str) -> float | None:
+    """Bytes per second of rclone's --bwlimit value: a bare number or a K/M/G suffix is
+    KiB/MiB/GiB per second (rclone's binary units); None for ``UP:DOWN``, a timetable or
+    what does not parse."""
+    if not value or ":" in value or "," in value or " " in value:
+        return None
+    try:
+        unit = value[-1].upper() if value[-1].isalpha() else "K"
+        return float(parse_size(f"{value.rstrip('bBkKmMgGtT')}{unit}iB"))
+    except (SizeError, IndexError, ValueError):
+        return None

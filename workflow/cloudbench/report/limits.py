@@ -62,7 +62,11 @@ CPU = "client CPU"
 DISK = "disk"
 STORE = "store"
 UNDETERMINED = "undetermined"
-LIMITS = (PER_CONNECTION, SHARED, RECEIVER_WINDOW, SENDER_BUFFER, CPU, DISK, STORE, UNDETERMINED)
+OWN_CAP = "the client's own cap"  # rclone's --bwlimit / --bwlimit-file, as the campaign set
+LIMITS = (
+    PER_CONNECTION, SHARED, RECEIVER_WINDOW, SENDER_BUFFER, CPU, DISK, STORE, OWN_CAP,
+    UNDETERMINED,
+)  # fmt: skip
 
 ACTIONS = {
     PER_CONNECTION: "more connections (transfers, chunks or streams) help",
@@ -72,6 +76,7 @@ ACTIONS = {
     CPU: "more cores for the client, or less work per byte (no checksums, TLS offload)",
     DISK: "faster scratch",
     STORE: "fewer requests at once, or ask the store's operator (it throttles)",
+    OWN_CAP: "the rate is the cap the campaign set: raise or remove it to measure the path",
     UNDETERMINED: "",
 }
 
@@ -88,6 +93,9 @@ RECV_Q_FULL = 0.5  # of a download's socket samples with unread data: the client
 DATA_BYTES = 256 * 1024  # a connection that moved less carried requests, not the data
 SCALES = 0.5  # of the proportional gain from more connections: they help
 FLAT = 0.15  # of it, or less: they do not
+# of the client's own cap: a route this close to it moved at the cap (rclone's rates read
+# 0.91-0.99 of what a link of known capacity allows: docs/testing.md)
+AT_CAP = 0.9
 
 
 @dataclass(frozen=True)
@@ -461,9 +469,51 @@ def columns(record: Path, rec: Mapping[str, Any]) -> dict[str, str | None]:
     return {"limit": v.limit if v else None, "limit_evidence": v.figures if v else None}
 
 
-def routes_table(transfers: Any) -> Any:
+@dataclass(frozen=True)
+class OwnCaps:
+    """The rate caps the campaign gave rclone (bytes/s; None: not set): in all per process
+    (--bwlimit) and per file (--bwlimit-file)."""
+
+    total: float | None = None
+    per_file: float | None = None
+
+    @classmethod
+    def of(cls, info: Mapping[str, Any] | None) -> OwnCaps:
+        from cloudbench.report.labels import bwlimit_bytes, flag_values
+
+        flags = [str(f) for f in (((info or {}).get("rclone") or {}).get("flags") or [])]
+        total = [b for v in flag_values(flags, "--bwlimit") if (b := bwlimit_bytes(v))]
+        per_file = [b for v in flag_values(flags, "--bwlimit-file") if (b := bwlimit_bytes(v))]
+        return cls(total[-1] if total else None, per_file[-1] if per_file else None)
+
+    def held(self, tool: str, mb_per_s: float, connections: int) -> Verdict | None:
+        """The verdict of a route of ``tool`` at ``mb_per_s`` over ``connections`` when it
+        moved at a cap of rclone's own (None otherwise): the cap, not the path, set it."""
+        from cloudbench.campaign.clients import capped_by_rclone_flags
+
+        if not capped_by_rclone_flags(tool):
+            return None
+        caps = [(self.total, f"--bwlimit {self.total / 2**20:g} MiB/s")] if self.total else []
+        if self.per_file:
+            caps.append(
+                (self.per_file * connections,
+                 f"--bwlimit-file {self.per_file / 2**20:g} MiB/s x {connections} connections")
+            )  # fmt: skip
+        for cap, words in sorted((c for c in caps if c[0]), key=lambda c: c[0]):
+            if mb_per_s * 1e6 >= AT_CAP * cap:
+                return Verdict(
+                    OWN_CAP,
+                    f"{mb_per_s:.1f} MB/s is {mb_per_s * 1e6 / cap:.0%} of {words} = "
+                    f"{cap / 1e6:.1f} MB/s, from the campaign's rclone.flags",
+                    ACTIONS[OWN_CAP],
+                )
+        return None
+
+
+def routes_table(transfers: Any, caps: OwnCaps | None = None) -> Any:
     """One row per route (site, remote, direction): its best setting's verdict, from the
-    ``limit`` column of its measurements and, where measured, its scaling."""
+    ``limit`` column of its measurements and, where measured, its scaling; a route that
+    moved at a cap the campaign gave rclone (``caps``) is named by that cap."""
     import pandas as pd
 
     from cloudbench.campaign.identity import ROUTE
@@ -492,6 +542,12 @@ def routes_table(transfers: Any) -> Any:
                 [(int(c), float(r)) for c, r in pts.items()], int(mine["connections"].median())
             )
         v = route_verdict(verdicts, scaling)
+        tool = str(mine["tool"].iloc[0]) if "tool" in mine and len(mine) else ""
+        at_cap = (caps or OwnCaps()).held(
+            tool, float(medians.max()), int(mine["connections"].median())
+            if "connections" in mine and mine["connections"].notna().any() else 1,
+        )  # fmt: skip
+        v = at_cap or v
         rows.append(dict(zip(ROUTE, key, strict=True)) | {
             "limit": v.limit, "figures": v.figures, "action": v.action,
         })  # fmt: skip
@@ -536,11 +592,11 @@ def block_html(table: Any) -> str:
     )
 
 
-def limits_block(transfers: Any) -> str:
+def limits_block(transfers: Any, caps: OwnCaps | None = None) -> str:
     """The first screen's "What limits each route" block from a campaign's rows (those of
     transfers.tsv, with their ``limit``): empty where no row has one."""
     if transfers is None or transfers.empty or "limit" not in transfers:
         return ""
     if not transfers["limit"].map(lambda x: isinstance(x, str) and x != "").any():
         return ""
-    return block_html(routes_table(transfers))
+    return block_html(routes_table(transfers, caps))
