@@ -35,14 +35,20 @@ def row(seconds=None, nbytes=100 * MB, rate=10.0, fixed=0.5, separated=True, **k
 
 
 def test_the_prediction_interval_is_for_one_new_value_not_the_mean():
+    """On the logarithms of the times (they vary by a factor, as rates do): never below 0."""
+    logs = [math.log(v) for v in (1.0, 2.0, 3.0)]
+    my = sum(logs) / 3
+    sd = math.sqrt(sum((y - my) ** 2 for y in logs) / 2)
     mean, lo, hi = est.prediction_interval([1.0, 2.0, 3.0], 0.95)
-    # t(2) at 97.5% = 4.303; sd = 1; sqrt(1 + 1/3)
+    # t(2) at 97.5% = 4.303; sqrt(1 + 1/3): wider than the mean's own t-interval by sqrt(n + 1)
+    half = 4.3027 * sd * math.sqrt(4 / 3)
     assert mean == 2.0
-    assert hi - mean == pytest.approx(4.3027 * math.sqrt(4 / 3), rel=1e-3)
-    assert mean - lo == pytest.approx(hi - mean)
-    # wider than the mean's own t-interval, by sqrt(n + 1)
-    assert (hi - mean) / (4.3027 / math.sqrt(3)) == pytest.approx(2.0, rel=1e-3)
+    assert math.log(hi) - my == pytest.approx(half, rel=1e-3)
+    assert my - math.log(lo) == pytest.approx(half, rel=1e-3)
+    assert 0 < lo < 1.0 and hi > 3.0
     assert math.isnan(est.prediction_interval([5.0])[1])
+    # sub-second copies far apart (usercheck53's [-8.6 s, 35.4 s]): still above zero
+    assert est.prediction_interval([0.1, 0.5, 0.2])[1] > 0
 
 
 def test_seconds_against_bytes_give_the_fixed_cost_and_the_rate():

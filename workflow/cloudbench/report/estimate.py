@@ -112,7 +112,8 @@ class Estimate:
         if math.isnan(self.low_s):
             return f"{duration(self.seconds)} (no interval: {self.n} repeat)"
         return (
-            f"{duration(self.seconds)} [{duration(self.low_s)}, {duration(self.high_s)}] "
+            f"{duration(self.seconds)} [{duration(self.low_s, self.seconds)}, "
+            f"{duration(self.high_s, self.seconds)}] "
             f"{self.coverage:.0%} prediction interval for one copy"
         )
 
@@ -133,17 +134,17 @@ def size_text(n: float) -> str:
     return f"{int(n)} B"
 
 
-def duration(s: float) -> str:
-    """Seconds in the unit a person reads them in: 40.1 s, 12.5 min, 5.2 h, 3.1 days."""
+UNITS = ((120, 1, "s"), (7200, 60, "min"), (172800, 3600, "h"), (math.inf, 86400, "days"))
+
+
+def duration(s: float, like: float | None = None) -> str:
+    """Seconds in the unit a person reads them in: 40.1 s, 12.5 min, 5.2 h, 3.1 days; in the
+    unit ``like`` would be (an interval's ends in its centre's unit)."""
     if math.isnan(s):
         return "?"
-    if s < 120:
-        return f"{s:.1f} s"
-    if s < 7200:
-        return f"{s / 60:.1f} min"
-    if s < 172800:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} days"
+    ref = s if like is None or math.isnan(like) else like
+    _, size, unit = next(u for u in UNITS if ref < u[0])
+    return f"{s / size:.1f} {unit}"
 
 
 # --- the statistics --------------------------------------------------------------------------
@@ -159,8 +160,11 @@ def t_quantile(coverage: float, df: float) -> float:
 def prediction_interval(
     values: Sequence[float], coverage: float = COVERAGE
 ) -> tuple[float, float, float]:
-    """(mean, low, high) of one new draw like ``values``: mean +/- t(n-1) x sd x
-    sqrt(1 + 1/n), normal theory; (mean, nan, nan) for fewer than two values."""
+    """(mean, low, high) of one new draw like ``values``, times that vary by a factor (as
+    rates do): mean +/- t(n-1) x sd x sqrt(1 + 1/n) on their logarithms, normal theory, so
+    the interval never reaches below zero (sub-second copies at 3 repeats gave [-8.6 s,
+    35.4 s] on a straight scale, usercheck53); (mean, nan, nan) for fewer than two values,
+    and on a straight scale where one is not positive."""
     xs = [float(v) for v in values if not math.isnan(v)]
     if not xs:
         return math.nan, math.nan, math.nan
@@ -168,8 +172,13 @@ def prediction_interval(
     mean = sum(xs) / n
     if n < 2:
         return mean, math.nan, math.nan
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    logs = all(x > 0 for x in xs)
+    ys = [math.log(x) for x in xs] if logs else xs
+    my = sum(ys) / n
+    sd = math.sqrt(sum((y - my) ** 2 for y in ys) / (n - 1))
     half = t_quantile(coverage, n - 1) * sd * math.sqrt(1 + 1 / n)
+    if logs:
+        return mean, math.exp(my - half), math.exp(my + half)
     return mean, mean - half, mean + half
 
 
@@ -284,7 +293,8 @@ def predict(
         )
         rate = 1 / b / 1e6 * scale if b > 0 else math.nan
         y = a + dataset.bytes / (rate * 1e6) if rate == rate else y0
-        return y, lo + (y - y0), hi + (y - y0), a, rate, "fit", notes
+        if lo + (y - y0) > 0:  # else too loose a line: each row's own reading below
+            return y, lo + (y - y0), hi + (y - y0), a, rate, "fit", notes
     fixed = [(r.seconds - r.bytes / (r.mb_per_s * 1e6)) * per_file for r in rows]
     times = [
         f + dataset.bytes / (r.mb_per_s * scale * 1e6) for f, r in zip(fixed, rows, strict=True)
