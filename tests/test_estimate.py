@@ -93,6 +93,12 @@ def test_copies_too_short_to_separate_span_the_whole_transfer_reading():
     assert method == "per row, not separated"
     assert lo <= seconds <= max(whole) <= hi
     assert any("too short for a sustained rate" in n for n in notes)
+    # read over a 1 s window that held the copy's 0.2 s fixed cost, the rate is that much
+    # low: the lower end spans the bytes at the window's rest (the demo's 640 MiB read
+    # [40.1, 41.8] s beside a cap that moves them in 40.05 s)
+    short = [est.Row(**{**r.__dict__, "window_s": 1.0}) for r in rows]
+    _, lo_w, hi_w, *_ = est.predict(short, est.Dataset(670 * MB, 20))
+    assert lo_w <= 670 / 16.8 * (1 - 0.2) < lo and hi_w == hi
 
 
 def test_fewer_objects_than_connections_slow_a_route_limited_per_connection_only():

@@ -18,8 +18,9 @@ repeats of transfers.tsv, their seconds, bytes and sustained rates):
   independent). A copy too short for a sustained rate (``sustained_method`` is
   whole-transfer: under 1.5 s of series after ramp-up) cannot separate the fixed cost from
   the rate: its rate is read over the series' last window (first sample to the end), and
-  the interval spans both readings, that one and the whole-transfer rate with no fixed
-  cost, so that neither is taken on trust.
+  the interval spans three readings, that one, the whole-transfer rate with no fixed cost,
+  and the fixed cost spent inside the window (the rate over the window's rest), so that
+  none is taken on trust.
 * **connections**: the user's objects (files, times chunks for a chunked layout) may be
   fewer than the setting's objects at once; on a route limited per connection (limits.tsv)
   the rate is then the measured one x the connections the dataset can use / the
@@ -81,6 +82,7 @@ class Row:
     connections: int
     transfers: int  # objects at once the setting allowed
     streams: int  # connections per object
+    window_s: float = math.nan  # the seconds a short copy's rate was read over (not separated)
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,16 @@ def window_rate(elapsed: Sequence[float], moved: Sequence[float]) -> float | Non
     return (b1 - b0) / (t1 - t0) / 1e6
 
 
+def window_seconds(elapsed: Sequence[float], moved: Sequence[float]) -> float:
+    """The seconds :func:`window_rate` reads its rate over (nan where it reads none)."""
+    from cloudbench.measure.series import counted_all
+
+    pts = sorted(zip(elapsed, moved, strict=True))
+    if len(pts) < 2:
+        return math.nan
+    return pts[counted_all([b for _, b in pts])][0] - pts[0][0]
+
+
 # --- the model ---------------------------------------------------------------------------------
 
 
@@ -306,12 +318,23 @@ def predict(
         # the fixed cost not separated from the rate: the whole-transfer reading too
         whole = [dataset.bytes / (r.whole_mb_per_s * scale * 1e6) for r in rows]
         _, wlo, whi = prediction_interval(whole, coverage)
+        # and the other extreme: the fixed cost spent inside the short window (the last
+        # stats line comes after the last responses), so the rate over the window's rest
+        fast = [
+            dataset.bytes / (r.mb_per_s * scale * 1e6) * (1 - min(max(f, 0.0), w / 2) / w)
+            for f, r in zip(fixed, rows, strict=True)
+            if (w := r.window_s) == w and w > 0
+        ]
+        _, flo, _ = prediction_interval(fast, coverage) if fast else (0, math.nan, 0)
         lo, hi = _span(lo, hi, wlo, whi, min(times + whole), max(times + whole))
+        if fast:
+            lo = min(lo, flo if not math.isnan(flo) else min(fast))
         method = "per row, not separated"
         notes.append(
             f"the campaign's copies ({min(r.seconds for r in rows):.1f} s) were too short for "
             "a sustained rate: its fixed cost is read from the series' last window, and the "
-            "interval spans the whole-transfer rate with no fixed cost too"
+            "interval spans the whole-transfer rate with no fixed cost, and that cost spent "
+            "inside the window, too"
         )
     return mean, lo, hi, sum(fixed) / len(fixed), rate, method, notes
 
@@ -347,11 +370,13 @@ def rows_of(metrics: Any, series: Any, route: Mapping[str, Any]) -> list[Row]:
         whole = nbytes / float(r["seconds"]) / 1e6
         separated = r.get("sustained_method") == "series" and pd.notna(r["sustained_mb_per_s"])
         rate = float(r["sustained_mb_per_s"]) if separated else None
+        window = math.nan
         if rate is None:
             key = tuple(str(r[k]) for k in identity.LABELS)
             g = by_key.get(key)
             if g is not None:
                 rate = window_rate(g["elapsed_s"].tolist(), g["bytes"].tolist())
+                window = window_seconds(g["elapsed_s"].tolist(), g["bytes"].tolist())
         out.append(
             Row(
                 seconds=float(r["seconds"]),
@@ -359,6 +384,7 @@ def rows_of(metrics: Any, series: Any, route: Mapping[str, Any]) -> list[Row]:
                 whole_mb_per_s=whole,
                 mb_per_s=rate if rate else whole,
                 separated=separated,
+                window_s=window if rate else math.nan,
                 objects=_int(r.get("objects"), 1),
                 connections=_int(r.get("connections"), 1),
                 transfers=_int(r.get("transfers"), _int(r.get("concurrency"), 1)),
