@@ -312,6 +312,27 @@ def test_a_job_reported_failed_twice_is_one_line_and_one_failure(tmp_path):
 
 
 @pytest.mark.unit
+def test_a_run_jobs_traceback_and_snakemakes_closing_words_are_not_shown():
+    """A run: job that raises (store_open refusing a dead store) is its own failed line; its
+    RuleException and traceback, "Exiting because a job execution failed" and "WorkflowError:
+    At least one job did not complete successfully" say nothing more (usercheck53's store-down
+    run); a workflow's own error still shows."""
+    t = terminal.CampaignTerminal()
+    quiet = [
+        _record('RuleException:\nStoreDown in file "transfer.smk", line 60:\ncloudbench '
+                "store_open: not started\n  File \"breaker.py\", line 325, in store_open",
+                logging.ERROR, event=LogEvent.ERROR),
+        _record("Exiting because a job execution failed. Look below for error messages",
+                logging.ERROR),
+        _record("WorkflowError:\nAt least one job did not complete successfully.",
+                logging.ERROR, event=LogEvent.ERROR),
+    ]  # fmt: skip
+    assert _shown(t, *quiet) == []
+    own = _record("WorkflowError:\nMissingInputException: results/x.json", logging.ERROR)
+    assert _shown(t, own) == ["WorkflowError:\nMissingInputException: results/x.json"]
+
+
+@pytest.mark.unit
 def test_the_pure_lines():
     assert terminal.time_left(3, 12, 30.0) == 90.0
     assert terminal.progress_line(3, 12, 1, 30.0) == (

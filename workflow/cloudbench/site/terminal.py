@@ -117,6 +117,14 @@ _DIED_WITH = re.compile(r"died with <Signals\.(SIG[A-Z0-9]+): \d+>")
 _EXIT_STATUS = re.compile(r"non-zero exit status (\d+)")
 
 
+# Snakemake's closing words after failed jobs, which the failed jobs' lines and the
+# summary say already (any other error, a workflow's own, is shown)
+SAID_BY_THE_SUMMARY = (
+    "Exiting because a job execution failed",
+    "At least one job did not complete successfully",
+)
+
+
 def killed_by(message: str) -> str | None:
     """``killed by SIGKILL`` when Snakemake's report of a failed shell command says a signal
     ended it, else None. A job killed outright (``kill -9``, the out-of-memory killer) never
@@ -350,6 +358,10 @@ class CampaignTerminal:
         message = record.getMessage()
         if event == LogEvent.ERROR and "CalledProcessError in file" in message:
             self.cause = killed_by(message)
+            return []
+        if event == LogEvent.ERROR and message.startswith("RuleException"):
+            return []  # a run: job's exception and traceback: the job's own line says it
+        if any(said in message for said in SAID_BY_THE_SUMMARY):
             return []
         if event is None and record.levelno <= logging.INFO:
             return self._info(message)
