@@ -291,3 +291,13 @@ def test_a_route_at_the_campaigns_own_cap_is_named_by_it_not_the_link():
     assert caps.held("s5cmd", 2.04, 2) is None  # rclone's flags do not cap s5cmd
     assert limits.OwnCaps.of({"rclone": {"flags": []}}).held("rclone", 2.04, 2) is None
     assert limits.OwnCaps.of(None).held("rclone", 2.04, 2) is None
+
+
+@pytest.mark.unit
+def test_a_copy_too_short_to_sample_says_so_not_that_it_has_no_evidence():
+    """A copy under a second keeps its evidence file with no sample: its verdict says the
+    copy was too short to see, not that the file is missing (usercheck53: 32 loopback rows
+    read 'no evidence beside the record' beside their files)."""
+    v = limits.verdict(_summary(samples=0), "upload", 70.0, 2)
+    assert v.limit == limits.UNDETERMINED and "too short" in v.figures, v
+    assert "no evidence" in limits.verdict(None, "upload", 70.0, 2).figures

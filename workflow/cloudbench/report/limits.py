@@ -243,8 +243,10 @@ def verdict(
 ) -> Verdict:
     """What limited one copy (module doc), from its evidence and its record's rate,
     connections and throttled answers."""
-    if ev is None or ev.samples == 0:
+    if ev is None:
         return Verdict(UNDETERMINED, "no evidence beside the record")
+    if ev.samples == 0:  # the file is there: the copy ended before its first sample
+        return Verdict(UNDETERMINED, "the copy ended before its first sample (too short to see)")
     # of the copy's seconds x the connections it ran at once (its record's, else those seen)
     at_once = min(connections or ev.connections, ev.connections) or 1
     open_s = (ev.seconds or 0.0) - ev.before_s  # from the first data connection on
