@@ -599,6 +599,7 @@ def limits_block(transfers: Any, caps: OwnCaps | None = None) -> str:
     transfers.tsv, with their ``limit``): empty where no row has one."""
     if transfers is None or transfers.empty or "limit" not in transfers:
         return ""
-    if not transfers["limit"].map(lambda x: isinstance(x, str) and x != "").any():
-        return ""
+    judged = transfers["limit"].map(lambda x: isinstance(x, str) and x != "").any()
+    if not judged and not (caps and (caps.total or caps.per_file)):
+        return ""  # records from before evidence was sampled, and no cap of the campaign's
     return block_html(routes_table(transfers, caps))
