@@ -33,6 +33,7 @@ from cloudbench.intervals import (
     median_interval,
     ratio_interval,
 )
+from cloudbench.report.labels import rate as rate_text
 from cloudbench.report.stats import with_setting
 
 N_BOOT = 10_000  # resamples of the knee's bootstrap range
@@ -275,7 +276,7 @@ def recommendations(
                 "shows the cap, not the store; lift the cap to find the store's knee."
             )
         ci = (
-            f" [{pick['low']:.3g}, {pick['high']:.3g}] {level_text(pick['level'])}"
+            f" [{rate_text(pick['low'])}, {rate_text(pick['high'])}] {level_text(pick['level'])}"
             if not math.isnan(pick["low"])
             else ""
         )
@@ -284,7 +285,7 @@ def recommendations(
             f"{_n(pick['concurrency'])} {knob(strategy.get(pick['layout'], ''))} "
             f"({pick['layout']})"
         )
-        rate = f"{pick['median']:.3g} MB/s{ci}, n={int(pick['n'])}"
+        rate = f"{rate_text(pick['median'])} MB/s{ci}, n={int(pick['n'])}"
         if all(pick[k] == best[k] for k in ("clients", "concurrency", "layout")):
             # a user read this setting compared "against" itself
             out.append(
@@ -294,8 +295,8 @@ def recommendations(
             continue
         out.append(
             f"{setting} reach {fraction:.0%} of the best observed: {rate}, against "
-            f"{best['median']:.3g} MB/s with {_n(best['clients'])} x {_n(best['concurrency'])} "
-            f"({best['layout']}).{further}"
+            f"{rate_text(best['median'])} MB/s with {_n(best['clients'])} x "
+            f"{_n(best['concurrency'])} ({best['layout']}).{further}"
         )
     return out
 
