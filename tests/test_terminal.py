@@ -333,6 +333,24 @@ def test_a_run_jobs_traceback_and_snakemakes_closing_words_are_not_shown():
 
 
 @pytest.mark.unit
+def test_a_record_a_stopped_run_left_is_said_kept_not_made_again(tmp_path, monkeypatch):
+    """The ledger publishes a measurement a stopped run finished: its line says it was kept,
+    with when it was measured, and the summary counts it apart (usercheck53: a rerun said
+    '1 measurement made in this run' for a record of the interrupted run)."""
+    monkeypatch.chdir(tmp_path)
+    t = terminal.CampaignTerminal(started_wall=time.time())
+    up = _transfer(tmp_path, "upload", "plain", 1, started_epoch=time.time() - 600,
+                   started_utc="2026-11-28T16:31:42Z")  # fmt: skip
+    lines = _shown(t, _job(1, "upload", [up]), _done(1))[1:]  # after the header
+    assert lines[0].endswith(
+        "ok; kept: measured at 2026-11-28T16:31:42Z by a run that stopped, not again"
+    ), lines
+    assert "1 of them kept from a run that stopped (not measured again)" in t.closing()[-1]
+    fresh = _transfer(tmp_path, "upload", "plain", 2, started_epoch=time.time())
+    assert "kept" not in _shown(t, _job(2, "upload", [fresh]), _done(2))[0]
+
+
+@pytest.mark.unit
 def test_the_pure_lines():
     assert terminal.time_left(3, 12, 30.0) == 90.0
     assert terminal.progress_line(3, 12, 1, 30.0) == (

@@ -237,6 +237,7 @@ def summary_line(
     log: str | None,
     same_again: int = 0,
     not_started: int = 0,
+    kept: int = 0,
 ) -> str:
     """The run's last line of its own: what it measured (a measurement is made when its
     record is: one whose job failed before it recorded anything, a breaker's refusal say,
@@ -245,6 +246,8 @@ def summary_line(
     are, how the report is made, and the full log."""
     how = f" ({made - not_ok} ok, {not_ok} not ok)" if not_ok else " (all ok)" if made else ""
     parts = [f"cloudbench: {counted(made, 'measurement')} made in this run{how}"]
+    if kept:  # a stopped run's, which this one published
+        parts[0] += f", {kept} of them kept from a run that stopped (not measured again)"
     if not_started:
         parts.append(f"{not_started} not started (no record)")
     if failed_jobs:
@@ -327,6 +330,7 @@ class CampaignTerminal:
     waiting: dict[tuple[str, ...], transfer.TransferRecord] = field(default_factory=dict)
     said_once: set[str] = field(default_factory=set)
     same_again: int = 0  # failed jobs not shown: they said what one shown said
+    kept: int = 0  # records a stopped run left, published by this one, not measured again
     # jobs whose failure was said: Snakemake 9.20 reports a batch job's failure twice (the
     # executor's words, then the scheduler's), 9.27 once
     errored: set[int] = field(default_factory=set)
@@ -393,6 +397,7 @@ class CampaignTerminal:
                     self.log,
                     self.same_again,
                     self.not_started,
+                    self.kept,
                 )
             )
         return out
@@ -461,6 +466,10 @@ class CampaignTerminal:
         if rec.status != "ok" or verified not in (None, "verified", verification(None)):
             self.not_ok += 1
         out = [measurement_line(rec, verified)]
+        started = rec.started_epoch if isinstance(rec.started_epoch, int | float) else 0.0
+        if 0 < started < self.started_wall - 1:  # published from the ledger (measure.ledger)
+            self.kept += 1
+            out[0] += f"; kept: measured at {rec.started_utc} by a run that stopped, not again"
         total = max(self.made + len(self.waiting), self.planned())
         if progress_due(self.made, total):
             elapsed = self.clock() - (self.first_started or self.clock())
