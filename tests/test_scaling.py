@@ -247,3 +247,15 @@ def test_a_group_of_clients_that_count_nothing_has_no_series(tmp_path):
     write_group_series(out, tmp_path, counted)
     points = series.read(out)
     assert points[-1][1] == 8 * 2**20 and points[0][1] > 0
+
+
+def test_a_top_of_the_sweep_within_the_noise_is_not_called_still_growing():
+    """Two settings whose repeats overlap almost wholly: the larger reads highest, but the
+    advice is more repeats, not "no knee yet, sweep further" (usercheck53: 1 and 2 clients
+    at 93.1 [61.6, 143.5] and 128.1 [45.0, 193.8])."""
+    rows = _sweep("s5cmd", {2: 93, 4: 128})
+    for r, jitter in zip(rows, (0.6, 1.0, 1.5, 0.35, 1.0, 1.5), strict=True):
+        r["mb_per_s"] = r["mb_per_s"] * jitter
+    (line,) = recommendations(pd.DataFrame(rows))
+    assert "no knee yet" not in line and "sweep further" not in line, line
+    assert "reads highest, but not clearly" in line, line

@@ -257,9 +257,20 @@ def recommendations(
         # was tried, so it is no knee
         edge = [a for a in AXES if pick[a] == g[a].max() and g[a].nunique() > 1]
         fewest = int(g["n"].min())
+        others = g[(g["clients"] != pick["clients"]) | (g["concurrency"] != pick["concurrency"])]
+        # grows: its interval lies above every smaller setting's median; else the top of the
+        # sweep may read highest by noise (a user read "sweep further" of 1 and 2 clients at
+        # 93.1 [61.6, 143.5] and 128.1 [45.0, 193.8])
+        clear = not math.isnan(pick["low"]) and (
+            others.empty or pick["low"] > others["median"].max()
+        )
         further = (
             f" The rate still grows at the largest {' and '.join(edge)} swept: no knee yet,"
             " sweep further."
+            if edge and fewest >= MIN_REPEATS_FOR_INTERVAL and clear
+            else f" The largest {' and '.join(edge)} swept reads highest, but not clearly (its "
+            "interval reaches below a smaller setting's median): more repeats before sweeping "
+            "further."
             if edge and fewest >= MIN_REPEATS_FOR_INTERVAL
             # medians of 1 or 2 repeats rank by noise as much as by the setting: that the
             # curve "still grows" is no finding until each point has an interval
