@@ -260,3 +260,27 @@ def test_the_tuned_block_says_what_was_not_explored_only_when_something_was(tmp_
     page = tuned_html(pd.read_csv(path, sep="\t"))
     assert "nan" not in page
     assert page.count("not explored") == 1 and "tursa upload, not explored: plain above 4" in page
+
+
+@pytest.mark.unit
+def test_the_tuning_blocks_note_names_each_searched_routes_limit():
+    """Issue #50: the verdict is said in the tuning block's note too, beside the knee it
+    explains; an undetermined route says nothing there."""
+    import pandas as pd
+
+    from cloudbench.report.tuned import tuned_html
+
+    row = {"site": "tursa", "remote": "main", "direction": "upload", "tool": "rclone",
+           "status": "done", "layout": "chunked-4MiB", "setting": "rclone-1x4", "clients": 1,
+           "concurrency": 4, "median_mb_per_s": 16.208, "low_mb_per_s": 16.197,
+           "high_mb_per_s": 16.29, "level": 0.75, "runner_up_layout": "chunked-4MiB",
+           "runner_up_setting": "rclone-1x8", "runner_up_mb_per_s": 16.234, "factor": 0.998,
+           "factor_low": 0.997, "factor_high": 1.007, "factor_level": 0.9,
+           "clearly_ahead": False, "measurements": 12, "grid_measurements": 12,
+           "spent_bytes": 402653184, "spent_s": 48.8, "budget": "1GiB moved", "margin": 0.1,
+           "unexplored": None, "warning": None, "command": "rclone copy a b"}  # fmt: skip
+    table = pd.DataFrame([row])
+    said = tuned_html(table, {}, {("tursa", "main", "upload"): "the client's own cap"})
+    assert "tursa upload: limited by the client&#x27;s own cap" in said, said
+    quiet = tuned_html(table, {}, {("tursa", "main", "upload"): "undetermined"})
+    assert "limited by" not in quiet

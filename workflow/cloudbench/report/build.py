@@ -208,6 +208,10 @@ def build_report(
             route_table,
             limits=limits.limits_block(transfers, limits.OwnCaps.of(info)),
             estimate=estimate.report_block(metrics, series, route_table, tuned, limit_table, info),
+            limited_by={
+                (str(r["site"]), str(r["remote"]), str(r["direction"])): str(r["limit"])
+                for r in limit_table.to_dict("records")
+            },
         )
     )
 

@@ -634,6 +634,7 @@ def headline_html(
     route_table: pd.DataFrame | None = None,
     limits: str = "",
     estimate: str = "",
+    limited_by: Mapping[tuple[str, str, str], str] | None = None,
 ) -> str:
     """The fragment the report's front page shows (HTML without <html>/<body>); ``drifts``
     are the lines of :func:`cloudbench.report.drift.drift_sentences`, ``comparison`` the
@@ -641,7 +642,8 @@ def headline_html(
     how ``repeats: auto`` ended (:mod:`cloudbench.campaign.precision`), ``limits`` the "What
     limits each route" block (HTML, :mod:`cloudbench.report.limits`), shown below the grid of
     routes and above the command to use, ``estimate`` the "How long your data takes" block
-    (HTML, :mod:`cloudbench.report.estimate`), after that command."""
+    (HTML, :mod:`cloudbench.report.estimate`), after that command, ``limited_by`` each
+    route's limit (site, remote, direction: limits.tsv), said in the tuning block's note."""
     caps = rate_caps(info, metrics)
     table = rows(metrics, summary, by_tool=bool(uncapped_tools(caps, metrics)))
     total = len(metrics)
@@ -681,7 +683,7 @@ def headline_html(
     if tuned is not None and not tuned.empty:  # the tuning mode's answer comes first
         from cloudbench.report.tuned import tuned_html
 
-        parts.append(tuned_html(tuned, _gains(table, tuned) if not table.empty else {}))
+        parts.append(tuned_html(tuned, _gains(table, tuned) if not table.empty else {}, limited_by))
     parts += [estimate] if estimate else []  # after the command it times, if any
     if (info.get("dataset") or {}).get("small_files"):
         lines = per_object_lines(metrics)

@@ -182,11 +182,17 @@ HEAD = (
 )  # fmt: skip
 
 
-def tuned_html(table: pd.DataFrame, gains: Mapping[tuple[str, ...], str] | None = None) -> str:
+def tuned_html(
+    table: pd.DataFrame,
+    gains: Mapping[tuple[str, ...], str] | None = None,
+    limited_by: Mapping[tuple[str, str, str], str] | None = None,
+) -> str:
     """The first screen's block: a row per search (the setting to use, its rate, its speed-up
     over plain from ``gains``, per (site, remote, direction, tool), where the page has one,
     and the fastest measured), one sentence on why the setting to use can be another than
-    the fastest, then each distinct command once, naming the searches it serves."""
+    the fastest, a note of what limits each searched route (``limited_by``, from limits.tsv:
+    why its knee is where it is), then each distinct command once, naming the searches it
+    serves."""
     if table.empty:
         return ""
     rows = table.to_dict("records")
@@ -225,6 +231,12 @@ def tuned_html(table: pd.DataFrame, gains: Mapping[tuple[str, ...], str] | None 
                          f"{html.escape(str(r['unexplored']))}</small>")  # fmt: skip
         if isinstance(r.get("warning"), str) and r["warning"]:
             notes.append(f"<b>Short copies</b> ({html.escape(who)}): {html.escape(r['warning'])}")
+        limit = (limited_by or {}).get((str(r["site"]), str(r["remote"]), str(r["direction"])))
+        if limit and limit != "undetermined":
+            notes.append(
+                f"<small>{html.escape(who)}: limited by {html.escape(limit)} (What limits "
+                "each route, above: why more connections do or do not help)</small>"
+            )
         if isinstance(r.get("command"), str) and r["command"]:
             commands.setdefault(r["command"], []).append(who)
     parts.append("</tbody></table>")
