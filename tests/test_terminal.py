@@ -351,6 +351,25 @@ def test_a_record_a_stopped_run_left_is_said_kept_not_made_again(tmp_path, monke
 
 
 @pytest.mark.unit
+def test_a_dead_stores_account_is_given_once_then_named_as_above():
+    """The breaker's whole account of a dead store on the first line that gives it; later
+    lines keep the store and since when (usercheck53: 8 lines of up to 488 characters)."""
+    t = terminal.CampaignTerminal()
+    told = ("store 'main' (objstore:) has not answered since 2026-11-28T16:15:41Z (2 failure(s)"
+            " in a row; the last, dial tcp 127.0.0.1:18953: connect: connection refused, met by"
+            " download plain r1 rclone-2x2)")  # fmt: skip
+    first = t._brief(f"csd3: download ...: failed (not measured: {told}; rerun once it is back)")
+    assert told in first
+    again = t._brief(f"failed: rule download: not started: {told}; not tried again this run")
+    assert again == (
+        "failed: rule download: not started: store 'main' (objstore:) has not answered since "
+        "2026-11-28T16:15:41Z (as above); not tried again this run"
+    )
+    other = told.replace("'main' (objstore:)", "'cold' (glacier:)")
+    assert other in t._brief(f"failed: {other}")  # another store: told in full once too
+
+
+@pytest.mark.unit
 def test_the_pure_lines():
     assert terminal.time_left(3, 12, 30.0) == 90.0
     assert terminal.progress_line(3, 12, 1, 30.0) == (

@@ -117,6 +117,13 @@ _DIED_WITH = re.compile(r"died with <Signals\.(SIG[A-Z0-9]+): \d+>")
 _EXIT_STATUS = re.compile(r"non-zero exit status (\d+)")
 
 
+# A dead store's account (site.breaker.State.describe): what it is and since when, then
+# the failures, the last cause and the measurement that met it, in parentheses
+STORE_DOWN = re.compile(
+    r"(store \S+(?: \([^)]*\))? has not answered since \S+) "
+    r"\(\d+ failure\(s\) in a row; the last, .+?, met by [^)]+\)"
+)
+
 # Snakemake's closing words after failed jobs, which the failed jobs' lines and the
 # summary say already (any other error, a workflow's own, is shown)
 SAID_BY_THE_SUMMARY = (
@@ -331,6 +338,7 @@ class CampaignTerminal:
     said_once: set[str] = field(default_factory=set)
     same_again: int = 0  # failed jobs not shown: they said what one shown said
     kept: int = 0  # records a stopped run left, published by this one, not measured again
+    stores_said: set[str] = field(default_factory=set)  # dead stores told in full (_brief)
     # jobs whose failure was said: Snakemake 9.20 reports a batch job's failure twice (the
     # executor's words, then the scheduler's), 9.27 once
     errored: set[int] = field(default_factory=set)
@@ -341,6 +349,22 @@ class CampaignTerminal:
 
     def lines(self, record: logging.LogRecord) -> list[str]:
         """The lines one record of Snakemake's adds to the terminal (most add none)."""
+        return [self._brief(line) for line in self._lines(record)]
+
+    def _brief(self, line: str) -> str:
+        """A dead store's whole account (since when, the failures, the last cause, which
+        measurement met it) on the first line that gives it; later lines name the store and
+        since when, "as above" (usercheck53 read it whole on 8 lines of up to 488 characters)."""
+
+        def once(m: re.Match[str]) -> str:
+            if m.group(1) in self.stores_said:
+                return f"{m.group(1)} (as above)"
+            self.stores_said.add(m.group(1))
+            return m.group(0)
+
+        return STORE_DOWN.sub(once, line)
+
+    def _lines(self, record: logging.LogRecord) -> list[str]:
         event = getattr(record, "event", None)
         info = record.__dict__
         if event == LogEvent.RUN_INFO:
