@@ -218,6 +218,7 @@ def tuned_html(
     ]
     several = {k: len({str(r[k]) for r in rows}) > 1 for k in identity.ASIDE}
     notes, commands = [], {}
+    held: dict[str, list[str]] = {}  # each limit, the searches it holds (one line for all)
     for r in rows:
         key = (str(r["site"]), str(r["remote"]), str(r["direction"]), str(r["tool"]))
         where = " ".join(
@@ -233,13 +234,17 @@ def tuned_html(
             notes.append(f"<b>Short copies</b> ({html.escape(who)}): {html.escape(r['warning'])}")
         limit = (limited_by or {}).get((str(r["site"]), str(r["remote"]), str(r["direction"])))
         if limit and limit != "undetermined":
-            notes.append(
-                f"<small>{html.escape(who)}: limited by {html.escape(limit)} (What limits "
-                "each route, above: why more connections do or do not help)</small>"
-            )
+            held.setdefault(limit, []).append(who)
         if isinstance(r.get("command"), str) and r["command"]:
             commands.setdefault(r["command"], []).append(who)
     parts.append("</tbody></table>")
+    if held:  # why each knee is where it is: one line, however many searches
+        notes.append(
+            "<small>Limited by (What limits each route, above: why more connections do or do "
+            "not help): "
+            + "; ".join(f"{html.escape(k)} ({html.escape(', '.join(v))})" for k, v in held.items())
+            + "</small>"
+        )
     if notes:
         parts.append("<p>" + "<br>".join(notes) + "</p>")
     for command, used_by in commands.items():
