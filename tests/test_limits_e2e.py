@@ -38,6 +38,13 @@ from cloudbench.report import limits
 from tests.infra.s3 import VERSITYGW, built_stores, free_port, serve_s3, versitygw_binary
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: netns, tc, cgroups")
+needs_versitygw = pytest.mark.skipif(
+    not versitygw_binary().exists(), reason="versitygw not built: `make versitygw` (needs Go)"
+)
+needs_cpu_quota = pytest.mark.skipif(
+    not Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists(),
+    reason="no cgroup v1 cpu controller here: a client's CPU quota cannot be set",
+)
 
 KEY, SECRET = "limitskey", "limits-Secret-1"
 FILE = 4 * 2**20
@@ -76,18 +83,20 @@ def upload(tmp: Path, src: Path, names: list[str], transfers: int, tag: str) -> 
         log_path=work / "copy.log",
         workdir=work,
     )
+    return _measured(job, work, {**IDENTITY, "setting": tag}, tag)
+
+
+def _measured(job: CopyJob, work: Path, keys: dict, tag: str) -> dict:
+    """``job`` measured by rclone: its record (ok, its evidence kept beside it) with its
+    verdict's columns and the evidence file's path."""
     record = work / "record.json"
     rec = measure(
-        job,
-        "rclone",
-        keys={**IDENTITY, "setting": tag},
-        series_path=work / "record.series.tsv",
-        label=tag,
-        timeout=300,
+        job, "rclone", keys=keys, series_path=work / "record.series.tsv", label=tag, timeout=300
     ).as_json()
     assert rec["status"] == "ok", rec.get("error")
-    assert Path(f"{work}/record.evidence.jsonl").exists()
-    return rec | limits.columns(record, rec) | {"evidence": work / "record.evidence.jsonl"}
+    evidence = work / "record.evidence.jsonl"
+    assert evidence.exists()
+    return rec | limits.columns(record, rec) | {"evidence": evidence}
 
 
 def download(tmp: Path, prefix: str, names: list[str], transfers: int, tag: str) -> dict:
@@ -108,13 +117,7 @@ def download(tmp: Path, prefix: str, names: list[str], transfers: int, tag: str)
         log_path=work / "copy.log",
         workdir=work,
     )
-    record = work / "record.json"
-    keys = {**IDENTITY, "setting": tag, "direction": "download"}
-    rec = measure(
-        job, "rclone", keys=keys, series_path=work / "record.series.tsv", label=tag, timeout=300
-    ).as_json()
-    assert rec["status"] == "ok", rec.get("error")
-    return rec | limits.columns(record, rec) | {"evidence": work / "record.evidence.jsonl"}
+    return _measured(job, work, {**IDENTITY, "setting": tag, "direction": "download"}, tag)
 
 
 def _route(rows: list[dict], scaling: limits.Scaling | None = None) -> limits.Verdict:
@@ -232,7 +235,7 @@ def shaped_namespace(rate: str, tmp: Path, direction: str = "upload") -> Iterato
 
 @pytest.mark.full
 @pytest.mark.slow
-@pytest.mark.skipif(not versitygw_binary().exists(), reason="make versitygw")
+@needs_versitygw
 def test_a_shared_cap_is_named_shared(tmp_path, monkeypatch):
     """One tbf cap (32 Mbit/s) for every connection: each copy is named shared link, and
     the route is too, by its measurements and by its scaling (2 then 4 connections, the
@@ -256,7 +259,7 @@ def test_a_shared_cap_is_named_shared(tmp_path, monkeypatch):
 
 @pytest.mark.full
 @pytest.mark.slow
-@pytest.mark.skipif(not versitygw_binary().exists(), reason="make versitygw")
+@needs_versitygw
 def test_a_shared_cap_on_downloads_is_named_shared(tmp_path, monkeypatch):
     """The same tbf cap on the store's side, so downloads cross it (uploads do not): each
     download is named shared link from the receiver's side (packets out of order: drops
@@ -304,7 +307,7 @@ def cpu_quota(cores: float, tmp: Path) -> Iterator[Path]:
 
 @pytest.mark.full
 @pytest.mark.slow
-@pytest.mark.skipif(not Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists(), reason="cgroup v1")
+@needs_cpu_quota
 def test_a_client_held_to_a_fraction_of_a_core_is_named_cpu(store, tmp_path, monkeypatch):
     """rclone in a cgroup allowed 5% of a core: each copy is named client CPU with the
     quota as its cores, and so is the route."""
