@@ -59,6 +59,10 @@ sysdeps:
 # (starts processes or servers), full (campaigns, schedulers, browsers). docs/testing.md
 # says what each runs and how a test checks a rate or a time at any machine speed.
 PYTEST := $(BIN)/python -m pytest
+# Python keeps compiled modules (and pytest its rewritten test modules) in __pycache__, as it
+# does by default: an environment that turns that off makes every pytest worker and every
+# job's process compile them again (about 3 CPU-seconds for each worker's collection)
+unexport PYTHONDONTWRITEBYTECODE
 ## TEST_WORKERS: pytest-xdist workers for make test. Much of a full test's time is spent
 ## waiting (on a link's tokens, Slurm's polls, process start-up), so four keep two cores
 ## busy. Every test of a file runs on one worker (a module's campaign is made once), files

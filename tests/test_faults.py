@@ -31,6 +31,11 @@ FAST_FAIL = {
     "RCLONE_TIMEOUT": "5s",
 }
 
+#: The run a test breaks moves at 4 MiB/s (rclone reads RCLONE_BWLIMIT as --bwlimit), so
+#: that a 24 MiB copy lasts 6 s and the kill lands inside it; the rerun that measures again
+#: moves at the machine's speed (a cap in the campaign file would be every run's).
+SLOWED = {"RCLONE_BWLIMIT": "4M"}
+
 PLAIN_R1 = {"remote": "main", "layout": "plain", "setting": "rclone-1xauto", "repeat": 1}
 
 
@@ -60,11 +65,11 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
     # the store comes back while the run goes on: the breaker (test_store_down) stays shut
     cfg_d["store_down"] = {"after_failures": 5}
     del cfg_d["sites"]["tesseract"]  # one site's downloads say all there is to say
-    cfg_d["rclone"]["flags"] = ["--bwlimit", "4M"]
+    cfg_d["rclone"]["flags"] = []
     with both_stores(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         cfg = write_config(tmp_path, cfg_d | {"remotes": remotes_of(s3)})
         env = env_of(s3)
-        proc = popen_snakemake(tmp_path, cfg, env={**env, **FAST_FAIL})
+        proc = popen_snakemake(tmp_path, cfg, env={**env, **FAST_FAIL, **SLOWED})
         records = tmp_path / "results/demo/sites/tursa/transfers/upload"
         killed: list[str] = []
 
@@ -122,11 +127,11 @@ def test_server_killed_mid_download(tmp_path, demo_config):
     cfg_d = _small(demo_config, size="24MiB")  # 6 s a copy at 4 MiB/s: killed after 1 s
     cfg_d.update(remote="s3t:", strategies=["plain"], repeats=1)
     cfg_d["sites"]["tursa"]["download"] = False
-    cfg_d["rclone"]["flags"] = ["--bwlimit", "4M"]
+    cfg_d["rclone"]["flags"] = []
     cfg = write_config(tmp_path, cfg_d)
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         env = s3.client_env("S3T")
-        proc = popen_snakemake(tmp_path, cfg, env={**env, **FAST_FAIL})
+        proc = popen_snakemake(tmp_path, cfg, env={**env, **FAST_FAIL, **SLOWED})
         log = tmp_path / transfer_log("results/demo", _plain_r1("tesseract", "download"))
         wait_for(lambda: log.exists() and '"stats"' in log.read_text(), "download start")
         s3.kill()
@@ -289,9 +294,9 @@ def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_co
     cfg_d = _small(demo_config, size="16MiB")
     cfg_d.update(strategies=["plain", "multithread"], repeats=1)
     del cfg_d["sites"]["tesseract"]  # one site's four transfers: one finished, one cut
-    cfg_d["rclone"]["flags"] = ["--bwlimit", "8M"]
+    cfg_d["rclone"]["flags"] = []
     cfg = write_config(tmp_path, cfg_d)
-    proc = popen_snakemake(tmp_path, cfg, env={})
+    proc = popen_snakemake(tmp_path, cfg, env={"RCLONE_BWLIMIT": "8M"})  # 2 s a copy
 
     def finished() -> dict[Path, dict]:
         """Records written and known to Snakemake as complete (not in .snakemake/incomplete)."""

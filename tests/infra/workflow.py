@@ -34,6 +34,16 @@ def write_config(workdir: Path, config: dict, name: str = "campaign.yaml") -> Pa
     return path
 
 
+#: A PBS site's scheduler polled every 2 s, not every 10 (Snakemake's default for the
+#: cluster-generic executor): a test's batch jobs take a few seconds, so a run would
+#: otherwise spend most of its time waiting for the next poll. A test's setting, never a
+#: profile's: a centre's controller is shared by its users. Slurm's plugin sets its own
+#: interval (profiles/default's 10 s, growing while no job ends): 2 s there made the demo's
+#: jobs, ~12 s each here from submission to exit, wait for the grown interval (133 s a run
+#: against 105).
+BATCH_POLLS = ("--seconds-between-status-checks", "2")
+
+
 def snakemake_command(
     workdir: Path, configfile: Path, *args: str, profile: str | None
 ) -> list[str]:
@@ -43,8 +53,10 @@ def snakemake_command(
     ``workdir`` is not the checkout, so the workflow profile (profiles/default, which
     Snakemake applies by itself only from the checkout) is named explicitly.
     """
+    polls = BATCH_POLLS if profile not in (None, "local") else ()
     return [
         str(BIN / "snakemake"),
+        *polls,  # before args: a test's own value wins (argparse keeps the last)
         *args,  # first: --configfile takes several values and would swallow a target
         "--snakefile", str(ROOT / "workflow" / "Snakefile"),
         "--directory", str(workdir),
