@@ -270,3 +270,31 @@ def test_local_profile_agrees_with_the_workflow_profile():
     shared = set(local) & set(workflow)
     assert {"resources", "keep-going", "rerun-incomplete"} <= shared
     assert {k: local[k] for k in shared} == {k: workflow[k] for k in shared}
+
+
+def _rule_bodies() -> dict[str, str]:
+    """Every rule and checkpoint of the workflow, its name and its indented body."""
+    found = {}
+    for smk in sorted((ROOT / "workflow" / "rules").glob("*.smk")):
+        for m in re.finditer(
+            r"^(?:rule|checkpoint) (\w+):\n((?:[ \t]+.*\n|\n)*)", smk.read_text(), re.M
+        ):
+            found[m[1]] = m[2]
+    return found
+
+
+@pytest.mark.unit
+def test_every_job_run_in_snakemakes_own_process_runs_on_the_submit_host():
+    """A ``run:`` job (a round's decision of repeats: auto or tune) at a batch site would be a
+    batch job of its own, with a queue wait and a whole Snakemake started on a node for a
+    second's reading of records (tune was, until 2026-11-28): each is a localrule, and so
+    is each search's final state."""
+    text = (ROOT / "workflow" / "rules" / "run.smk").read_text()
+    block = re.search(r"^localrules:\n((?:    \w+,\n)+)", text, re.M)
+    assert block, "run.smk's localrules"
+    local = set(re.findall(r"\w+", block[1]))
+    bodies = _rule_bodies()
+    in_process = {name for name, body in bodies.items() if re.search(r"^    run:$", body, re.M)}
+    assert {"tune", "precision", "plan"} <= in_process, sorted(in_process)
+    assert in_process <= local, sorted(in_process - local)
+    assert {"tune_final", "precision_final"} <= local

@@ -27,6 +27,8 @@ localrules:
     cleanup,
     precision,
     precision_final,
+    tune,
+    tune_final,
     plan,
 
 
