@@ -591,5 +591,5 @@ def test_the_summary_counts_a_measurement_never_started_apart_from_those_made():
 
     line = summary_line(13, 6, 3, None, None, same_again=1, not_started=2)
     assert line.startswith("cloudbench: 13 measurements made in this run (7 ok, 6 not ok)")
-    assert "; 2 not started (no record)" in line
+    assert "; 2 ended before measuring (no record)" in line
     assert "not started" not in summary_line(3, 0, 0, None, None)

@@ -248,7 +248,8 @@ def summary_line(
 ) -> str:
     """The run's last line of its own: what it measured (a measurement is made when its
     record is: one whose job failed before it recorded anything, a breaker's refusal say,
-    is ``not_started``, as the stopped run's own line counts it), how many jobs failed
+    ended before measuring, ``not_started``: among the stopped run's "not measured yet",
+    which also counts those never tried), how many jobs failed
     (``same_again`` of them not shown, having said what one shown said), where the tables
     are, how the report is made, and the full log."""
     how = f" ({made - not_ok} ok, {not_ok} not ok)" if not_ok else " (all ok)" if made else ""
@@ -256,7 +257,7 @@ def summary_line(
     if kept:  # a stopped run's, which this one published
         parts[0] += f", {kept} of them kept from a run that stopped (not measured again)"
     if not_started:
-        parts.append(f"{not_started} not started (no record)")
+        parts.append(f"{not_started} ended before measuring (no record)")
     if failed_jobs:
         again = f" ({same_again} of them said the same as one above)" if same_again else ""
         parts.append(f"{counted(failed_jobs, 'job')} failed{again}")
