@@ -90,6 +90,10 @@ def test_proc_readings():
     assert evidence.quota_cores("-1", "100000") is None
     assert evidence.cpu_max_cores("max 100000") is None
     assert evidence.cpu_max_cores("25000 100000\n") == 0.25
+    assert evidence.task_state("7 (rclone) D 1 7 7 0") == "D"
+    assert evidence.task_state("8 (a) b) S 1 7 7 0") == "S"  # a name with a parenthesis
+    io = "rchar: 9\nwchar: 0\nread_bytes: 8478720\nwrite_bytes: 4096\ncancelled_write_bytes: 0\n"
+    assert evidence.storage_bytes(io) == (8478720, 4096)
 
 
 @pytest.mark.unit

@@ -141,6 +141,45 @@ def test_idle_connections_and_no_evidence_are_undetermined_never_a_guess():
     assert limits.verdict(_summary(), "upload", 40.0, 4, throttled=3).limit != limits.STORE
 
 
+def test_a_copy_waiting_on_its_scratch_is_the_disk_and_only_with_both_signs():
+    """Idle connections, a thread in D in most samples and the bytes from storage: the disk,
+    with its figures; without either sign, or with the connections busy, not the disk."""
+    # 40 MB/s for 5 s = 200 MB moved, 180 MB of it read from storage
+    disk = dict(busy_s=2.0, disk_wait_share=0.8, storage_bytes=180_000_000)
+    v = limits.verdict(_summary(**disk), "upload", 40.0, 4)
+    assert v.limit == limits.DISK and v.action == limits.ACTIONS[limits.DISK]
+    assert "waiting on the disk in 80% of samples" in v.figures
+    assert "36.0 MB/s read from storage for a copy at 40.0 MB/s" in v.figures
+    cached = _summary(**(disk | {"storage_bytes": 1_000_000}))  # the page cache's bytes
+    assert limits.verdict(cached, "upload", 40.0, 4).limit == limits.UNDETERMINED
+    rarely = _summary(**(disk | {"disk_wait_share": 0.2}))
+    assert limits.verdict(rarely, "upload", 40.0, 4).limit == limits.UNDETERMINED
+    busy = _summary(**(disk | {"busy_s": 16.0}))  # the network held the copy, not the disk
+    assert limits.verdict(busy, "upload", 40.0, 4).limit == limits.PER_CONNECTION
+    older = _summary(busy_s=2.0)  # evidence from before the disk was looked at
+    assert limits.verdict(older, "upload", 40.0, 4).limit == limits.UNDETERMINED
+    unread = _summary(recv_q_share=0.9, disk_wait_share=0.9, storage_bytes=150_000_000)
+    down = limits.verdict(unread, "download", 40.0, 4)
+    assert down.limit == limits.DISK and "written to storage" in down.figures
+
+
+def test_the_disk_summary_reads_each_clients_last_look():
+    docs = [
+        {"cores": 2, "samples": [
+            {"t": 1.0, "cpu_s": 0.1, "disk_wait": 2, "read_bytes": 10, "sockets": []},
+            {"t": 2.0, "cpu_s": 0.2, "disk_wait": 0, "read_bytes": 30, "sockets": []},
+        ]},
+        {"cores": 2, "samples": [
+            {"t": 1.0, "cpu_s": 0.1, "disk_wait": 1, "read_bytes": 5, "sockets": []},
+        ]},
+    ]  # fmt: skip
+    ev = limits.summarise(docs, "upload", 2.0)
+    assert ev.disk_wait_share == pytest.approx(2 / 3) and ev.storage_bytes == 35
+    old = limits.summarise([{"cores": 2, "samples": [{"t": 1.0, "cpu_s": 0.1, "sockets": []}]}],
+                           "upload", 1.0)  # fmt: skip
+    assert old.disk_wait_share is None and old.storage_bytes is None
+
+
 def test_a_download_is_read_from_the_receivers_side():
     full = _summary(cpu_share=0.95, recv_q_share=0.9)
     assert limits.verdict(full, "download", 40.0, 4).limit == limits.CPU

@@ -11,6 +11,8 @@ its record) against a real S3 server on this machine; the limit is put in its wa
 * a client held to a fraction of a core: a cgroup v1 ``cpu.cfs_quota_us`` its rclone is put
   in (a wrapper named as rclone's override, CLOUDBENCH_RCLONE, that joins it first);
 * a store that answers 503 SlowDown to a share of requests (tests/infra/throttle.py);
+* a slow scratch: the files on ext4 over a loop device whose reads a cgroup v1 blkio throttle
+  holds down for the rclone put in it, dropped from the page cache before each copy;
 * nothing: unshaped loopback, where the verdict must be one the evidence shows.
 
 Each asserts the verdict for at least 9 of 10 copies, and the route's verdict from them (and,
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -40,6 +43,11 @@ from tests.infra.s3 import VERSITYGW, built_stores, free_port, serve_s3, versity
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: netns, tc, cgroups")
 needs_versitygw = pytest.mark.skipif(
     not versitygw_binary().exists(), reason="versitygw not built: `make versitygw` (needs Go)"
+)
+needs_blkio = pytest.mark.skipif(
+    not Path("/sys/fs/cgroup/blkio/blkio.throttle.read_bps_device").exists()
+    or not all(shutil.which(c) for c in ("losetup", "mkfs.ext4", "mount")),
+    reason="no cgroup v1 blkio throttle, or no losetup/mkfs.ext4: a slow scratch cannot be built",
 )
 needs_cpu_quota = pytest.mark.skipif(
     not Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists(),
@@ -286,14 +294,17 @@ def test_a_shared_cap_on_downloads_is_named_shared(tmp_path, monkeypatch):
 
 
 @contextlib.contextmanager
-def cpu_quota(cores: float, tmp: Path) -> Iterator[Path]:
-    """A cgroup v1 CPU quota of ``cores`` and an rclone wrapper that joins it before it
-    becomes rclone (exec: the same process, so the copy's pid is rclone's)."""
-    group = Path(f"/sys/fs/cgroup/cpu/cloudbench-limits-{os.getpid()}")
+def in_cgroup(controller: str, settings: dict[str, str], tmp: Path) -> Iterator[Path]:
+    """A cgroup v1 of ``controller`` with ``settings`` (file: value), and an rclone wrapper
+    that joins it before it becomes rclone (exec: the same process, so the copy's pid is
+    rclone's)."""
+    root = Path("/sys/fs/cgroup") / controller
+    group = root / f"cloudbench-limits-{os.getpid()}"
     group.mkdir()
     try:
-        (group / "cpu.cfs_quota_us").write_text(str(int(cores * 100_000)))
-        wrapper = tmp / "bin" / "rclone"
+        for name, value in settings.items():
+            (group / name).write_text(value)
+        wrapper = tmp / f"bin-{controller}" / "rclone"
         wrapper.parent.mkdir()
         wrapper.write_text(f'#!/bin/sh\necho $$ > {group}/tasks\nexec {find_rclone()} "$@"\n')
         wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
@@ -301,8 +312,13 @@ def cpu_quota(cores: float, tmp: Path) -> Iterator[Path]:
     finally:
         for pid in (group / "tasks").read_text().split():  # none left, but never strand one
             with contextlib.suppress(OSError):
-                Path("/sys/fs/cgroup/cpu/tasks").write_text(pid)
+                (root / "tasks").write_text(pid)
         group.rmdir()
+
+
+def cpu_quota(cores: float, tmp: Path) -> contextlib.AbstractContextManager[Path]:
+    """A CPU quota of ``cores`` for the rclone of the wrapper it yields."""
+    return in_cgroup("cpu", {"cpu.cfs_quota_us": str(int(cores * 100_000))}, tmp)
 
 
 @pytest.mark.full
@@ -322,6 +338,67 @@ def test_a_client_held_to_a_fraction_of_a_core_is_named_cpu(store, tmp_path, mon
         f"of {quota:g} core" in r["limit_evidence"] for r in rows if r["limit"] == limits.CPU
     )
     assert _route(rows).limit == limits.CPU
+
+
+# --- a slow scratch ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def slow_scratch(tmp: Path, bytes_per_s: int) -> Iterator[tuple[Path, Path]]:
+    """A scratch filesystem (ext4 on a loop device) whose reads a cgroup v1 blkio throttle
+    holds to ``bytes_per_s`` for the rclone of the wrapper: (its mount point, the wrapper)."""
+    image, mount = tmp / "scratch.img", tmp / "scratch"
+    mount.mkdir()
+    with open(image, "wb") as fh:
+        fh.truncate(64 * 2**20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, capture_output=True)
+    device = subprocess.run(
+        ["losetup", "--find", "--show", str(image)], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    mounted = False
+    try:
+        subprocess.run(["mount", device, str(mount)], check=True, capture_output=True)
+        mounted = True
+        major_minor = Path(f"/sys/class/block/{Path(device).name}/dev").read_text().strip()
+        throttle = {"blkio.throttle.read_bps_device": f"{major_minor} {bytes_per_s}"}
+        with in_cgroup("blkio", throttle, tmp) as wrapper:
+            yield mount, wrapper
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(mount)], capture_output=True)
+        subprocess.run(["losetup", "-d", device], capture_output=True)
+
+
+def out_of_page_cache(folder: Path) -> None:
+    """Each file's pages dropped (clean, so the kernel may): its next read is the disk's."""
+    for path in folder.iterdir():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.full
+@pytest.mark.slow
+@needs_blkio
+def test_a_copy_read_from_a_slow_scratch_is_named_disk(store, tmp_path, monkeypatch):
+    """Its files on a scratch whose reads are held to 4 MB/s, out of the page cache before
+    each upload: each copy is named disk, with the storage it read, and so is the route."""
+    with slow_scratch(tmp_path, 4_000_000) as (scratch, wrapper):
+        src = scratch / "src"
+        names = _dataset(src, 4)
+        os.sync()
+        monkeypatch.setenv("CLOUDBENCH_RCLONE", str(wrapper))
+        rows = []
+        for k in range(REPEATS):
+            out_of_page_cache(src)
+            rows.append(upload(tmp_path, src, names, 4, f"disk{k}"))
+    assert _named(rows, limits.DISK) >= ENOUGH, _said(rows)
+    assert all(
+        "read from storage" in r["limit_evidence"] for r in rows if r["limit"] == limits.DISK
+    )
+    assert _route(rows).limit == limits.DISK
 
 
 # --- a store that throttles -------------------------------------------------------------------

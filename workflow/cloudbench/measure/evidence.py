@@ -10,7 +10,9 @@ its cwnd, RTT, retransmissions, delivery rate, and for a receiver its receive qu
 cores the client may use: its affinity, and a cgroup's CPU quota where one is set.
 
 Why from outside, and only this: the copy's clock must not notice it (one ``ss`` and a walk
-of ``/proc`` per second; ``make bench`` row ``evidence-weight``). The judging is elsewhere
+of ``/proc`` per second; ``make bench`` row ``evidence-weight``). The same walk reads each
+thread's state (``D``: waiting on the disk) and each process's ``io`` (bytes from and to
+storage, not the page cache): a copy held by its scratch. The judging is elsewhere
 (:mod:`cloudbench.report.limits`); this module parses (:func:`parse_ss`, pure, tested on
 captured output) and records (:class:`Sampler`, a small JSON file beside the record:
 ``campaign.paths.evidence``, JSON lines: a header, a line per sample, an end).
@@ -172,6 +174,19 @@ def cpu_seconds(stat: str, ticks_per_s: float) -> float:
     return sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks_per_s
 
 
+def task_state(stat: str) -> str:
+    """The state letter of one ``/proc/<pid>/task/<tid>/stat`` line: ``D`` is uninterruptible
+    sleep, a thread waiting on its disk (or a network filesystem's scratch)."""
+    return stat[stat.rindex(")") + 2 :].split(maxsplit=1)[0]
+
+
+def storage_bytes(io: str) -> tuple[int, int]:
+    """(read_bytes, write_bytes) of one ``/proc/<pid>/io``: what the process had read from and
+    sent to storage, not from or to the page cache, since it started."""
+    fields = dict(line.split(": ", 1) for line in io.splitlines() if ": " in line)
+    return int(fields.get("read_bytes", 0)), int(fields.get("write_bytes", 0))
+
+
 def parent_of(stat: str) -> int:
     return int(stat[stat.rindex(")") + 2 :].split()[1])
 
@@ -239,6 +254,25 @@ def tree_cpu_s(pids: Iterable[int]) -> float:
     return sum(cpu_seconds(s, ticks) for p in pids if (s := _read(f"/proc/{p}/stat")))
 
 
+def tree_disk(pids: Iterable[int]) -> tuple[int, int, int]:
+    """(threads waiting on the disk now, bytes read from storage, bytes written to it) of a
+    process tree: one ``stat`` per thread and one ``io`` per process (root reads another
+    user's ``io``; a process it may not read counts nothing)."""
+    waiting = read = written = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        waiting += sum(
+            1 for t in tids if (st := _read(f"/proc/{pid}/task/{t}/stat")) and task_state(st) == "D"
+        )
+        if io := _read(f"/proc/{pid}/io"):
+            r, w = storage_bytes(io)
+            read, written = read + r, written + w
+    return waiting, read, written
+
+
 def usable_cores(pid: int) -> tuple[float, str]:
     """The cores ``pid`` may use and why: its CPU affinity, lowered by a CPU quota of its
     cgroup or of any cgroup above it (v1 ``cpu.cfs_quota_us``, v2 ``cpu.max``)."""
@@ -300,24 +334,32 @@ class Sample:
     cpu_s: float  # the client's process tree, since it started
     processes: int
     sockets: tuple[Socket, ...]
+    disk_wait: int = 0  # the tree's threads waiting on the disk (state D) at this look
+    read_bytes: int = 0  # from storage, since each process started (/proc/<pid>/io)
+    write_bytes: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
             "t": round(self.t, 3),
             "cpu_s": round(self.cpu_s, 3),
             "processes": self.processes,
+            "disk_wait": self.disk_wait,
+            "read_bytes": self.read_bytes,
+            "write_bytes": self.write_bytes,
             "sockets": [s.as_json() for s in self.sockets],
         }
 
 
 def sample(pid: int, t: float, ss_text: str | None = None) -> Sample:
-    """One look at the client ``pid``: its tree's CPU seconds and its TCP sockets."""
+    """One look at the client ``pid``: its tree's CPU seconds, its TCP sockets, its threads
+    waiting on the disk and the bytes it moved from and to storage."""
     pids = process_tree(pid)
     inodes = tree_sockets(pids)
     cpu = tree_cpu_s(pids)
+    waiting, read, written = tree_disk(pids)
     text = run_ss() if ss_text is None else ss_text
     mine = tuple(s for s in parse_ss(text) if s.inode in inodes)
-    return Sample(t, cpu, len(pids), mine)
+    return Sample(t, cpu, len(pids), mine, waiting, read, written)
 
 
 class Sampler:

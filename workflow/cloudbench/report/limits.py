@@ -9,6 +9,9 @@ cores it had. The rules are the ones ESnet's fasterdata pages teach, applied in 
    waiting out its back-off, not moving data).
 2. **client CPU**: the client's processes used nearly all the cores they were allowed
    (affinity, and a cgroup quota): :data:`CPU_FULL` of them or more.
+2a. **disk**: the connections waited for data (an upload's idle, a download's unread) while
+   a thread of the client waited on the disk (state ``D``) in most samples and most of the
+   bytes moved came from storage (``/proc/<pid>/io``), not the page cache: the scratch.
 3. An upload is read from the sender's side, which is ours. Of the time its data
    connections were busy:
 
@@ -31,9 +34,9 @@ cores it had. The rules are the ones ESnet's fasterdata pages teach, applied in 
    path sent slower than the client read. Packets that arrived out of order (``rcv_ooopack``)
    are a drop upstream, where a queue overflowed: a **shared link**, as for an upload's
    drops; without them, per connection or shared is the route's scaling to say (below).
-4. Otherwise **undetermined**, with the figures: idle connections with neither throttling nor
-   a full CPU may be the disk, the store's latency per request or the client itself, and the
-   evidence here does not tell them apart.
+4. Otherwise **undetermined**, with the figures: idle connections with neither throttling, a
+   full CPU nor a disk wait may be the store's latency per request or the client itself, and
+   the evidence here does not tell them apart.
 
 A route's verdict (:func:`route_verdict`) combines its measurements at its best setting, and
 where the campaign measured that setting's layout at more than one connection count (a
@@ -90,6 +93,8 @@ QUEUE_RTT_MS = 1.0  # ... by at least this much (loopback's minimum RTT is micro
 RETRANS = 0.001  # of the bytes sent, retransmitted: the bottleneck dropped
 OOO_PACKETS = 1  # a download's packets out of order: one is a drop's sign (never on loopback)
 RECV_Q_FULL = 0.5  # of a download's socket samples with unread data: the client read slowly
+DISK_WAIT = 0.5  # of the samples with a thread waiting on the disk: the scratch held the copy
+FROM_DISK = 0.5  # of the bytes moved, read from (or written to) storage, not the page cache
 DATA_BYTES = 256 * 1024  # a connection that moved less carried requests, not the data
 SCALES = 0.5  # of the proportional gain from more connections: they help
 FLAT = 0.15  # of it, or less: they do not
@@ -142,6 +147,23 @@ class Summary:
     # and those packets
     ooo_connections: int = 0
     ooo_packets: int = 0
+    # of the samples that looked (evidence files from before 2026-11-28 did not), those with
+    # a thread of the client waiting on the disk; and the bytes its processes read from
+    # storage (an upload) or wrote to it (a download), every client's last look added
+    disk_wait_share: float | None = None
+    storage_bytes: int | None = None
+
+
+def _disk(samples: Sequence[Mapping[str, Any]], direction: str) -> tuple[float | None, int | None]:
+    """(disk_wait_share, storage_bytes) of a copy's samples (:class:`Summary`)."""
+    looked = [s for s in samples if "disk_wait" in s]
+    if not looked:
+        return None, None
+    key = "read_bytes" if direction == "upload" else "write_bytes"
+    last: dict[int, int] = {}
+    for s in looked:  # cumulative per process tree: each client's last look
+        last[s.get("client", 0)] = s.get(key, 0)
+    return sum(s["disk_wait"] > 0 for s in looked) / len(looked), sum(last.values())
 
 
 def _median(xs: Iterable[float | None]) -> float | None:
@@ -200,6 +222,7 @@ def summarise(docs: Sequence[Mapping[str, Any]], direction: str, seconds: float 
         for sock in s["sockets"]
         if direction == "download" and (sock.bytes_received or 0) >= DATA_BYTES
     ]
+    disk_wait_share, storage = _disk(samples, direction)
     wmem = next((d["tcp_wmem"][-1] for d in docs if d.get("tcp_wmem")), None)
     rmem = next((d["tcp_rmem"][-1] for d in docs if d.get("tcp_rmem")), None)
     return Summary(
@@ -223,6 +246,8 @@ def summarise(docs: Sequence[Mapping[str, Any]], direction: str, seconds: float 
         ooo_connections=sum(bool(s.rcv_ooopack) for s in data if direction == "download"),
         ooo_packets=sum(s.rcv_ooopack or 0 for s in data if direction == "download"),
         before_s=min(before, secs or 0.0),
+        disk_wait_share=disk_wait_share,
+        storage_bytes=storage,
     )
 
 
@@ -232,6 +257,26 @@ def _pct(x: float | None) -> str:
 
 def _kib(n: float) -> str:
     return f"{n / 1024:.0f} KiB" if n < 4 * 1024**2 else f"{n / 1024**2:.1f} MiB"
+
+
+def _scratch(ev: Summary, direction: str, mb_per_s: float | None, cpu: str) -> Verdict | None:
+    """The disk held a copy whose connections waited for data (an upload's idle, a download's
+    unread): a thread of the client waiting on the disk in most samples, and most of the
+    bytes moved read from storage (written to it), not the page cache. None: not shown."""
+    if ev.disk_wait_share is None or ev.disk_wait_share < DISK_WAIT:
+        return None
+    if not (ev.storage_bytes and mb_per_s and ev.seconds):
+        return None
+    if ev.storage_bytes < FROM_DISK * mb_per_s * 1e6 * ev.seconds:
+        return None
+    verb = "read from" if direction == "upload" else "written to"
+    return Verdict(
+        DISK,
+        f"a thread waiting on the disk in {_pct(ev.disk_wait_share)} of samples; "
+        f"{ev.storage_bytes / ev.seconds / 1e6:.1f} MB/s {verb} storage for a copy at "
+        f"{mb_per_s:.1f} MB/s; {cpu}",
+        ACTIONS[DISK],
+    )
 
 
 def verdict(
@@ -264,6 +309,13 @@ def verdict(
             CPU, f"CPU {_pct(ev.cpu_share)} of {ev.cores:g} core(s) allowed", ACTIONS[CPU]
         )
     cpu = f"CPU {_pct(ev.cpu_share)} of {ev.cores:g}" if ev.cores else "CPU ?"
+    waited = (
+        ev.recv_q_share is not None and ev.recv_q_share >= RECV_Q_FULL
+        if direction == "download"
+        else busy_share is None or idle
+    )
+    if waited and (scratch := _scratch(ev, direction, mb_per_s, cpu)):
+        return scratch
     if ev.connections == 0:
         why = " (no ss on the node)" if ev.no_ss else ""
         return Verdict(UNDETERMINED, f"no data connection seen in {ev.samples} samples{why}; {cpu}")
