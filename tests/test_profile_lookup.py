@@ -283,16 +283,32 @@ def _rule_bodies() -> dict[str, str]:
     return found
 
 
+def _local_rules() -> set[str]:
+    """The rules run.smk runs on the submitting host at every site."""
+    text = (ROOT / "workflow" / "rules" / "run.smk").read_text()
+    block = re.search(r"^localrules:\n((?:    \w+,\n)+)", text, re.M)
+    assert block, "run.smk's localrules"
+    return set(re.findall(r"\w+", block[1]))
+
+
+@pytest.mark.unit
+def test_every_batch_job_asks_for_its_runtime():
+    """A batch job without a runtime gets the partition's default, and Slurm's plugin warns
+    on the campaign's terminal ("No wall time information given"): profiles/default sets
+    one for every rule that is not a localrule (probe had none until 2026-11-28)."""
+    batch = set(_rule_bodies()) - _local_rules() - {"all"}
+    assert {"upload", "download", "probe", "generate"} <= batch, sorted(batch)
+    timed = {r for r, res in _profile("default")["set-resources"].items() if "runtime" in res}
+    assert batch <= timed, sorted(batch - timed)
+
+
 @pytest.mark.unit
 def test_every_job_run_in_snakemakes_own_process_runs_on_the_submit_host():
     """A ``run:`` job (a round's decision of repeats: auto or tune) at a batch site would be a
     batch job of its own, with a queue wait and a whole Snakemake started on a node for a
     second's reading of records (tune was, until 2026-11-28): each is a localrule, and so
     is each search's final state."""
-    text = (ROOT / "workflow" / "rules" / "run.smk").read_text()
-    block = re.search(r"^localrules:\n((?:    \w+,\n)+)", text, re.M)
-    assert block, "run.smk's localrules"
-    local = set(re.findall(r"\w+", block[1]))
+    local = _local_rules()
     bodies = _rule_bodies()
     in_process = {name for name, body in bodies.items() if re.search(r"^    run:$", body, re.M)}
     assert {"tune", "precision", "plan"} <= in_process, sorted(in_process)
