@@ -239,6 +239,8 @@ def test_a_campaign_is_a_header_a_line_per_measurement_progress_and_a_summary(
     spec.parent.mkdir(parents=True)
     spec.write_text("{}")
     _transfer(tmp_path, "upload", "plain", 9)  # recorded by an earlier run
+    # failed in an earlier run: measured again, so among those to make, not recorded already
+    _transfer(tmp_path, "upload", "plain", 8, status="failed", mb_per_s=None)
     shown = _shown(
         t,
         _record("Job stats: ...", event=LogEvent.RUN_INFO,

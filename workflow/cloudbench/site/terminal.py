@@ -35,6 +35,7 @@ What it reads of Snakemake is the logger plugins' interface only
 from __future__ import annotations
 
 import glob
+import json
 import logging
 import math
 import os
@@ -296,12 +297,21 @@ def run_sites(results: str, since: float) -> list[str]:
 
 
 def records_at(results: str, sites: Sequence[str]) -> int:
-    """How many measurements the sites have a record of (any status)."""
+    """How many measurements the sites have a record of that a run keeps: a failed one is
+    measured again, so it is among those to make, not among those recorded already (a
+    rerun's header read '40 to make, 14 recorded already' for a campaign of 48)."""
     anything: dict[str, Any] = {k: "*" for k in KEYS}
-    return sum(
-        len(glob.glob(paths.transfer_record(results, MeasurementId(**anything | {"site": s}))))
-        for s in sites
-    )
+    kept = 0
+    for s in sites:
+        for path in glob.glob(
+            paths.transfer_record(results, MeasurementId(**anything | {"site": s}))
+        ):
+            try:
+                with open(path) as fh:
+                    kept += json.load(fh).get("status") != "failed"
+            except (OSError, ValueError):  # being written: the run will say it
+                continue
+    return kept
 
 
 # --- the terminal ---------------------------------------------------------------------------
