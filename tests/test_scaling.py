@@ -99,6 +99,13 @@ def test_aggregate_rate_is_all_bytes_over_the_whole_window():
     # a client stalled on a dead store: the group's outage dates from when it last moved
     # (the user check's 2-client group dated it from the stall's verdict, 72 s later)
     stalled = [dict(c, status="failed", error="the store stopped answering") for c in clients]
+    assert aggregate(stalled, 2, tolerance_s=1.0)["error"] == (
+        "clients 0, 1: the store stopped answering"  # one sentence for both, not twice
+    )
+    apart = [stalled[0], dict(stalled[1], error="exit status 9")]
+    assert aggregate(apart, 2, tolerance_s=1.0)["error"] == (
+        "client 0: the store stopped answering; client 1: exit status 9"
+    )
     stalled[1]["stalled_since_epoch"] = 103.0
     assert aggregate(stalled, 2, tolerance_s=1.0)["stalled_since_epoch"] == 103.0
 

@@ -305,6 +305,19 @@ def client_series_path(folder: Path, index: int) -> Path:
 # --- adding the clients up -------------------------------------------------------------------
 
 
+def failed_clients(got: Sequence[dict[str, Any]]) -> list[str]:
+    """Each failed client's error, said once for all the clients that met the same one
+    (``clients 0, 1: ...``): a dead store fails every client alike, and the same sentence
+    twice in a row read as one repeating itself."""
+    said: dict[str, list[str]] = {}
+    for c in got:
+        if c["status"] != "ok":
+            said.setdefault(str(c.get("error")), []).append(str(c["client"]))
+    return [
+        f"client{'s' if len(ks) > 1 else ''} {', '.join(ks)}: {error}" for error, ks in said.items()
+    ]
+
+
 def aggregate(
     clients: Sequence[dict[str, Any] | None], n: int, tolerance_s: float
 ) -> dict[str, Any]:
@@ -316,7 +329,7 @@ def aggregate(
     client's own check found its bytes corrupt."""
     got = [c for c in clients if c is not None]
     errors = [f"client {k} did not report" for k, c in enumerate(clients) if c is None]
-    errors += [f"client {c['client']}: {c.get('error')}" for c in got if c["status"] != "ok"]
+    errors += failed_clients(got)
     starts = [c["started_epoch"] for c in got if c.get("started_epoch") is not None]
     ends = [c["started_epoch"] + c["seconds"] for c in got if c.get("seconds") is not None]
     first = min(starts) if starts else None
