@@ -210,12 +210,20 @@ def test_a_routes_verdict_is_its_majority_and_scaling_decides_per_connection_or_
     assert limits.route_verdict([per, und]).limit == limits.UNDETERMINED  # no majority
     flat = Scaling(4, 8, 12.0, 12.5)
     assert limits.route_verdict([per, per, per], flat).limit == limits.SHARED
-    assert limits.route_verdict([und] * 3, Scaling(2, 4, 10, 19)).limit == limits.PER_CONNECTION
+    grew = Scaling(2, 4, 10, 19)
+    assert limits.route_verdict([und] * 3, grew).limit == limits.UNDETERMINED
+    kept_up = Verdict(limits.UNDETERMINED, f"{limits.KEPT_UP} (unread data in 3% of samples)")
+    assert limits.route_verdict([kept_up] * 3, grew).limit == limits.PER_CONNECTION
+    # idle connections on a busy machine: a rate that did not grow says nothing of the link
+    idle = Verdict(limits.UNDETERMINED, "connections idle most of the copy (busy 20% of it)")
+    assert limits.route_verdict([idle] * 3, flat).limit == limits.UNDETERMINED
     cpu = Verdict(limits.CPU, "CPU 99% of 0.5 core(s) allowed")
     assert limits.route_verdict([cpu] * 3, flat).limit == limits.CPU  # not the link's doing
 
 
-def _rows(limit: str, rates: dict[int, list[float]], **route) -> list[dict]:
+def _rows(
+    limit: str, rates: dict[int, list[float]], evidence: str = "figures", **route
+) -> list[dict]:
     out = []
     for conns, rs in rates.items():
         for k, r in enumerate(rs):
@@ -224,7 +232,7 @@ def _rows(limit: str, rates: dict[int, list[float]], **route) -> list[dict]:
                 "strategy": "chunked", "layout": "chunked-4MiB", "chunk_bytes": 4 << 20,
                 "setting": f"rclone-1x{conns}", "tool": "rclone", "clients": 1,
                 "concurrency": conns, "repeat": k + 1, "status": "ok", "mb_per_s": r,
-                "connections": conns, "limit": limit, "limit_evidence": "figures",
+                "connections": conns, "limit": limit, "limit_evidence": evidence,
             } | route)  # fmt: skip
     return out
 
@@ -233,9 +241,10 @@ def test_the_routes_table_and_the_first_screens_block():
     """Two routes limited differently: one whose rate grew with its connections, one that
     stood still; the block names each with its figures and action."""
     df = pd.DataFrame(
-        _rows(limits.UNDETERMINED, {2: [10, 10.2, 9.9], 4: [19.8, 20.1, 20.0]})
+        _rows(limits.UNDETERMINED, {2: [10, 10.2, 9.9], 4: [19.8, 20.1, 20.0]},
+              f"{limits.CWND_BOUND} (busy 90% of the copy), signs mixed")
         + _rows(limits.SHARED, {2: [30, 30.5, 29.8], 4: [30.2, 30.1, 29.9]}, site="ams")
-    )
+    )  # fmt: skip
     table = limits.routes_table(df).set_index("site")
     assert table.loc["edi", "limit"] == limits.PER_CONNECTION
     assert "2 -> 4 connections" in table.loc["edi", "figures"]
@@ -247,6 +256,24 @@ def test_the_routes_table_and_the_first_screens_block():
     none = limits.limits_block(df.assign(limit=limits.UNDETERMINED).head(3))
     assert "undetermined on every route" in none and none.count("<li>") == 0
     assert limits.limits_block(df.assign(limit=None)) == ""
+
+
+def test_a_routes_scaling_is_its_own_tools():
+    """Two tools on one route: the scaling compares the best setting's tool with itself, never
+    a median of both tools' rows (a user's loopback route read 'shared link' from rclone's
+    and s5cmd's rates pooled, a rate no setting ran at)."""
+    held = f"{limits.CWND_BOUND} (busy 90% of the copy), signs mixed"
+    rclone = _rows(limits.UNDETERMINED, {2: [10, 10.1, 9.9], 4: [20, 19.9, 20.1]}, held)
+    s5cmd = [
+        r | {"tool": "s5cmd", "setting": r["setting"].replace("rclone", "s5cmd")}
+        for r in _rows(limits.UNDETERMINED, {2: [40, 40, 40], 4: [15, 15, 15]}, held)
+    ]
+    table = limits.routes_table(pd.DataFrame(rclone + s5cmd))
+    (row,) = table.itertuples()
+    assert row.limit == limits.SHARED, row.figures  # s5cmd's own: 40 at 2, 15 at 4
+    assert "2 -> 4 connections: 40.0 -> 15.0 MB/s" in row.figures
+    alone = limits.routes_table(pd.DataFrame(rclone))
+    assert alone["limit"].iloc[0] == limits.PER_CONNECTION
 
 
 def test_a_records_columns_come_from_the_file_beside_it(tmp_path):

@@ -103,6 +103,15 @@ FLAT = 0.15  # of it, or less: they do not
 AT_CAP = 0.9
 
 
+# How an undetermined verdict's figures begin when the network held the copy (an upload's
+# connections busy, by their congestion window; a download's client keeping up): then how
+# the rate scaled with the connections may decide per connection against shared. Otherwise
+# (idle connections, a slow reader, no connection seen) a rate that did not grow says
+# nothing of the link: on a busy machine more clients only share its cores.
+CWND_BOUND = "cwnd-bound"
+KEPT_UP = "the client kept up"
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What limited a copy, the figures it rests on, and what to do about it."""
@@ -113,6 +122,13 @@ class Verdict:
 
     def text(self) -> str:
         return f"{self.limit}: {self.figures}" if self.figures else self.limit
+
+    @property
+    def network_held(self) -> bool:
+        """Whether the network held this copy (see :data:`CWND_BOUND`)."""
+        return self.limit in (PER_CONNECTION, SHARED) or (
+            self.limit == UNDETERMINED and self.figures.startswith((CWND_BOUND, KEPT_UP))
+        )
 
 
 @dataclass(frozen=True)
@@ -326,7 +342,7 @@ def verdict(
                 f"the client read slowly (unread data in {_pct(ev.recv_q_share)} of samples) "
                 f"with its CPU not full ({cpu}): its disk or itself",
             )
-        kept_up = f"the client kept up (unread data in {_pct(ev.recv_q_share)} of samples)"
+        kept_up = f"{KEPT_UP} (unread data in {_pct(ev.recv_q_share)} of samples)"
         if ev.ooo_packets >= OOO_PACKETS:
             return Verdict(
                 SHARED,
@@ -397,16 +413,16 @@ def verdict(
     if queue and drops:
         return Verdict(
             SHARED,
-            f"cwnd-bound ({held}) with a shared queue's signs: {signs}",
+            f"{CWND_BOUND} ({held}) with a shared queue's signs: {signs}",
             ACTIONS[SHARED],
         )
     if not queue and not drops:
         return Verdict(
             PER_CONNECTION,
-            f"cwnd-bound ({held}) with no queue: {signs}",
+            f"{CWND_BOUND} ({held}) with no queue: {signs}",
             ACTIONS[PER_CONNECTION],
         )
-    return Verdict(UNDETERMINED, f"cwnd-bound ({held}), signs mixed: {signs}")
+    return Verdict(UNDETERMINED, f"{CWND_BOUND} ({held}), signs mixed: {signs}")
 
 
 # --- a route: its measurements and how its rate scaled -------------------------------------
@@ -456,7 +472,8 @@ def scaling_of(points: Sequence[tuple[int, float]], best_connections: int) -> Sc
 
 def route_verdict(verdicts: Sequence[Verdict], scaling: Scaling | None = None) -> Verdict:
     """One route's verdict from its best setting's measurements (their majority, more than
-    half) and, where measured, its scaling, which decides per-connection against shared."""
+    half) and, where measured, its scaling, which decides per-connection against shared
+    when the network held most of those measurements (:attr:`Verdict.network_held`)."""
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.limit] = counts.get(v.limit, 0) + 1
@@ -468,7 +485,8 @@ def route_verdict(verdicts: Sequence[Verdict], scaling: Scaling | None = None) -
     if major in (STORE, CPU, SENDER_BUFFER, RECEIVER_WINDOW, DISK):
         figures = f"{said}; {example.figures}" if example else said
         return Verdict(major, figures, ACTIONS[major])
-    if scaling is not None:
+    held = sum(v.network_held for v in verdicts) * 2 > len(verdicts)
+    if scaling is not None and held:
         if scaling.gain >= SCALES:
             return Verdict(
                 PER_CONNECTION,
@@ -589,14 +607,18 @@ def routes_table(transfers: Any, caps: OwnCaps | None = None) -> Any:
             if isinstance(r.get("limit"), str)
         ]
         scaling = None
+        tool = str(mine["tool"].iloc[0]) if "tool" in mine and len(mine) else ""
         if "connections" in g and mine["connections"].notna().any():
-            same = g[g["layout"] == best.get("layout")] if "layout" in g else g
+            # the best setting's tool and layout at other connection counts: never another
+            # tool's rows (a user's route read rclone's and s5cmd's rates as one median)
+            same = g[_matches(g, {k: v for k, v in best.items() if k == "layout"})]
+            if tool:
+                same = same[same["tool"] == tool]
             pts = same.dropna(subset=["connections"]).groupby("connections")["mb_per_s"].median()
             scaling = scaling_of(
                 [(int(c), float(r)) for c, r in pts.items()], int(mine["connections"].median())
             )
         v = route_verdict(verdicts, scaling)
-        tool = str(mine["tool"].iloc[0]) if "tool" in mine and len(mine) else ""
         at_cap = (caps or OwnCaps()).held(
             tool, float(medians.max()), int(mine["connections"].median())
             if "connections" in mine and mine["connections"].notna().any() else 1,
