@@ -355,6 +355,15 @@ def test_a_route_at_the_campaigns_own_cap_is_named_by_it_not_the_link():
     assert caps.held("rclone", 1.0, 1).limit == limits.OWN_CAP  # one file: 1 MiB/s, 95%
     assert caps.held("rclone", 0.5, 2) is None  # well below both: the path or the store
     assert caps.held("s5cmd", 2.04, 2) is None  # rclone's flags do not cap s5cmd
+    # --bwlimit caps each rclone process: two clients may move twice it (a user's 2-client
+    # route read '188% of --bwlimit')
+    total = limits.OwnCaps.of({"rclone": {"flags": ["--bwlimit", "4M"]}})
+    two = total.held("rclone", 7.9, 4, processes=2)
+    assert (
+        two.limit == limits.OWN_CAP
+        and "94% of --bwlimit 4 MiB/s x 2 rclone processes" in two.figures
+    )
+    assert total.held("rclone", 4.0, 4, processes=2) is None  # half of the two processes' cap
     assert limits.OwnCaps.of({"rclone": {"flags": []}}).held("rclone", 2.04, 2) is None
     assert limits.OwnCaps.of(None).held("rclone", 2.04, 2) is None
 

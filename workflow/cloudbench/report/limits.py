@@ -558,14 +558,21 @@ class OwnCaps:
         per_file = [b for v in flag_values(flags, "--bwlimit-file") if (b := bwlimit_bytes(v))]
         return cls(total[-1] if total else None, per_file[-1] if per_file else None)
 
-    def held(self, tool: str, mb_per_s: float, connections: int) -> Verdict | None:
+    def held(
+        self, tool: str, mb_per_s: float, connections: int, processes: int = 1
+    ) -> Verdict | None:
         """The verdict of a route of ``tool`` at ``mb_per_s`` over ``connections`` when it
-        moved at a cap of rclone's own (None otherwise): the cap, not the path, set it."""
+        moved at a cap of rclone's own (None otherwise): the cap, not the path, set it.
+        ``--bwlimit`` caps each rclone process: a group of ``processes`` clients may move
+        that many times it."""
         from cloudbench.campaign.clients import capped_by_rclone_flags
 
         if not capped_by_rclone_flags(tool):
             return None
-        caps = [(self.total, f"--bwlimit {self.total / 2**20:g} MiB/s")] if self.total else []
+        each = f"--bwlimit {self.total / 2**20:g} MiB/s" if self.total else ""
+        if processes > 1:
+            each += f" x {processes} rclone processes"
+        caps = [(self.total * processes, each)] if self.total else []
         if self.per_file:
             caps.append(
                 (self.per_file * connections,
@@ -622,6 +629,8 @@ def routes_table(transfers: Any, caps: OwnCaps | None = None) -> Any:
         at_cap = (caps or OwnCaps()).held(
             tool, float(medians.max()), int(mine["connections"].median())
             if "connections" in mine and mine["connections"].notna().any() else 1,
+            int(mine["clients"].median())
+            if "clients" in mine and mine["clients"].notna().any() else 1,
         )  # fmt: skip
         v = at_cap or v
         rows.append(dict(zip(ROUTE, key, strict=True)) | {
