@@ -144,6 +144,14 @@ def test_egress_is_the_cost_blocks_rule():
     assert est.egress_text(1, "download", None) == "no prices configured"
 
 
+def test_durations_read_in_their_unit_and_under_a_second_in_two_figures():
+    assert est.duration(40.06) == "40.1 s" and est.duration(750) == "12.5 min"
+    assert est.duration(5.2 * 3600) == "5.2 h" and est.duration(0.0421) == "0.042 s"
+    # a small dataset's interval keeps its width (a user read "0.0 s [0.0 s, 0.0 s]")
+    assert est.duration(0.0042, like=0.0055) == "0.0042 s"
+    assert est.duration(30, like=4000) == "0.5 min" and est.duration(math.nan) == "?"
+
+
 def test_the_window_rate_ends_where_the_count_reached_its_total():
     # 10 MB/s from the first sample; then the upload's buffers drain (a plateau)
     assert est.window_rate([1.0, 2.0, 3.0, 3.6], [5e6, 15e6, 25e6, 25e6]) == pytest.approx(10.0)

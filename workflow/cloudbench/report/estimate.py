@@ -140,11 +140,13 @@ UNITS = ((120, 1, "s"), (7200, 60, "min"), (172800, 3600, "h"), (math.inf, 86400
 
 
 def duration(s: float, like: float | None = None) -> str:
-    """Seconds in the unit a person reads them in: 40.1 s, 12.5 min, 5.2 h, 3.1 days; in the
-    unit ``like`` would be (an interval's ends in its centre's unit)."""
+    """Seconds in the unit a person reads them in: 0.042 s, 40.1 s, 12.5 min, 5.2 h, 3.1 days;
+    in the unit ``like`` would be (an interval's ends in its centre's unit)."""
     if math.isnan(s):
         return "?"
     ref = s if like is None or math.isnan(like) else like
+    if ref < 1:  # two figures, never "0.0 s [0.0 s, 0.0 s]" for a small dataset
+        return f"{s:.2g} s"
     _, size, unit = next(u for u in UNITS if ref < u[0])
     return f"{s / size:.1f} {unit}"
 
