@@ -369,6 +369,31 @@ def test_a_route_at_the_campaigns_own_cap_is_named_by_it_not_the_link():
 
 
 @pytest.mark.unit
+def test_a_copy_at_its_own_cap_is_named_by_it_row_by_row(tmp_path):
+    """A row that moved at the cap its command or its environment gave rclone is held by
+    that cap, as its route is (a user's --bwlimit rows read 'undetermined', downloads
+    blaming 'its disk or itself'); a row well below it is judged on its evidence."""
+    rec = {
+        "status": "ok", "direction": "download", "tool": "rclone", "mb_per_s": 4.1,
+        "connections": 4, "clients": 1, "seconds": 2.0,
+        "command": "rclone copy s3t:bkt/x /scratch/x --transfers 4 --bwlimit 4M",
+    }  # fmt: skip
+    v = limits.of_record(tmp_path / "r1.json", rec)
+    assert v is not None and v.limit == limits.OWN_CAP, v
+    assert (
+        "98% of --bwlimit 4 MiB/s" in v.figures and "its command line and environment" in v.figures
+    )
+    env = rec | {"command": "rclone copy s3t:bkt/x /scratch/x", "rclone_env": "RCLONE_BWLIMIT=4M"}
+    assert limits.of_record(tmp_path / "r1.json", env).limit == limits.OWN_CAP
+    two = env | {"clients": 2, "mb_per_s": 8.0}  # each process its own cap
+    assert "x 2 rclone processes" in limits.of_record(tmp_path / "r1.json", two).figures
+    below = rec | {"mb_per_s": 1.0}  # no evidence beside it: no verdict, never a guess
+    assert limits.of_record(tmp_path / "r1.json", below) is None
+    s5cmd = rec | {"tool": "s5cmd"}  # rclone's flags never cap another tool
+    assert limits.of_record(tmp_path / "r1.json", s5cmd) is None
+
+
+@pytest.mark.unit
 def test_a_copy_too_short_to_sample_says_so_not_that_it_has_no_evidence():
     """A copy under a second keeps its evidence file with no sample: its verdict says the
     copy was too short to see, not that the file is missing (usercheck53: 32 loopback rows

@@ -526,6 +526,13 @@ def of_record(record: Path, rec: Mapping[str, Any]) -> Verdict | None:
 
     if rec.get("status") != "ok":
         return None
+    if rec.get("mb_per_s"):  # moved at a cap of its own: that, whatever the evidence shows
+        capped = OwnCaps.of_record(rec).held(
+            str(rec.get("tool") or "rclone"), float(rec["mb_per_s"]),
+            int(float(rec.get("connections") or 1)), int(float(rec.get("clients") or 1)),
+        )  # fmt: skip
+        if capped:
+            return capped
     docs = [d for p in evidence_files(record, rec) if (d := evidence.read(p)) is not None]
     if not docs:
         return None
@@ -549,14 +556,41 @@ class OwnCaps:
     total: float | None = None
     per_file: float | None = None
 
+    source: str = "the campaign's rclone.flags"
+
     @classmethod
     def of(cls, info: Mapping[str, Any] | None) -> OwnCaps:
+        return cls.of_flags(
+            [str(f) for f in (((info or {}).get("rclone") or {}).get("flags") or [])]
+        )
+
+    @classmethod
+    def of_flags(cls, flags: Sequence[str], source: str = "") -> OwnCaps:
         from cloudbench.report.labels import bwlimit_bytes, flag_values
 
-        flags = [str(f) for f in (((info or {}).get("rclone") or {}).get("flags") or [])]
         total = [b for v in flag_values(flags, "--bwlimit") if (b := bwlimit_bytes(v))]
         per_file = [b for v in flag_values(flags, "--bwlimit-file") if (b := bwlimit_bytes(v))]
-        return cls(total[-1] if total else None, per_file[-1] if per_file else None)
+        return cls(
+            total[-1] if total else None,
+            per_file[-1] if per_file else None,
+            *([source] if source else []),
+        )
+
+    @classmethod
+    def of_record(cls, rec: Mapping[str, Any]) -> OwnCaps:
+        """The caps one copy ran under: its command line's, then its environment's
+        (``RCLONE_BWLIMIT=8M`` in the record's ``rclone_env``), which rclone reads as flags."""
+        import shlex
+
+        try:
+            flags = shlex.split(str(rec.get("command") or ""))
+        except ValueError:
+            flags = []
+        for item in str(rec.get("rclone_env") or "").split():
+            name, _, value = item.partition("=")
+            if name in ("RCLONE_BWLIMIT", "RCLONE_BWLIMIT_FILE"):
+                flags += [f"--{name[7:].lower().replace('_', '-')}", value]
+        return cls.of_flags(flags, "its command line and environment")
 
     def held(
         self, tool: str, mb_per_s: float, connections: int, processes: int = 1
@@ -583,7 +617,7 @@ class OwnCaps:
                 return Verdict(
                     OWN_CAP,
                     f"{mb_per_s:.1f} MB/s is {mb_per_s * 1e6 / cap:.0%} of {words} = "
-                    f"{cap / 1e6:.1f} MB/s, from the campaign's rclone.flags",
+                    f"{cap / 1e6:.1f} MB/s, from {self.source}",
                     ACTIONS[OWN_CAP],
                 )
         return None
