@@ -168,7 +168,12 @@ def test_a_last_word_is_clipped_never_json_and_carries_its_cause(tmp_path):
     assert terminal.last_word(log) is None  # no log yet
     log.write_text("x" * 1000 + "\n" + '{"level": "debug"}\n')
     said = terminal.last_word(log)
-    assert said is not None and len(said) == terminal.LAST_WORD_CHARS and said.endswith("...")
+    assert said is not None and len(said) <= terminal.LAST_WORD_CHARS and said.endswith("...")
+    words = " ".join(f"word{k}" for k in range(100))  # cut at a word's end, never inside one
+    short = terminal.clipped(words, 50)
+    assert len(short) <= 50 and short.endswith(" ...")
+    assert all(w.startswith("word") and w[4:].isdigit() for w in short[:-4].split())
+    assert terminal.clipped("short", 50) == "short"
     # cloudbench status: the headline with the first thing it lists, and how many more
     log.write_text("cloudbench status: 2 measurement(s) not ok:\n  failed: a\n  failed: b\n")
     assert terminal.last_word(log) == (

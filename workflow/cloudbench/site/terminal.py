@@ -109,7 +109,16 @@ def last_word(log: str | os.PathLike[str]) -> str | None:
         if said.endswith(":") and details:
             more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
             said = f"{said} {details[0]}{more}"
-    return said if len(said) <= LAST_WORD_CHARS else said[: LAST_WORD_CHARS - 3] + "..."
+    return clipped(said)
+
+
+def clipped(text: str, most: int = LAST_WORD_CHARS) -> str:
+    """``text`` in at most ``most`` characters, cut at a word's end ("... bac..." read as a
+    word of its own)."""
+    if len(text) <= most:
+        return text
+    head = text[: most - 4]
+    return (head.rsplit(" ", 1)[0] if " " in head else head) + " ..."
 
 
 # How Python's CalledProcessError says a job's shell was ended by a signal: the shell itself
@@ -159,7 +168,7 @@ def job_error_line(
     said = next((w for w in map(last_word, logs[:1]) if w), None)
     parts = [f"failed: {rule}"]
     if message:
-        parts.append(str(message).replace("\n", " ")[:LAST_WORD_CHARS])
+        parts.append(clipped(str(message).replace("\n", " ")))
     if cause:
         parts.append(cause)
     if said:
