@@ -187,13 +187,13 @@ def test_the_reports_dataset_is_the_estimate_key_else_the_campaigns_x100(demo_co
         load_campaign(demo_config | {"estimate": {"size": "2TiB"}})
 
 
-def _campaign_tables(tmp_path, rate=20.0, fixed=0.5, nbytes=64 * 2**20):
+def _campaign_tables(tmp_path, rate=20.0, fixed=0.5, nbytes=64 * 2**20, setting="rclone-1x4"):
     """A campaign's results: one route, three repeats of 6-7 s with a series each."""
     rows, series = [], []
     for rep, wobble in enumerate((0.0, 0.05, -0.05), start=1):
         seconds = fixed + wobble + nbytes / (rate * MB)
         key = dict(campaign="c", site="s1", remote="r", direction="download",
-                   strategy="plain", layout="plain", setting="rclone-1x4", repeat=rep)  # fmt: skip
+                   strategy="plain", layout="plain", setting=setting, repeat=rep)  # fmt: skip
         rows.append(key | dict(
             tool="rclone", clients=1, concurrency=4, status="ok", seconds=seconds,
             mb_per_s=nbytes / seconds / MB, files=1, objects=1, bytes_requested=nbytes,
@@ -213,6 +213,19 @@ def _campaign_tables(tmp_path, rate=20.0, fixed=0.5, nbytes=64 * 2**20):
     pd.DataFrame([{"site": "s1", "remote": "r", "direction": "download",
                    "limit": "shared link", "figures": "", "action": ""}]).to_csv(
         tmp_path / "limits.tsv", sep="\t", index=False)  # fmt: skip
+
+
+def test_an_auto_setting_is_named_as_run_and_an_undetermined_limit_said_so(tmp_path, capsys):
+    """The setting as the first screen names it (a user read 's5cmd-1x2' there and
+    's5cmd-1xauto' in the estimate), and no 'limited by undetermined'."""
+    _campaign_tables(tmp_path, setting="rclone-1xauto")  # ran 4 objects at once
+    (tmp_path / "limits.tsv").write_text(
+        "site\tremote\tdirection\tlimit\tfigures\taction\ns1\tr\tdownload\tundetermined\t\t\n"
+    )
+    assert est.main([str(tmp_path), "--size", "2GB", "--files", "4"]) == 0
+    text = capsys.readouterr().out
+    assert "at plain rclone-1x4 " in text and "xauto" not in text, text
+    assert "its limit undetermined" in text and "limited by undetermined" not in text
 
 
 def test_the_command_answers_per_route_from_a_campaigns_tables(tmp_path, capsys):

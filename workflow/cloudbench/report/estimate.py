@@ -45,9 +45,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from cloudbench.campaign import identity
+from cloudbench.report.labels import setting_as_run
 
 COVERAGE = 0.95  # of the prediction interval for one new copy
 MIN_SIZES = 3  # distinct sizes among the rows before seconds are fitted against bytes
@@ -83,6 +85,7 @@ class Row:
     transfers: int  # objects at once the setting allowed
     streams: int  # connections per object
     window_s: float = math.nan  # the seconds a short copy's rate was read over (not separated)
+    concurrency: float = math.nan  # objects at once as run (an "auto" setting's number)
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,12 @@ class Estimate:
     def route(self) -> str:
         return f"{self.site} {self.direction} {self.remote}"
 
+    @property
+    def limited_by(self) -> str:
+        return (
+            "its limit undetermined" if self.limit == UNDETERMINED else f"limited by {self.limit}"
+        )
+
     def interval_text(self) -> str:
         if math.isnan(self.low_s):
             return f"{duration(self.seconds)} (no interval: {self.n} repeat)"
@@ -124,7 +133,7 @@ class Estimate:
         return (
             f"{self.route}: {self.interval_text()}, at {self.layout} {self.setting} "
             f"({self.n} repeats: fixed {self.fixed_s:.2f} s + the bytes at "
-            f"{self.mb_per_s:.1f} MB/s); egress {self.egress}; limited by {self.limit}{notes}"
+            f"{self.mb_per_s:.1f} MB/s); egress {self.egress}; {self.limited_by}{notes}"
         )
 
 
@@ -391,6 +400,7 @@ def rows_of(metrics: Any, series: Any, route: Mapping[str, Any]) -> list[Row]:
                 connections=_int(r.get("connections"), 1),
                 transfers=_int(r.get("transfers"), _int(r.get("concurrency"), 1)),
                 streams=_int(r.get("streams_per_object"), 1),
+                concurrency=float(pd.to_numeric(r.get("concurrency"), errors="coerce")),
             )
         )
     return out
@@ -466,9 +476,12 @@ def estimates(
         seconds, lo, hi, fixed, rate, method, notes = predict(
             rows, dataset, chunk, limit, small_files
         )
+        ran = [r.concurrency for r in rows if not math.isnan(r.concurrency)]
         out.append(
             Estimate(
-                **{k: str(route[k]) for k in identity.GROUP},
+                **{k: str(route[k]) for k in identity.GROUP}
+                # as the first screen names it (rclone-1xauto that ran 4 at once: rclone-1x4)
+                | {"setting": setting_as_run(route["setting"], median(ran) if ran else math.nan)},
                 n=len(rows),
                 seconds=seconds,
                 low_s=lo,
@@ -515,7 +528,7 @@ def block_html(found: Sequence[Estimate], dataset: Dataset, named: bool) -> str:
         items.append(
             f"<li><b>{html.escape(e.route)}</b>: {html.escape(e.interval_text())}, at "
             f"{html.escape(e.layout)} {html.escape(e.setting)}; egress {html.escape(e.egress)};"
-            f" limited by {html.escape(e.limit)}"
+            f" {html.escape(e.limited_by)}"
             f"<details><summary>how</summary>{html.escape(how)}</details></li>"
         )
     return (
