@@ -11,6 +11,7 @@ anywhere near the top."""
 
 from __future__ import annotations
 
+import html
 import re
 
 import numpy as np
@@ -153,6 +154,21 @@ def test_the_speed_up_over_plain_is_on_the_first_screen():
         < page.index('class="cb-legend"')
         < page.index("fastest chunked")
     )
+
+
+def test_the_measurements_each_search_spent_wrap_where_their_counts_differ():
+    """Searches that spent different counts get a column for them, a cell that wraps like
+    the other long ones (a demo under load pushed the tuning table to 1,519 px, past the
+    window, with it as one unbroken line)."""
+    t = demo_like()
+    tuned = tuned_rows()
+    tuned.loc[0, "measurements"] = 9
+    page = headline.headline_html(
+        t, summarise(t, pd.DataFrame()), {"campaign": "demo"}, None, tuned=tuned
+    )
+    block = html.unescape(tuning_block(page))
+    cells = re.findall(r'<td class="w"><span class="nb">(\d+ of the grid\'s \d+;)</span>', block)
+    assert cells == ["9 of the grid's 12;", "12 of the grid's 12;", "12 of the grid's 12;"], block
 
 
 def test_a_command_several_searches_share_is_printed_once_naming_them():
