@@ -374,6 +374,19 @@ def test_a_dead_stores_account_is_given_once_then_named_as_above():
     )
     other = told.replace("'main' (objstore:)", "'cold' (glacier:)")
     assert other in t._brief(f"failed: {other}")  # another store: told in full once too
+    # its cause's middle elided, its count grown since: the same store, as above
+    elided = told.replace("2 failure", "3 failure").replace(" connect: connection refused,", " ...")
+    assert t._brief(f"up: failed (not measured: {elided}; not tried again)") == (
+        "up: failed (not measured: store 'main' (objstore:) has not answered since "
+        "2026-11-28T16:15:41Z (as above); not tried again)"
+    )
+    # a line clipped inside the account: as above too
+    clipped = terminal.clipped(f"up: failed ({told.replace('2 failure', '3 failure')})", 150)
+    assert clipped.endswith(" ...") and "met by" not in clipped
+    assert t._brief(clipped) == (
+        "up: failed (store 'main' (objstore:) has not answered since 2026-11-28T16:15:41Z "
+        "(as above)"
+    )
 
 
 @pytest.mark.unit

@@ -128,10 +128,12 @@ _EXIT_STATUS = re.compile(r"non-zero exit status (\d+)")
 
 
 # A dead store's account (site.breaker.State.describe): what it is and since when, then
-# the failures, the last cause and the measurement that met it, in parentheses
+# the failures, the last cause (its middle may be elided: "dial tcp ...: ... met by") and
+# the measurement that met it, in parentheses; or cut short with its line (usercheck54 read
+# one account whole twice at one site, its cause elided the second time)
 STORE_DOWN = re.compile(
     r"(store \S+(?: \([^)]*\))? has not answered since \S+) "
-    r"\(\d+ failure\(s\) in a row; the last, .+?, met by [^)]+\)"
+    r"\(\d+ failure\(s\) in a row; the last, (?:.+? met by [^)]+\)|.* \.\.\.$)"
 )
 
 # Snakemake's closing words after failed jobs, which the failed jobs' lines and the
