@@ -387,6 +387,15 @@ def test_a_copy_at_its_own_cap_is_named_by_it_row_by_row(tmp_path):
     assert limits.of_record(tmp_path / "r1.json", env).limit == limits.OWN_CAP
     two = env | {"clients": 2, "mb_per_s": 8.0}  # each process its own cap
     assert "x 2 rclone processes" in limits.of_record(tmp_path / "r1.json", two).figures
+    # a group's record keeps no command: its first client's has it
+    group = tmp_path / "g1.json"
+    (tmp_path / "g1.clients").mkdir()
+    (tmp_path / "g1.clients/client-0.json").write_text(json.dumps({"command": rec["command"]}))
+    two_clients = rec | {"command": None, "clients": 2, "mb_per_s": 7.9}
+    assert (
+        "94% of --bwlimit 4 MiB/s x 2 rclone processes"
+        in limits.of_record(group, two_clients).figures
+    )
     below = rec | {"mb_per_s": 1.0}  # no evidence beside it: no verdict, never a guess
     assert limits.of_record(tmp_path / "r1.json", below) is None
     s5cmd = rec | {"tool": "s5cmd"}  # rclone's flags never cap another tool

@@ -527,7 +527,7 @@ def of_record(record: Path, rec: Mapping[str, Any]) -> Verdict | None:
     if rec.get("status") != "ok":
         return None
     if rec.get("mb_per_s"):  # moved at a cap of its own: that, whatever the evidence shows
-        capped = OwnCaps.of_record(rec).held(
+        capped = _caps_of(record, rec).held(
             str(rec.get("tool") or "rclone"), float(rec["mb_per_s"]),
             int(float(rec.get("connections") or 1)), int(float(rec.get("clients") or 1)),
         )  # fmt: skip
@@ -540,6 +540,23 @@ def of_record(record: Path, rec: Mapping[str, Any]) -> Verdict | None:
     return verdict(
         ev, rec["direction"], rec.get("mb_per_s"), rec.get("connections"), rec.get("throttled")
     )
+
+
+def _caps_of(record: Path, rec: Mapping[str, Any]) -> OwnCaps:
+    """The caps a copy ran under: its record's, or, for a group of clients (whose record
+    keeps no command of its own), its first client's record's."""
+    if rec.get("command") or int(float(rec.get("clients") or 1)) <= 1:
+        return OwnCaps.of_record(rec)
+    import json
+
+    from cloudbench.campaign import paths
+
+    try:
+        return OwnCaps.of_record(
+            json.loads((paths.clients_dir(record) / "client-0.json").read_text())
+        )
+    except (OSError, ValueError):
+        return OwnCaps()
 
 
 def columns(record: Path, rec: Mapping[str, Any]) -> dict[str, str | None]:
