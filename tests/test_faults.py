@@ -32,8 +32,10 @@ FAST_FAIL = {
 }
 
 #: The run a test breaks moves at 4 MiB/s (rclone reads RCLONE_BWLIMIT as --bwlimit), so
-#: that a 24 MiB copy lasts 6 s and the kill lands inside it; the rerun that measures again
-#: moves at the machine's speed (a cap in the campaign file would be every run's).
+#: that a 24 MiB copy lasts seconds and the kill lands inside it: given to the sender, the
+#: clients of an upload (the run's environment) or the server of a download (its own); the
+#: rerun that measures again moves at the machine's speed (a cap in the campaign file would
+#: be every run's).
 SLOWED = {"RCLONE_BWLIMIT": "4M"}
 
 PLAIN_R1 = {"remote": "main", "layout": "plain", "setting": "rclone-1xauto", "repeat": 1}
@@ -124,14 +126,22 @@ def test_server_killed_mid_upload_is_recorded_then_remeasured(tmp_path, demo_con
 
 
 def test_server_killed_mid_download(tmp_path, demo_config):
-    cfg_d = _small(demo_config, size="24MiB")  # 6 s a copy at 4 MiB/s: killed after 1 s
+    """The store dies during a download: the download is failed, the upload before it kept,
+    and a rerun against the store restarted measures the download again, counting the
+    failed attempt's bytes too.
+
+    The server sends at the slowed rate (RCLONE_BWLIMIT in its own environment): slowed at
+    the client instead, the server wrote the whole 24 MiB object into loopback's socket
+    buffers (this kernel lets a receive buffer grow to 32 MiB) in the first second, and a
+    kill after it let the copy finish ok (s55a)."""
+    cfg_d = _small(demo_config, size="24MiB")  # seconds a copy at the server's rate
     cfg_d.update(remote="s3t:", strategies=["plain"], repeats=1)
     cfg_d["sites"]["tursa"]["download"] = False
     cfg_d["rclone"]["flags"] = []
     cfg = write_config(tmp_path, cfg_d)
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
+    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", env=SLOWED) as s3:
         env = s3.client_env("S3T")
-        proc = popen_snakemake(tmp_path, cfg, env={**env, **FAST_FAIL, **SLOWED})
+        proc = popen_snakemake(tmp_path, cfg, env={**env, **FAST_FAIL})
         log = tmp_path / transfer_log("results/demo", _plain_r1("tesseract", "download"))
         wait_for(lambda: log.exists() and '"stats"' in log.read_text(), "download start")
         s3.kill()
@@ -141,14 +151,15 @@ def test_server_killed_mid_download(tmp_path, demo_config):
         wait_for(record.exists, "the failed download's record")
         # back while the run goes on: the steps after the download (publish) need not wait
         # out their patience with a dead store (45 s; test_store_down has a store that stays
-        # dead, test_terminal the lines its run ends with)
+        # dead, test_terminal the lines its run ends with); at the machine's speed now
+        s3.env = {}
         s3.start()
         out, _ = proc.communicate(timeout=600)
         df = _table(tmp_path)
         up = df[df["direction"] == "upload"].iloc[0]
         down = df[df["direction"] == "download"].iloc[0]
         assert up["status"] == "ok"  # the finished measurement is kept
-        # killed mid-copy (a copy of 6 s at the cap, the kill a poll after its first second)
+        # killed mid-copy (the kill a poll after its first stats line, the rest still unsent)
         assert down["status"] == "failed" and down["error"], down.to_dict()
         assert proc.returncode != 0  # the status job names the failed download
         rerun = snakemake(tmp_path, cfg, env=env)

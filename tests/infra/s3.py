@@ -19,7 +19,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 START_TIMEOUT = 30.0
@@ -74,6 +74,9 @@ class S3Server:
     secret: str
     proc: subprocess.Popen | None = None
     store: str = SERVE_S3
+    #: more environment for the server's process from its next start (e.g. RCLONE_BWLIMIT:
+    #: a rate the server sends at, which no socket buffer on the way can run ahead of)
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def own_dir(self) -> Path:
@@ -115,7 +118,7 @@ class S3Server:
         command, env = self._command()
         self.proc = subprocess.Popen(
             command,
-            env={**os.environ, **env},
+            env={**os.environ, **env, **self.env},
             stdout=subprocess.DEVNULL,
             stderr=open(self.own_dir / f"{self.store}-{self.port}.log", "ab"),  # noqa: SIM115
         )
@@ -157,9 +160,11 @@ def serve_s3(
     secret: str = "cbtestsecret",
     port: int | None = None,
     store: str = SERVE_S3,
+    env: dict[str, str] | None = None,
 ) -> Iterator[S3Server]:
-    """An S3 server (``store``: serve-s3 or versitygw) for the ``with`` block."""
-    server = S3Server(rclone, root, port or free_port(), key, secret, store=store)
+    """An S3 server (``store``: serve-s3 or versitygw) for the ``with`` block, with ``env``
+    added to its process's environment."""
+    server = S3Server(rclone, root, port or free_port(), key, secret, store=store, env=env or {})
     server.start()
     try:
         yield server
