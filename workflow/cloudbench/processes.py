@@ -62,7 +62,12 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+#: how long a client ended by us has to exit on SIGTERM (rclone aborts its multipart uploads
+#: then) before SIGKILL
+KILL_GRACE_S = 5.0
+
+
+def kill_tree(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
     """End ``proc`` and everything it started: SIGTERM (rclone aborts its multipart
     uploads on it), then SIGKILL for whatever is still there after ``grace_s``."""
     import signal

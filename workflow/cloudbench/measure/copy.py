@@ -151,18 +151,27 @@ class _Stall:
                 return None
             self.asked_at, self._answers = now, []
             ask, answers = self.ask, self._answers
-            self._asking = threading.Thread(
-                target=lambda: answers.append(ask()), name="cloudbench-stall", daemon=True
-            )
+
+            def timed() -> None:
+                started = time.perf_counter()
+                found = ask()
+                answers.append((found, time.perf_counter() - started))
+
+            self._asking = threading.Thread(target=timed, name="cloudbench-stall", daemon=True)
             self._asking.start()
             return None
         if self._asking.is_alive():
             return None
         self._asking = None
-        found = self._answers[0] if self._answers else None
+        found, took = self._answers[0] if self._answers else (None, 0.0)
         if found is None or self.moved_at > self.asked_at:
             return None  # it answered, or the copy moved while it was asked
-        return f"a listing of the store after {self.stall_s:g} s without progress: {found}"
+        # how long the listing took is part of how long the copy ran on: said, so that the
+        # record accounts for every second between its last progress and its end
+        return (
+            f"a listing of the store after {self.stall_s:g} s without progress, "
+            f"failed in {took:.1f} s: {found}"
+        )
 
 
 def command_line(argv: Sequence[str], secrets: Sequence[str]) -> str:
