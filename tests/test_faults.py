@@ -173,73 +173,66 @@ def test_server_killed_mid_download(tmp_path, demo_config):
         assert again["bytes_moved_all_attempts"] == down["bytes_moved"] + again["bytes_moved"]
 
 
-def test_corrupt_object_is_caught_and_named(tmp_path, demo_config):
+def test_corrupt_downloads_are_caught_named_and_kept_as_found(tmp_path, demo_config):
+    """Two objects changed in the store after their upload, one for each check that catches
+    it: a plain object whose store still states the upload's md5 is caught by rclone's own
+    md5 check, a chunk whose store hashes its new bytes by the verify against the manifest.
+    A user saw the first recorded `failed` (measured again by every rerun) where the same
+    fault found by verify was `corrupt`: both are `corrupt` here, each names its object (the
+    changed chunk, not its neighbour), and both are kept as found; the run's last line counts
+    them and names the --forcerun that measures them again, and a rerun measures nothing.
+    (One campaign of both layouts: it was two, one per check, s55.)"""
     cfg_d = _small(demo_config)
-    cfg_d.update(strategies=["chunked"], repeats=1)
-    cfg_d["rclone"]["flags"] = []
-    cfg = write_config(tmp_path, cfg_d)
-    up = snakemake(tmp_path, cfg, "results/demo/manifest.json")  # upload only
-    assert up.returncode == 0, up.stderr[-2000:]
-    obj = (
-        tmp_path
-        / "scratch/demo-remote/cloudbench/demo/data/chunked-2MiB/rclone-1xauto/r1/objects"
-        / "demo-001.bin/demo-001.bin.0002"
-    )
-    data = bytearray(obj.read_bytes())
-    data[12345] ^= 0xFF
-    obj.write_bytes(bytes(data))
-    run = snakemake(tmp_path, cfg)
-    assert run.returncode != 0
-    df = _table(tmp_path)
-    downs = df[df["direction"] == "download"]
-    assert (downs["status"] == "corrupt").all()
-    assert downs["error"].str.contains("demo-001.bin.0002").all()
-    assert not downs["error"].str.contains("demo-001.bin.0001").any()
-    said = run.stdout + run.stderr
-    # the run's last line counts them corrupt (not ok), and says what measures them again
-    assert f", {len(downs)} corrupt), 0 not measured yet" in said
-    assert "kept as found, and every run ends non-zero until" in said
-    assert "add --forcerun results/demo/sites/" in said
-
-
-def test_a_download_rclone_finds_corrupt_is_corrupt_and_kept_as_found(tmp_path, demo_config):
-    """rclone's own md5 check catches a stored object changed after its upload. A user saw
-    that recorded `failed` (measured again by every rerun) where the same fault under s5cmd,
-    found by verify, was `corrupt`: it is `corrupt` here too, names the object, and is kept
-    as found; the run's last line names the --forcerun that measures it again."""
-    cfg_d = _small(demo_config)
-    cfg_d.update(remote="s3t:", strategies=["plain"], repeats=1)
+    cfg_d.update(remote="s3t:", strategies=["plain", "chunked"], repeats=1)
     cfg_d["sites"]["tursa"]["download"] = False
     cfg_d["rclone"]["flags"] = []
     cfg = write_config(tmp_path, cfg_d)
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         env = s3.client_env("S3T")
-        up = snakemake(tmp_path, cfg, "results/demo/manifest.json", env=env)
+        up = snakemake(tmp_path, cfg, "results/demo/manifest.json", env=env)  # upload only
         assert up.returncode == 0, up.stderr[-2000:]
-        (obj,) = (p for p in (tmp_path / "s3root").rglob("demo-001.bin") if "objects" in p.parts)
+        data = tmp_path / "s3root/cloudbench/demo/data"
+        (obj,) = (p for p in (data / "plain").rglob("demo-001.bin") if "objects" in p.parts)
         st = obj.stat()
-        data = bytearray(obj.read_bytes())
-        data[12345] ^= 0xFF
-        obj.write_bytes(bytes(data))
+        _flip_a_byte(obj)
         os.utime(obj, ns=(st.st_atime_ns, st.st_mtime_ns))  # the store's md5 stays the upload's
+        # its mtime moves: the store hashes the new bytes, and rclone's check passes
+        _flip_a_byte(data / "chunked-2MiB/rclone-1xauto/r1/objects/demo-001.bin/demo-001.bin.0002")
         run = snakemake(tmp_path, cfg, env={**env, **FAST_FAIL})
         assert run.returncode != 0
-        down = _table(tmp_path).query("direction == 'download'").iloc[0]
-        assert down["status"] == "corrupt" and pd.isna(down["mb_per_s"])
+        downs = _table(tmp_path).query("direction == 'download'")
+        assert len(downs) == 2 and (downs["status"] == "corrupt").all(), downs
+        down = downs[downs["layout"] == "plain"].iloc[0]
+        assert pd.isna(down["mb_per_s"])
         assert pd.isna(down["chunk_bytes"])  # a plain layout has no chunk size, not "0"
         assert "corrupted on transfer: md5 hashes differ" in down["error"]
         assert down["error"].endswith("(on demo-001.bin)")
+        chunked = downs[downs["layout"] != "plain"]
+        assert chunked["error"].str.contains("demo-001.bin.0002").all(), chunked["error"]
+        assert not chunked["error"].str.contains("demo-001.bin.0001").any()
         said = run.stdout + run.stderr
-        assert "0 failed, 1 corrupt" in said and "kept as found" in said
-        record = (
-            tmp_path / "results/demo/sites/tesseract/transfers/download/main/plain/rclone-1xauto"
-        )
-        assert f"add --forcerun {record.relative_to(tmp_path)}/r1.json" in said
-        kept = sorted((record / "r1.attempts").glob("*.json"))
-        assert len(kept) == 1
+        # the run's last line counts them corrupt (not ok), and says what measures them again
+        assert f"0 failed, {len(downs)} corrupt), 0 not measured yet" in said
+        assert "kept as found, and every run ends non-zero until" in said
+        downloads = tmp_path / "results/demo/sites/tesseract/transfers/download/main"
+        records = [downloads / f"{layout}/rclone-1xauto" for layout in ("plain", "chunked-2MiB")]
+        forcerun = [ln for ln in said.splitlines() if "add --forcerun results/demo/sites/" in ln]
+        assert forcerun, said[-3000:]
+        for record in records:
+            assert any(f"{record.relative_to(tmp_path)}/r1.json" in ln for ln in forcerun)
+        kept = {r: sorted((r / "r1.attempts").glob("*.json")) for r in records}
+        assert len(kept[records[0]]) == 1
         again = snakemake(tmp_path, cfg, env=env)
         assert again.returncode != 0  # still not ok, and said so
-        assert sorted((record / "r1.attempts").glob("*.json")) == kept  # measured nothing
+        # measured nothing
+        assert {r: sorted((r / "r1.attempts").glob("*.json")) for r in records} == kept
+
+
+def _flip_a_byte(path: Path) -> None:
+    """Change one byte of an object in the store's own directory."""
+    data = bytearray(path.read_bytes())
+    data[12345] ^= 0xFF
+    path.write_bytes(bytes(data))
 
 
 def test_wrong_key_stops_in_preflight_before_any_data(tmp_path, demo_config):
