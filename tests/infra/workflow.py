@@ -123,6 +123,12 @@ def popen_snakemake(
 HANG_S = 600.0
 
 
+#: how often wait_for asks: a tenth of the shortest copy a test breaks (a second or two) is
+#: soon enough to land inside it; every ask reads files (logs, records), and four workers
+#: asking 20 times a second spent CPU the suite's runs are short of
+POLL_S = 0.1
+
+
 def wait_for(
     predicate: Callable[[], Any],
     what: str,
@@ -143,4 +149,4 @@ def wait_for(
             raise AssertionError(f"the run ended before {what}: {out[-3000:]}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(POLL_S)
