@@ -235,35 +235,6 @@ def _flip_a_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_wrong_key_stops_in_preflight_before_any_data(tmp_path, demo_config):
-    cfg_d = _small(demo_config)
-    cfg_d.update(remote="s3t:")
-    cfg = write_config(tmp_path, cfg_d)
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
-        env = {**s3.client_env("S3T"), "RCLONE_CONFIG_S3T_SECRET_ACCESS_KEY": "wrong-secret-x"}
-        run = snakemake(tmp_path, cfg, env=env)
-    assert run.returncode != 0
-    log = (tmp_path / "results/demo/sites/tursa/logs/preflight.log").read_text()
-    assert "remote main (s3t:cloudbench/demo): cannot write a test object" in log
-    assert (
-        "access denied (HTTP 403): check the credentials of remote 's3t' (rclone's config "
-        "for 's3t:' or the RCLONE_CONFIG_S3T_* variables)"
-    ) in log
-    assert "wrong-secret-x" not in log
-    assert not list((tmp_path / "scratch").rglob("*.bin"))  # nothing was generated
-    # on the terminal: the problem once, in one line, at the end beside what to do; the
-    # site's preflight checked the gate's remote, so the gate itself never ran
-    said = [ln for ln in run.stderr.splitlines() if ln.startswith("cloudbench: preflight at")]
-    assert sorted(said) == [
-        f"cloudbench: preflight at site {site}: remote main (s3t:cloudbench/demo): cannot "
-        "write a test object: access denied (HTTP 403): check the credentials of remote 's3t' "
-        "(rclone's config for 's3t:' or the RCLONE_CONFIG_S3T_* variables)"
-        for site in ("tesseract", "tursa")
-    ]
-    assert "Error in rule preflight_gate" not in run.stderr
-    assert "wrong-secret-x" not in run.stderr
-
-
 def _small_filesystem(path: Path, size: str) -> bool:
     """A real small filesystem (tmpfs) where this machine lets us mount one."""
     path.mkdir(parents=True)
@@ -350,7 +321,12 @@ def test_secret_never_written_anywhere(tmp_path, demo_config):
     environment applies to every copy and each row names it; the store holds the copies'
     objects and the manifest, and cleanup removes the bulk data from it and from scratch and
     keeps every result. No secret is written anywhere: not the store's, nor other backends'
-    from the environment."""
+    from the environment, nor a wrong one.
+
+    First, with a wrong secret, the campaign stops in its preflight before any data is made,
+    naming the remote and what to check, once per site (this was a campaign of its own,
+    test_wrong_key_stops_in_preflight_before_any_data; s55); the same campaign then runs
+    with the right one."""
     secret = "Zq9-distinctive-SECRET-4711"
     # Other backends' credentials in the environment, sensitive by rclone's metadata but not
     # by their names (rclone applies none of them to an S3 remote): they reach the records'
@@ -368,6 +344,7 @@ def test_secret_never_written_anywhere(tmp_path, demo_config):
     store = tmp_path / "s3root/cloudbench/demo"
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key="cbkey4711", secret=secret) as s3:
         env = {**s3.client_env("S3T"), **others, "RCLONE_USE_MMAP": "true"}
+        _wrong_key_stops_in_preflight_before_any_data(tmp_path, cfg, env)
         run = snakemake(tmp_path, cfg, env=env)
         assert run.returncode == 0, run.stderr[-2000:]
         df = check_campaign(tmp_path, cfg_d)
@@ -390,8 +367,37 @@ def test_secret_never_written_anywhere(tmp_path, demo_config):
         assert (store / "manifest.json").exists()
         assert (store / "results/tursa/run.json").exists()
         assert (tmp_path / "results/demo/transfers.tsv").exists()
-    for value in (secret, *others.values()):
+    for value in (secret, WRONG_SECRET, *others.values()):
         for said in (run, rep, clean):
             assert value not in said.stdout + said.stderr
         leaks = [p for p in tmp_path.rglob("*") if p.is_file() and value.encode() in p.read_bytes()]
         assert leaks == [], value
+
+
+WRONG_SECRET = "wrong-secret-x"
+
+
+def _wrong_key_stops_in_preflight_before_any_data(workdir: Path, cfg: Path, env: dict) -> None:
+    """A run of the campaign with a wrong secret for its remote: it stops in the preflight,
+    before any data is made, saying which remote and what to check, and never the secret."""
+    run = snakemake(workdir, cfg, env=env | {"RCLONE_CONFIG_S3T_SECRET_ACCESS_KEY": WRONG_SECRET})
+    assert run.returncode != 0
+    log = (workdir / "results/demo/sites/tursa/logs/preflight.log").read_text()
+    assert "remote main (s3t:cloudbench/demo): cannot write a test object" in log
+    assert (
+        "access denied (HTTP 403): check the credentials of remote 's3t' (rclone's config "
+        "for 's3t:' or the RCLONE_CONFIG_S3T_* variables)"
+    ) in log
+    assert WRONG_SECRET not in log
+    assert not list((workdir / "scratch").rglob("*.bin"))  # nothing was generated
+    # on the terminal: the problem once, in one line, at the end beside what to do; the
+    # site's preflight checked the gate's remote, so the gate itself never ran
+    said = [ln for ln in run.stderr.splitlines() if ln.startswith("cloudbench: preflight at")]
+    assert sorted(said) == [
+        f"cloudbench: preflight at site {site}: remote main (s3t:cloudbench/demo): cannot "
+        "write a test object: access denied (HTTP 403): check the credentials of remote 's3t' "
+        "(rclone's config for 's3t:' or the RCLONE_CONFIG_S3T_* variables)"
+        for site in ("tesseract", "tursa")
+    ]
+    assert "Error in rule preflight_gate" not in run.stderr
+    assert WRONG_SECRET not in run.stderr
