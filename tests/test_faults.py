@@ -267,8 +267,8 @@ def test_scratch_too_small_is_one_clear_line(tmp_path, demo_config):
 
 def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_config):
     cfg_d = _small(demo_config, size="16MiB")
-    cfg_d.update(strategies=["plain", "multithread"], repeats=1)
-    del cfg_d["sites"]["tesseract"]  # one site's four transfers: one finished, one cut
+    cfg_d.update(strategies=["plain"], repeats=1)
+    del cfg_d["sites"]["tesseract"]  # one site's upload finished, its download cut
     cfg_d["rclone"]["flags"] = []
     cfg = write_config(tmp_path, cfg_d)
     proc = popen_snakemake(tmp_path, cfg, env={"RCLONE_BWLIMIT": "8M"})  # 2 s a copy
@@ -295,7 +295,7 @@ def test_sigint_mid_run_then_rerun_keeps_finished_measurements(tmp_path, demo_co
     out, _ = proc.communicate(timeout=120)
     done = finished()
     assert done
-    assert len(done) < 3, "interrupted too late: every transfer had finished"
+    assert len(done) < 2, "interrupted too late: every transfer had finished"
     # Ctrl-C ends with one line: what is recorded, and that the same command goes on
     stopped = [ln for ln in out.splitlines() if ln.startswith("cloudbench: stopped with")]
     assert len(stopped) == 1, out[-3000:]
