@@ -72,15 +72,22 @@ def _table(workdir: Path, name: str = "transfers.tsv") -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def three_sites(tmp_path_factory):
-    """tursa uploads, tesseract and then bnl download, each in its own directory (each
-    site's run pulls the others' results); tesseract's downloads are measured again; then a
-    laptop (site=none), which measures nothing, aggregates and makes the report. What each
-    step left, for the tests below."""
+    """bnl tries to download before anything was uploaded (and stops); tursa uploads,
+    tesseract and then bnl download, each in its own directory (each site's run pulls the
+    others' results); tesseract's downloads are measured again; then a laptop (site=none),
+    which measures nothing, aggregates and makes the report. What each step left, for the
+    tests below."""
     root = tmp_path_factory.mktemp("three-sites")
     cfg = _config()
     seen = SimpleNamespace(root=root, s3root=root / "s3root")
     with serve_s3(str(BIN / "rclone"), seen.s3root) as s3:
         env = s3.client_env("S3T")
+        # bnl, a download site, tries before the upload site has run: it stops at preflight
+        early = _run_site(root, cfg, "bnl", env)
+        seen.early_returncode = early.returncode
+        bnl = root / "bnl/results/demo/sites/bnl"
+        seen.early_log = (bnl / "logs/preflight.log").read_text()
+        seen.early_transfers = (bnl / "transfers").exists()
         for site in ("tursa", "tesseract"):
             run = _run_site(root, cfg, site, env)
             assert run.returncode == 0, site + run.stderr[-3000:]
@@ -88,7 +95,8 @@ def three_sites(tmp_path_factory):
         seen.early = _table(root / "tesseract")
         seen.early_missing = _table(root / "tesseract", "missing.tsv")
 
-        run = _run_site(root, cfg, "bnl", env)  # the last site: its run pulls the others
+        # the last site, in the directory where it stopped before: its run pulls the others
+        run = _run_site(root, cfg, "bnl", env)
         assert run.returncode == 0, run.stderr[-3000:]
         seen.all_sites = _table(root / "bnl")
         seen.all_sites_missing = _table(root / "bnl", "missing.tsv")
@@ -169,16 +177,15 @@ def test_a_downloader_measured_again_changes_only_its_rows_and_keeps_its_run(thr
     assert old["run_id"] == three_sites.run_before["run_id"] != new["run_id"]
 
 
-def test_download_site_before_upload_stops_at_once(tmp_path):
-    cfg = _config(campaign="early")
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
-        run = _run_site(tmp_path, cfg, "bnl", s3.client_env("S3T"))
-    assert run.returncode != 0
-    log = (tmp_path / "bnl/results/early/sites/bnl/logs/preflight.log").read_text()
-    assert "campaign 'early'" in log
-    assert "s3t:cloudbench/early/manifest.json" in log
+def test_download_site_before_upload_stops_at_once(three_sites):
+    """bnl's first try, before tursa had uploaded: it stops at preflight, naming what to
+    run first, and measures nothing (its later run, in the same directory, measures)."""
+    assert three_sites.early_returncode != 0
+    log = three_sites.early_log
+    assert "campaign 'demo'" in log
+    assert "s3t:cloudbench/demo/manifest.json" in log
     assert "run the upload site 'tursa' first" in log
-    assert not (tmp_path / "bnl/results/early/sites/bnl/transfers").exists()
+    assert not three_sites.early_transfers
 
 
 def test_two_remotes_site_by_site_then_all_measures_nothing_again(tmp_path):
