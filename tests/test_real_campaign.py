@@ -2,19 +2,22 @@
 
 The campaign file shares nothing with config/config.yaml (another site name, no ``rclone:``
 key, no prices, no locations) and its credentials live only in the environment. The test
-then does what users do: the server dies mid-campaign, a rerun completes it, two more runs
-must measure nothing, ``--forcerun verify`` must keep good rows good, and ``cleanup`` (as
-the README writes it) must leave no data and no unfinished multipart upload on the store.
-Both servers in one campaign, as two remotes measured side by side: the store's part
-(killed, rerun, multipart uploads, cleanup) is checked at each; the runs in between, which
-only Snakemake and cloudbench decide (nothing measured again, a lost record, ``--forcerun
-verify``), over both at once.
+then does what users do: the server dies mid-campaign, a rerun completes it, the next run
+must measure nothing, a lost record and a failed one Snakemake never registered are
+measured again (and only they), Ctrl-C to Snakemake alone keeps the upload it let finish,
+``--forcerun verify`` must keep good rows good, and ``cleanup`` (as the README writes it)
+must leave no data and no unfinished multipart upload on the store. Both servers in one
+campaign, as two remotes measured side by side: the store's part (killed, rerun, multipart
+uploads, cleanup) is checked at each; the runs in between, which only Snakemake and
+cloudbench decide, over both at once. One campaign for all of it: each run through
+Snakemake costs seconds of CPU here, a campaign of its own per behaviour several more.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -23,7 +26,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.infra.s3 import REMOTE_OF, both_stores, env_of, remotes_of, serve_s3
+from tests.infra.s3 import REMOTE_OF, both_stores, env_of, remotes_of
 from tests.infra.terminal import full_log, measurement_lines
 from tests.infra.workflow import BIN, ROOT, popen_snakemake, snakemake, wait_for, write_config
 
@@ -32,7 +35,7 @@ CAMPAIGN = {
     "campaign": "trust",
     "remote": "mystore:",
     "bucket": "bench",
-    "dataset": {"name": "gauge", "files": 2, "size": "6MiB", "chunk_sizes": ["2MiB"]},
+    "dataset": {"name": "gauge", "files": 2, "size": "4MiB", "chunk_sizes": ["2MiB"]},
     "strategies": ["plain", "chunked"],
     "sites": {"edi": {"upload": True, "download": True, "scratch": "scratch/edi"}},
 }
@@ -63,6 +66,30 @@ def _multipart_uploads(env: dict, store: str = "") -> list[dict]:
     return json.loads(res.stdout).get("bench") or []
 
 
+def _job_block(log: str, rule: str, output: Path) -> str:
+    """Snakemake's own account (in its full log) of the ``rule`` job that wrote ``output``:
+    its ``rule`` line and the indented lines under it (input, output, reason, ...)."""
+    blocks: list[list[str]] = []
+    for line in log.splitlines():
+        if re.fullmatch(r"(local)?rule \w+:", line):
+            blocks.append([line])
+        elif blocks and line.startswith("    "):
+            blocks[-1].append(line)
+    found = [
+        b
+        for b in blocks
+        if b[0].endswith(f"rule {rule}:")
+        and any(x.strip().startswith("output:") and str(output) in x for x in b)
+    ]
+    assert found, f"no {rule} job for {output} in the full log"
+    return "\n".join(found[-1])
+
+
+def _attempts(record: Path) -> int:
+    """How many attempts a measurement kept beside its record: one per measured transfer."""
+    return len(list(record.with_suffix(".attempts").glob("*.json")))
+
+
 def _start_killed_multipart(env: dict, workdir: Path, dst: str) -> None:
     """An upload SIGKILLed mid-way (as walltime or a lost node would): its parts stay."""
     big = workdir / "stray.bin"
@@ -87,7 +114,9 @@ def _start_killed_multipart(env: dict, workdir: Path, dst: str) -> None:
 def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
     with both_stores(str(BIN / "rclone"), tmp_path / "s3root") as s3:
         campaign = {k: v for k, v in CAMPAIGN.items() if k != "remote"}
-        cfg = write_config(tmp_path, campaign | {"remotes": remotes_of(s3)})
+        # 2 repeats, not the schema's default (test_defaults_of_the_schema_are_what_runs
+        # plans it): the steps below need two copies of a setting, no more
+        cfg = write_config(tmp_path, campaign | {"remotes": remotes_of(s3), "repeats": 2})
         env = env_of(s3)
         for store in s3:
             assert _rclone(env, "mkdir", f"{REMOTE_OF[store]}:bench").returncode == 0
@@ -138,8 +167,8 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         run2 = snakemake(tmp_path, cfg, env=env)
         assert run2.returncode == 0, run2.stdout[-3000:] + run2.stderr[-3000:]
         rows = _rows(tmp_path)
-        # up + down, plain + chunked, 3 repeats (the default), at each store
-        assert rows.groupby("remote").size().to_dict() == {s: 2 * 2 * 3 for s in s3}
+        # up + down, plain + chunked, 2 repeats, at each store
+        assert rows.groupby("remote").size().to_dict() == {s: 2 * 2 * 2 for s in s3}
         assert set(rows["status"]) == {"ok"}
         assert status.read_text() == "all measurements ok\n"
         for store in s3:
@@ -149,7 +178,7 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         # demo prices or places.
         assert set(rows["site"]) == {"edi"}
         logs = list((tmp_path / RESULTS / "sites/edi/client-logs").rglob("*.log"))
-        assert len(logs) == 12 * len(s3)
+        assert len(logs) == 8 * len(s3)
         assert not any("bandwidth limiter" in p.read_text().lower() for p in logs)
         plan = run2.stderr + run2.stdout
         assert "--bwlimit" not in plan
@@ -162,8 +191,8 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         for store in s3:
             up = rows[(rows["direction"] == "upload") & (rows["remote"] == store)]
             row = up[up["layout"] == "chunked-2MiB"].iloc[0]
-            assert row["bytes_requested"] == 2 * 6 * 2**20
-            assert row["objects"] == 6 and row["transfers"] == row["objects_in_flight"]
+            assert row["bytes_requested"] == 2 * 4 * 2**20
+            assert row["objects"] == 4 and row["transfers"] == row["objects_in_flight"]
             assert row["streams_per_object"] == 1 and row["backend"] == "s3"
             assert row["backend_concurrency"] == 1
             assert row["connections"] == row["objects_in_flight"]
@@ -184,63 +213,132 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         # Snakemake's rerun model and ours, over both stores at once.
         key = ["remote", "direction", "layout", "repeat"]
         before = _rows(tmp_path)[[*key, "started_utc"]]
-        # Runs 3 and 4: nothing is measured again (identical start times, nothing to do).
-        for _ in range(2):
-            again = snakemake(tmp_path, cfg, env=env)
-            assert again.returncode == 0, again.stderr[-3000:]
-            assert "Nothing to be done" in again.stdout + again.stderr, again.stderr[-3000:]
+        # Run 3: nothing is measured again (identical start times, nothing to do). One such
+        # run, not two: a run with nothing to do changes nothing the next could read.
+        again = snakemake(tmp_path, cfg, env=env)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "Nothing to be done" in again.stdout + again.stderr, again.stderr[-3000:]
         after = _rows(tmp_path)[[*key, "started_utc"]]
         pd.testing.assert_frame_equal(before, after)
 
         # A record lost (deleted by hand) is measured again, and only it: Snakemake alone
         # would not re-create a missing intermediate file while the tables exist.
-        first = next(iter(s3))
-        lost = (
-            tmp_path / RESULTS / f"sites/edi/transfers/download/{first}/plain/rclone-1xauto/r2.json"
-        )
+        first, last = next(iter(s3)), list(s3)[-1]
+        transfers = tmp_path / RESULTS / "sites/edi/transfers"
+        lost = transfers / f"download/{first}/plain/rclone-1xauto/r2.json"
         lost.unlink()
+        # And a failed record Snakemake never registered: Ctrl-C while a failing transfer
+        # ends can leave it with no metadata and no incomplete mark (ci12, ci14), which
+        # Snakemake alone would take as done. It is measured again all the same.
+        down = transfers / f"download/{last}/plain/rclone-1xauto/r1.json"
+        ok = json.loads(down.read_text())
+        assert ok["status"] == "ok"
+        # what such a run leaves: the failed attempt kept, the failed record, nothing stored
+        failed = {**ok, "status": "failed", "error": "connection refused", "mb_per_s": None}
+        down.write_text(json.dumps(failed))
+        attempt = down.with_suffix(".attempts") / "20261125T012633.118931Z.json"
+        attempt.write_text(json.dumps(failed))  # kept just after the record, as the job does
+        forget = snakemake(
+            tmp_path, cfg, "--cleanup-metadata", str(down.relative_to(tmp_path)), env=env
+        )
+        assert forget.returncode == 0, forget.stderr[-3000:]
         plan = snakemake(tmp_path, cfg, "-n", env=env)
         assert "Nothing to be done" not in plan.stdout + plan.stderr
         assert f"Missing output files: {lost.relative_to(tmp_path)}" in plan.stdout + plan.stderr
         fixed = snakemake(tmp_path, cfg, env=env)
         assert fixed.returncode == 0 and lost.exists(), fixed.stderr[-3000:]
+        said = fixed.stdout + fixed.stderr
+        redone = {(first, "download", "plain", 2), (last, "download", "plain", 1)}
+        lines = measurement_lines(said)
+        assert {
+            (m["site"], m["remote"], m["direction"], m["layout"], m["repeat"]) for m in lines
+        } == {("edi", *k) for k in redone}, said[-3000:]
+        assert len(lines) == len(redone)
+        # Snakemake's own account of why it ran the failed one again: the kept attempt
+        account = _job_block(full_log(tmp_path, said), "download", down.relative_to(tmp_path))
+        assert "Updated input files" in account, account
         now = _rows(tmp_path).merge(before, on=key)
         moved = now[now["started_utc_x"] != now["started_utc_y"]]
-        assert list(moved[key].itertuples(index=False, name=None)) == [
-            (first, "download", "plain", 2)
-        ]
+        assert set(moved[key].itertuples(index=False, name=None)) == redone
+        remeasured = json.loads(down.read_text())
+        assert remeasured["status"] == "ok" and remeasured["started_utc"] != ok["started_utc"]
         before = _rows(tmp_path)[[*key, "started_utc"]]
-        again = snakemake(tmp_path, cfg, env=env)
+        again = snakemake(tmp_path, cfg, env=env)  # the run after measures nothing
         assert "Nothing to be done" in again.stdout + again.stderr
-
-        # --forcerun verify (the README's example) keeps ok rows ok, and says it repeated.
-        forced = snakemake(tmp_path, cfg, "--forcerun", "verify", env=env)
-        assert forced.returncode == 0, forced.stderr[-3000:]
-        assert set(_rows(tmp_path)["status"]) == {"ok"}
-        ver = tmp_path / RESULTS / f"sites/edi/verify/{first}/plain/rclone-1xauto/r1.json"
-        assert "repeated" in json.loads(ver.read_text())
 
         # A hard-killed upload left parts under one copy's place, at each store: the next
         # upload of that copy (here asked for by name) aborts them before it measures.
         for store in s3:
             _start_killed_multipart(
-                env, tmp_path, f"{REMOTE_OF[store]}:bench/trust/data/plain/rclone-1xauto/r3/objects"
+                env, tmp_path, f"{REMOTE_OF[store]}:bench/trust/data/plain/rclone-1xauto/r2/objects"
             )
-        ones = [
-            str(RESULTS / f"sites/edi/transfers/upload/{store}/plain/rclone-1xauto/r3.json")
-            for store in s3
-        ]
-        redo = snakemake(tmp_path, cfg, "--forcerun", *ones, env=env)
+        ones = {store: transfers / f"upload/{store}/plain/rclone-1xauto/r2.json" for store in s3}
+        forced_ones = ["--forcerun", *(str(one.relative_to(tmp_path)) for one in ones.values())]
+        # SIGINT to Snakemake's own pid (kill -INT, a scheduler signalling the head job)
+        # while the first of them runs lets that upload finish; it is kept, and the rerun
+        # (the same command again) does not repeat it.
+        site = tmp_path / RESULTS / "sites/edi"
+        client_logs = {s: site / f"client-logs/upload/{s}/plain/rclone-1xauto/r2.log" for s in s3}
+        was = {s: log.stat().st_mtime_ns for s, log in client_logs.items()}
+        kept_attempts = {s: _attempts(one) for s, one in ones.items()}
+
+        def started() -> list[str]:
+            """The stores whose upload's client log this run wrote."""
+            found = []
+            for s, log in client_logs.items():
+                try:
+                    if log.stat().st_mtime_ns != was[s]:
+                        found.append(s)
+                except FileNotFoundError:  # removed before the job starts
+                    continue
+            return found
+
+        # 8 MiB at 2 MiB/s: the upload takes 4 s at least, SIGINT lands while it runs
+        proc = popen_snakemake(tmp_path, cfg, *forced_ones, env={**env, "RCLONE_BWLIMIT": "2M"})
+        (hit,) = wait_for(started, "an upload's client log", proc=proc)
+        assert proc.poll() is None, "the upload should still be running"
+        proc.send_signal(signal.SIGINT)  # Snakemake alone: the job is not in the signal
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode != 0
+        record = ones[hit]
+        assert json.loads(record.read_text())["status"] == "ok", out[-3000:]
+        assert "it finished while Snakemake stopped" in out, out[-3000:]
+        assert started() == [hit], out[-3000:]  # the run stopped after it
+        started_utc = json.loads(record.read_text())["started_utc"]
+        assert _attempts(record) == kept_attempts[hit] + 1
+        client_log = client_logs[hit].read_text()
+
+        redo = snakemake(tmp_path, cfg, *forced_ones, env=env)
         assert redo.returncode == 0, redo.stderr[-3000:]
+        # the rerun's upload job (Snakemake had it incomplete) published it, measured nothing
+        job_logs = [p.read_text() for p in site.rglob("*.log") if p != client_logs[hit]]
+        kept = [t for t in job_logs if f"upload {hit} plain r2: kept, not measured again" in t]
+        assert len(kept) == 1, redo.stderr[-3000:]
+        assert not [t for t in job_logs if "kept, not measured again" in t and t not in kept]
+        assert json.loads(record.read_text())["started_utc"] == started_utc
+        assert _attempts(record) == kept_attempts[hit] + 1
+        assert client_logs[hit].read_text() == client_log  # the copy's own log, as it was
         for store in s3:
             assert _multipart_uploads(env, store) == [], store
         changed = _rows(tmp_path).merge(before, on=key)
         moved = changed[changed["started_utc_x"] != changed["started_utc_y"]]
         assert set(moved[key].itertuples(index=False, name=None)) == {
-            (store, direction, "plain", 3)
+            (store, direction, "plain", 2)
             for store in s3
             for direction in ("upload", "download")  # it reads the copy just measured again
         }
+
+        # --forcerun verify (the README's example) keeps ok rows ok, and says it repeated.
+        # It is also the run after the one that kept the upload: registered now, that
+        # upload is neither published again nor measured again.
+        registered = record.stat().st_mtime_ns
+        forced = snakemake(tmp_path, cfg, "--forcerun", "verify", env=env)
+        assert forced.returncode == 0, forced.stderr[-3000:]
+        assert set(_rows(tmp_path)["status"]) == {"ok"}
+        ver = tmp_path / RESULTS / f"sites/edi/verify/{first}/plain/rclone-1xauto/r1.json"
+        assert "repeated" in json.loads(ver.read_text())
+        assert record.stat().st_mtime_ns == registered
+        assert _attempts(record) == kept_attempts[hit] + 1
 
         # cleanup as the README writes it: no data, no unfinished multipart upload left.
         for store in s3:
@@ -289,83 +387,3 @@ def test_defaults_of_the_schema_are_what_runs(tmp_path):
         "properties"
     ]["repeats"]["default"]
     assert counts == {"upload": str(2 * repeats), "download": str(2 * repeats)}
-
-
-def test_ctrl_c_to_snakemake_alone_keeps_the_transfer_it_let_finish(tmp_path):
-    """SIGINT to Snakemake's own pid (kill -INT, a scheduler signalling the head job) lets the
-    running transfer finish; that measurement is kept, and the rerun does not repeat it."""
-    campaign = {**CAMPAIGN, "campaign": "sigint", "repeats": 1, "strategies": ["plain"]}
-    campaign["dataset"] = {"name": "gauge", "files": 1, "size": "4MiB"}
-    cfg = write_config(tmp_path, campaign)
-    results = tmp_path / "results/sigint/sites/edi"
-    record = results / "transfers/upload/main/plain/rclone-1xauto/r1.json"
-    with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
-        env = s3.client_env("MYSTORE")
-        assert _rclone(env, "mkdir", "mystore:bench").returncode == 0
-        # the upload takes 4 s at least: SIGINT lands while it runs
-        proc = popen_snakemake(tmp_path, cfg, env={**env, "RCLONE_BWLIMIT": "1M"})
-        log = results / "client-logs/upload/main/plain/rclone-1xauto/r1.log"
-        wait_for(log.exists, "the upload's log", proc=proc)
-        assert proc.poll() is None, "the upload should still be running"
-        proc.send_signal(signal.SIGINT)  # Snakemake alone: the job is not in the signal
-        out, _ = proc.communicate(timeout=120)
-        assert proc.returncode != 0
-        assert json.loads(record.read_text())["status"] == "ok", out[-3000:]
-        assert "it finished while Snakemake stopped" in out, out[-3000:]
-        started = json.loads(record.read_text())["started_utc"]
-
-        client_log = log.read_text()
-        rerun = snakemake(tmp_path, cfg, env=env)
-        assert rerun.returncode == 0, rerun.stderr[-3000:]
-        # the rerun's upload job (Snakemake had it incomplete) published it, measured nothing
-        job_logs = [p.read_text() for p in results.rglob("*.log") if p != log]
-        kept = [t for t in job_logs if "upload plain r1: kept, not measured again" in t]
-        assert len(kept) == 1, job_logs
-        assert json.loads(record.read_text())["started_utc"] == started
-        assert len(list(record.with_suffix(".attempts").glob("*.json"))) == 1
-        assert log.read_text() == client_log  # the copy's own log, as it was
-        # registered now: the run after publishes nothing and measures nothing
-        before = record.stat().st_mtime_ns
-        assert snakemake(tmp_path, cfg, env=env).returncode == 0
-        assert record.stat().st_mtime_ns == before
-        assert len(list(record.with_suffix(".attempts").glob("*.json"))) == 1
-        rows = pd.read_csv(tmp_path / "results/sigint/transfers.tsv", sep="\t")
-        assert list(rows["direction"]) == ["upload", "download"] and set(rows["status"]) == {"ok"}
-
-
-def test_a_failed_record_snakemake_never_registered_is_measured_again(tmp_path):
-    """Ctrl-C while a failing transfer ends can leave its failed record with no metadata and
-    no incomplete mark (ci12, ci14): Snakemake alone would take it as done. The next run
-    measures it again all the same, and the run after measures nothing."""
-    cfg = write_config(
-        tmp_path,
-        {
-            **CAMPAIGN,
-            "remote": str(tmp_path / "store"),
-            "dataset": {"name": "gauge", "files": 1, "size": "2MiB"},
-            "strategies": ["plain"],
-            "repeats": 1,
-        },
-    )
-    first = snakemake(tmp_path, cfg)
-    assert first.returncode == 0, first.stderr[-3000:]
-    down = tmp_path / RESULTS / "sites/edi/transfers/download/main/plain/rclone-1xauto/r1.json"
-    ok = json.loads(down.read_text())
-    assert ok["status"] == "ok"
-    # what such a run leaves: the failed attempt kept, the failed record, nothing stored
-    failed = {**ok, "status": "failed", "error": "connection refused", "mb_per_s": None}
-    down.write_text(json.dumps(failed))
-    attempt = down.with_suffix(".attempts") / "20261125T012633.118931Z.json"
-    attempt.write_text(json.dumps(failed))  # kept just after the record, as the job does
-    forget = snakemake(tmp_path, cfg, "--cleanup-metadata", str(down.relative_to(tmp_path)))
-    assert forget.returncode == 0, forget.stderr[-3000:]
-
-    again = snakemake(tmp_path, cfg)
-    assert again.returncode == 0, again.stderr[-3000:]
-    out = again.stdout + again.stderr
-    assert [(m["site"], m["direction"]) for m in measurement_lines(out)] == [("edi", "download")]
-    log = full_log(tmp_path, out)  # Snakemake's own account of why
-    assert "rule download" in log and "Updated input files" in log, out[-3000:]
-    redone = json.loads(down.read_text())
-    assert redone["status"] == "ok" and redone["started_utc"] != ok["started_utc"]
-    assert "Nothing to be done" in (snakemake(tmp_path, cfg).stderr)
