@@ -1,14 +1,15 @@
-"""One campaign through both schedulers, read by several tests: the demo's steps through
+"""One campaign through both schedulers, read by every test here: the demo's steps through
 the Slurm profile (tursa), then the PBS one (tesseract), with each scheduler's status
 command failing one call in three the whole time (issue #37's acceptance test: every
-measurement ok, and no two copies at a site overlap in time); and a Slurm status outage
-of many calls in a row, waited out.
+measurement ok, and no two copies at a site overlap in time), and Slurm's, early in the
+run, in an outage of many calls in a row, waited out.
 
 The failing command is real: a small shell script named ``squeue`` (Slurm, the status
 command of profiles/default) or ``qstat`` (PBS, called by profiles/pbs/pbs-status.py), first
 on PATH for this test's Snakemake only, that fails every third call (exit 1 and a message,
-as a lost controller would) and otherwise runs the real command. Slurm is the test cluster
-of tests/infra/slurm.py; PBS is Slurm's torque wrappers (qsub/qstat/qdel) over it.
+as a lost controller would), and every call of an outage, and otherwise runs the real
+command. Slurm is the test cluster of tests/infra/slurm.py; PBS is Slurm's torque wrappers
+(qsub/qstat/qdel) over it.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,12 +33,18 @@ from tests.infra.workflow import BIN, HANG_S, ROOT, snakemake, write_config
 
 pytestmark = [pytest.mark.full, pytest.mark.scheduler, pytest.mark.slow]
 
-#: fails calls 3, 6, 9...; every call's number and outcome go to ``<dir>/calls.log``
+#: fails calls first..last-1 (an outage: every call, "outage") and otherwise calls 3, 6, 9...
+#: ("failed"); every call's number and outcome go to ``<dir>/calls.log``
 FLAKY = """#!/bin/sh
-# {name}, failing one call in three (tests/test_status_failures.py)
+# {name}, failing one call in three and an outage's calls (tests/test_status_failures.py)
 dir={dir}
 n=$(flock "$dir/calls.lock" sh -c 'n=$(( $(cat "$1" 2>/dev/null || echo 0) + 1 )); \
 echo "$n" > "$1"; echo "$n"' sh "$dir/{name}.count")
+if [ "$n" -ge {first} ] && [ "$n" -lt {last} ]; then
+    echo "{name} $n outage" >> "$dir/calls.log"
+    echo "{name}: slurm_load_jobs error: Unable to contact slurm controller" >&2
+    exit 1
+fi
 if [ $((n % 3)) -eq 0 ]; then
     echo "{name} $n failed" >> "$dir/calls.log"
     echo "{name}: slurm_load_jobs error: Socket timed out on send/recv operation" >&2
@@ -50,14 +55,23 @@ exec {real} "$@"
 """
 
 
-def flaky_path(tmp_path: Path, name: str) -> tuple[str, Path]:
-    """A PATH with a one-in-three failing ``name`` first, and the log of its calls."""
+#: the outage: calls OUTAGE_FROM.. in a row, more than the plugin's default 5 attempts. From
+#: the second call: every call is a status check of jobs in flight, and a check's failed
+#: calls are retried in the same check (max-status-checks-per-second), so the whole outage
+#: falls in the run's second check, whatever the machine's speed.
+OUTAGE_FROM, OUTAGE_CALLS = 2, 12
+
+
+def flaky_path(tmp_path: Path, name: str, outage: int = 0) -> tuple[str, Path]:
+    """A PATH with a one-in-three failing ``name`` first (its calls from OUTAGE_FROM in an
+    outage of ``outage`` calls), and the log of its calls."""
     real = shutil.which(name)
     assert real, f"{name} not on PATH"
     folder = tmp_path / f"flaky-{name}"
     folder.mkdir()
     script = folder / name
-    script.write_text(FLAKY.format(name=name, dir=folder, real=real))
+    last = OUTAGE_FROM + outage
+    script.write_text(FLAKY.format(name=name, dir=folder, real=real, first=OUTAGE_FROM, last=last))
     script.chmod(0o755)
     return f"{folder}:{BIN}:{os.environ.get('PATH', '')}", folder / "calls.log"
 
@@ -65,14 +79,15 @@ def flaky_path(tmp_path: Path, name: str) -> tuple[str, Path]:
 @dataclass
 class Campaign:
     """What the module's one campaign left: its working directory, each run's output and
-    its status command's log of calls, and the table as it stood after the Slurm run."""
+    its status command's log of calls, and the sites whose transfer records the Slurm run
+    left (its table is drawn once, by the PBS run)."""
 
     workdir: Path
     tursa_out: str
     tesseract_out: str
     squeue_calls: Path
     qstat_calls: Path
-    tursa_table: pd.DataFrame
+    tursa_sites: list[str]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +95,9 @@ def through_both(slurm_cluster: SlurmCluster, tmp_path_factory) -> Campaign:  # 
     """Two 2 MiB files, plain and chunked (1 MiB chunks), one repeat, each copy slowed
     (--bwlimit 2M) to last about 2 s, so that an overlap, were there one, would be seconds
     long: tursa uploads and downloads through Slurm (data steps as array jobs), tesseract
-    downloads through PBS. Every step kind goes through both schedulers."""
+    downloads through PBS. Every transfer step kind goes through both schedulers. The Slurm
+    run stops short of the report (--omit-from aggregate: the PBS run draws it, with both
+    sites' rows)."""
     tmp = tmp_path_factory.mktemp("both")
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     config["dataset"].update(files=2, size="2MiB", chunk_sizes=["1MiB"])
@@ -92,13 +109,16 @@ def through_both(slurm_cluster: SlurmCluster, tmp_path_factory) -> Campaign:  # 
     cfg = write_config(tmp, config)
     base = site_env(slurm_cluster)
 
-    # Slurm (tursa): the executor plugin's squeue fails one call in three
-    path, squeue_calls = flaky_path(tmp, "squeue")
+    # Slurm (tursa): the executor plugin's squeue fails one call in three, and OUTAGE_CALLS
+    # in a row from its second call
+    path, squeue_calls = flaky_path(tmp, "squeue", outage=OUTAGE_CALLS)
     tursa = snakemake(
-        tmp, cfg, "--cores", "2", profile="tursa", env={**base, "PATH": path}, timeout=HANG_S
-    )
+        tmp, cfg, "--cores", "2", "--omit-from", "aggregate", profile="tursa",
+        env={**base, "PATH": path}, timeout=HANG_S,
+    )  # fmt: skip
     assert tursa.returncode == 0, tursa.stdout[-3000:] + tursa.stderr[-3000:]
-    tursa_table = pd.read_csv(tmp / "results/demo/transfers.tsv", sep="\t")
+    sites = tmp / "results/demo/sites"
+    tursa_sites = sorted(p.name for p in sites.iterdir() if list(p.glob("transfers/**/r*.json")))
 
     # PBS (tesseract, downloads only): pbs-status.py's qstat fails one call in three; its
     # status checked every 2 s rather than a centre's 10 (a test's setting: shorter waits)
@@ -114,7 +134,7 @@ def through_both(slurm_cluster: SlurmCluster, tmp_path_factory) -> Campaign:  # 
         tesseract.stdout + tesseract.stderr,
         squeue_calls,
         qstat_calls,
-        tursa_table,
+        tursa_sites,
     )
 
 
@@ -134,18 +154,24 @@ def assert_apart(spans: list[tuple[float, float, str]]) -> None:
         assert end <= start, f"{first} (until {end:.3f}) overlaps {second} (from {start:.3f})"
 
 
-def failures(calls_log: Path, name: str) -> tuple[int, int]:
-    """(calls that failed, calls in all) of the flaky ``name``."""
+def outcomes(calls_log: Path, name: str) -> dict[int, str]:
+    """Each call of the flaky ``name`` by its number: ran, failed (one in three) or outage."""
     lines = calls_log.read_text().splitlines() if calls_log.exists() else []
-    mine = [ln for ln in lines if ln.startswith(f"{name} ")]
-    return sum(ln.endswith(" failed") for ln in mine), len(mine)
+    mine = [ln.split() for ln in lines if ln.startswith(f"{name} ")]
+    return {int(n): outcome for _, n, outcome in mine}
+
+
+def assert_one_in_three(calls: dict[int, str], outage: range) -> None:
+    """Every third call failed, and only those, outside the outage; at least one did."""
+    failed = sorted(n for n, outcome in calls.items() if outcome == "failed")
+    thirds = sorted(n for n in calls if n % 3 == 0 and n not in outage)
+    assert failed and failed == thirds, calls
 
 
 def test_failing_status_calls_never_free_a_site_mid_copy(through_both: Campaign) -> None:
-    failed, made = failures(through_both.squeue_calls, "squeue")
-    assert failed >= 1 and failed == made // 3, through_both.squeue_calls.read_text()
-    failed, made = failures(through_both.qstat_calls, "qstat")
-    assert failed >= 1 and failed == made // 3, through_both.qstat_calls.read_text()
+    outage = range(OUTAGE_FROM, OUTAGE_FROM + OUTAGE_CALLS)
+    assert_one_in_three(outcomes(through_both.squeue_calls, "squeue"), outage)
+    assert_one_in_three(outcomes(through_both.qstat_calls, "qstat"), range(0))
     said = (through_both.workdir / "logs/pbs/status.log").read_text()
     # a failed call was answered from the job's exit record, or as running: never as failed
     assert ": qstat rc=1 qstat: slurm_load_jobs error" in said, said
@@ -175,32 +201,16 @@ def test_demo_through_tursa_then_tesseract(
     tasks = set(re.findall(r"JobId=(\d+)_(\d+)", ctld))
     arrays = {job for job, _ in tasks}
     assert any(sum(1 for j, _ in tasks if j == a) >= 2 for a in arrays), ctld[-2000:]
-    df = through_both.tursa_table
-    assert set(df["site"]) == {"tursa"} and (df["status"] == "ok").all()
-    assert (df["connections"] == 2).all()  # threads = the --cores 2 node
+    assert through_both.tursa_sites == ["tursa"]  # the Slurm run measured at tursa only
+    df = pd.read_csv(through_both.workdir / "results/demo/transfers.tsv", sep="\t")
+    tursa = df[df["site"] == "tursa"]
+    assert len(tursa) == 4 and (tursa["status"] == "ok").all(), tursa
+    assert (tursa["connections"] == 2).all()  # threads = the --cores 2 node
 
     assert list((through_both.workdir / "logs/pbs/jobs").glob("*.exit")), "nothing via qsub"
-    df = pd.read_csv(through_both.workdir / "results/demo/transfers.tsv", sep="\t")
     tess = df[df["site"] == "tesseract"]
     assert sorted(tess["layout"]) == ["chunked-1MiB", "plain"], tess
     assert (tess["status"] == "ok").all()
-
-
-#: fails every call while ``<dir>/outage`` counts down (a status outage of K calls in a row)
-OUTAGE = """#!/bin/sh
-# squeue in an outage of K calls (tests/test_status_failures.py)
-dir={dir}
-left=$(flock "$dir/calls.lock" sh -c 'k=$(cat "$1" 2>/dev/null || echo 0); \
-if [ "$k" -gt 0 ]; then echo $((k - 1)) > "$1"; fi; echo "$k"' sh "$dir/outage")
-if [ "$left" -gt 0 ]; then
-    echo "squeue failed" >> "$dir/calls.log"
-    echo "squeue: slurm_load_jobs error: Unable to contact slurm controller" >&2
-    exit 1
-fi
-echo "squeue ran" >> "$dir/calls.log"
-exec {real} "$@"
-"""
-OUTAGE_CALLS = 12  # more failing calls in a row than the plugin's default 5 attempts
 
 
 def status_attempts() -> int:
@@ -209,44 +219,15 @@ def status_attempts() -> int:
     return int(yaml.safe_load(profile.read_text())["slurm-status-attempts"])
 
 
-def test_a_slurm_status_outage_is_waited_out(
-    slurm_cluster: SlurmCluster,  # noqa: F811
-    tmp_path: Path,
-) -> None:
+def test_a_slurm_status_outage_is_waited_out(through_both: Campaign) -> None:
     """With the plugin's default 5 attempts, a check whose calls all fail drops the run's
     jobs from polling and the run never ends (seen by hand: five failed squeue calls, then
     none at all, and Snakemake still waiting 150 s later though its job had written
-    out.txt); profiles/default's attempts wait the outage out. A one-job run through the
-    slurm executor (squeue status, as in profiles/default) whose job itself starts an
-    outage of OUTAGE_CALLS failing squeue calls in a row, before the run's first check."""
+    out.txt); profiles/default's attempts wait the outage out. The Slurm run's squeue
+    failed OUTAGE_CALLS calls in a row from its second call, with its jobs in flight: the
+    run ended ok (the fixture), every call of the outage failed, and the next one ran."""
     assert status_attempts() > OUTAGE_CALLS
-    folder = tmp_path / "outage-squeue"
-    folder.mkdir()
-    script = folder / "squeue"
-    script.write_text(OUTAGE.format(dir=folder, real=shutil.which("squeue")))
-    script.chmod(0o755)
-    (tmp_path / "Snakefile").write_text(
-        "rule all:\n    input: 'out.txt'\n"
-        "rule job:\n    output: 'out.txt'\n"
-        f"    shell: 'echo {OUTAGE_CALLS} > {folder}/outage; echo done > {{output}}'\n"
-    )
-    env = slurm_cluster.client_env({"PATH": f"{folder}:{BIN}:{os.environ.get('PATH', '')}"})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "--executor", "slurm", "--jobs", "1",
-         "--slurm-status-command", "squeue", "--slurm-status-attempts", str(status_attempts()),
-         "--slurm-init-seconds-before-status-checks", "5",
-         "--default-resources", f"slurm_partition={slurm_cluster.partition}", "mem_mb=100",
-         "runtime=5"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        out, _ = proc.communicate(timeout=HANG_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=60)
-            slurm_cluster.run(["scancel", "-u", "root"], check=False)
-    assert proc.returncode == 0, out[-3000:]
-    assert (tmp_path / "out.txt").read_text() == "done\n"
-    said = (folder / "calls.log").read_text().splitlines()
-    assert said.count("squeue failed") == OUTAGE_CALLS and said[-1] == "squeue ran", said
+    calls = outcomes(through_both.squeue_calls, "squeue")
+    outage = range(OUTAGE_FROM, OUTAGE_FROM + OUTAGE_CALLS)
+    assert [calls.get(n) for n in outage] == ["outage"] * OUTAGE_CALLS, calls
+    assert calls.get(outage.stop) == "ran", calls  # waited out: the first call after it ran
