@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests.infra.batchsite import site_env
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.slurm import SlurmCluster
-from tests.infra.workflow import HANG_S, popen_snakemake, snakemake, write_config
+from tests.infra.workflow import HANG_S, ROOT, popen_snakemake, snakemake, write_config
 
 pytestmark = [pytest.mark.full, pytest.mark.scheduler, pytest.mark.slow]
 
@@ -61,19 +62,37 @@ def _kill_mid_run(proc, cluster: SlurmCluster, rule: str, kill) -> tuple[int, st
     return proc.returncode, out
 
 
-def test_job_killed_by_slurm_is_failed_not_waited_on(slurm_cluster, tmp_path, demo_config):  # noqa: F811
-    cfg = _campaign(tmp_path, demo_config, 1, "3MiB", flags=["--bwlimit", "300k"])
+@pytest.fixture(scope="module")
+def uploaded(slurm_cluster, tmp_path_factory) -> tuple[Path, Path, dict]:  # noqa: F811
+    """One 3 MiB file, plain, uploaded at tursa without a scheduler (the data steps too):
+    the campaign both killed runs go on from, each downloading at a site of its own. Every
+    copy is slowed (--bwlimit 300k: 10 s a copy), so that there is a running download to
+    kill; the same campaign file throughout, so nothing measured is measured again. The
+    workdir, its campaign file and the sites' environment."""
+    tmp = tmp_path_factory.mktemp("killed")
+    demo = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    demo = {k: v for k, v in demo.items() if k not in ("tune", "concurrency")}
+    cfg = _campaign(tmp, demo, 1, "3MiB", flags=["--bwlimit", "300k"])
     env = site_env(slurm_cluster)
-    data = snakemake(tmp_path, cfg, "--omit-from", "upload", "--config", "site=tursa", env=env)
-    assert data.returncode == 0, data.stderr[-2000:]  # the data, without a scheduler
+    up = snakemake(tmp, cfg, "results/demo/manifest.json", "--config", "site=tursa", env=env)
+    assert up.returncode == 0, up.stderr[-2000:]
+    return tmp, cfg, env
+
+
+def test_job_killed_by_slurm_is_failed_not_waited_on(slurm_cluster, uploaded):  # noqa: F811
+    """tursa's download (a Slurm job) scancelled mid-copy: the run ends, failed."""
+    tmp_path, cfg, env = uploaded
     proc = popen_snakemake(tmp_path, cfg, "--cores", "2", env=env, profile="tursa")
     returncode, out = _kill_mid_run(
-        proc, slurm_cluster, "upload", lambda job: slurm_cluster.run(["scancel", job.split("_")[0]])
+        proc,
+        slurm_cluster,
+        "download",
+        lambda job: slurm_cluster.run(["scancel", job.split("_")[0]]),
     )
     assert returncode != 0
     # the campaign's terminal at a Slurm site (cloudbench.site.terminal): its header, the
-    # killed upload in one line naming its cause, about N + 20 lines for N measurements
-    failed = [ln for ln in out.splitlines() if ln.startswith("failed: rule upload")]
+    # killed download in one line naming its cause, about N + 20 lines for N measurements
+    failed = [ln for ln in out.splitlines() if ln.startswith("failed: rule download")]
     assert len(failed) == 1, out[-3000:]
     assert failed[0].split(": ", 2)[2].partition(" (log: ")[0].strip(), failed
     header = [ln for ln in out.splitlines() if ln.startswith("cloudbench: campaign demo at tursa")]
@@ -82,15 +101,9 @@ def test_job_killed_by_slurm_is_failed_not_waited_on(slurm_cluster, tmp_path, de
     assert len(out.splitlines()) <= planned + 20, out[-3000:]
 
 
-def test_job_killed_by_pbs_is_failed_not_waited_on(slurm_cluster, tmp_path, demo_config):  # noqa: F811
-    cfg = _campaign(tmp_path, demo_config, 1, "3MiB")
-    env = site_env(slurm_cluster)
-    up = snakemake(
-        tmp_path, cfg, "results/demo/manifest.json", "--config", "site=tursa", env=env
-    )  # uploads at full speed, without a scheduler
-    assert up.returncode == 0, up.stderr[-2000:]
-    # then slow downloads (10 s a copy), so there is a running job to kill
-    cfg = _campaign(tmp_path, demo_config, 1, "3MiB", flags=["--bwlimit", "300k"])
+def test_job_killed_by_pbs_is_failed_not_waited_on(slurm_cluster, uploaded):  # noqa: F811
+    """tesseract's download (a PBS job, through qsub) qdel'd mid-copy: the run ends, failed."""
+    tmp_path, cfg, env = uploaded
 
     def qdel(job: str) -> None:
         res = subprocess.run(
