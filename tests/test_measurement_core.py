@@ -6,12 +6,14 @@ Unit tests for the pure parts, then real campaigns against ``rclone serve s3``.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
+import signal
 import subprocess
 import sys
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +26,7 @@ from cloudbench.processes import descendants, kill_tree
 from cloudbench.records import utc_now
 from cloudbench.sizes import SizeError, parse_duration
 from tests.infra.s3 import serve_s3
-from tests.infra.workflow import BIN, snakemake, write_config
+from tests.infra.workflow import BIN, HANG_S, snakemake, wait_for, write_config
 
 KEY, SECRET = "corekeyid0042", "core-Secret-9f3e"
 
@@ -101,13 +103,10 @@ def test_copy_timeout_key_reads_durations_and_refuses_nonsense():
 def test_kill_tree_ends_the_grandchild_a_shell_started():
     """A template runs its client under a shell: ending only the shell would leave the
     client moving data beside the next measurement."""
-    proc = subprocess.Popen(["sh", "-c", "sleep 300 & wait"])
-    deadline = time.monotonic() + 5
-    while not descendants(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    (grandchild,) = descendants(proc.pid)
-    kill_tree(proc, grace_s=2)
-    assert proc.returncode is not None
+    # the grandchild sleeps far longer than wait_for's hang limit: one that survived the
+    # kill can only fail the wait, never end by itself within it and pass
+    proc = subprocess.Popen(["sh", "-c", f"sleep {int(HANG_S) * 12} & wait"])
+    (grandchild,) = wait_for(lambda: descendants(proc.pid), "the shell's child")
     stat = Path(f"/proc/{grandchild}/stat")
 
     def gone() -> bool:  # or a zombie, its parent gone before it could reap it
@@ -116,10 +115,13 @@ def test_kill_tree_ends_the_grandchild_a_shell_started():
         except (FileNotFoundError, ProcessLookupError):
             return True
 
-    deadline = time.monotonic() + 30  # only a grandchild that survived the kill gets here
-    while not gone():
-        assert time.monotonic() < deadline, stat.read_text()
-        time.sleep(0.02)
+    try:
+        kill_tree(proc, grace_s=2)
+        assert proc.returncode is not None
+        wait_for(gone, f"the grandchild {grandchild} to end")  # signalled: it ends at once
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(grandchild, signal.SIGKILL)  # a survivor left behind by a failure
 
 
 @pytest.mark.unit
@@ -163,60 +165,103 @@ def _run(tmp_path: Path, cfg: dict, timeout: float = 300):
     return run, df
 
 
+#: One campaign, two broken clients: the command copies nothing and exits 0 at 2 transfers
+#: (LAZY) and hangs at 4 (HUNG), so three runs show both failures (each run through
+#: Snakemake costs seconds of CPU here, a campaign per client as many again).
+LAZY, HUNG = "command-1x2", "command-1x4"
+TIMEOUT_S = 2  # the campaign's copy_timeout; the hung client would hang for 600 s
+FAILING_TEMPLATE = "sh -c 'if [ \"$0\" = 2 ]; then exit 0; fi; sleep 600' {threads} {src} {dst}"
+
+
+@dataclass(frozen=True)
+class FailingRuns:
+    """Three runs of the campaign of broken clients, and what each left."""
+
+    workdir: Path
+    runs: list[subprocess.CompletedProcess]
+    tables: list[pd.DataFrame]  # transfers.tsv after each run
+    left_behind: str  # pgrep's processes of the hung client after the first run
+    hung_record: Path
+    hung_row: dict  # its record after the second run
+    mtimes: list[int]  # its record's after the second and third runs
+
+
+@pytest.fixture(scope="module")
+def failing_clients(tmp_path_factory) -> FailingRuns:
+    """The campaign of :data:`LAZY` and :data:`HUNG` run three times over, as a user
+    would rerun it after each failure."""
+    tmp_path = tmp_path_factory.mktemp("failing")
+    cfg = _config(
+        "failing",
+        ["command"],
+        command_template=FAILING_TEMPLATE,
+        concurrency={"plain": [2, 4]},
+        copy_timeout=f"{TIMEOUT_S}s",
+    )
+    record = tmp_path / f"results/failing/sites/ams/transfers/upload/main/plain/{HUNG}/r1.json"
+    runs: list[subprocess.CompletedProcess] = []
+    tables: list[pd.DataFrame] = []
+
+    def run_once() -> None:
+        run, df = _run(tmp_path, cfg)
+        runs.append(run)
+        tables.append(df)
+
+    run_once()
+    left = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True)
+    run_once()
+    hung_row = json.loads(record.read_text())
+    mtimes = [record.stat().st_mtime_ns]
+    run_once()
+    mtimes.append(record.stat().st_mtime_ns)
+    return FailingRuns(tmp_path, runs, tables, left.stdout.strip(), record, hung_row, mtimes)
+
+
+def _by_setting(df: pd.DataFrame, setting: str) -> pd.DataFrame:
+    return df[df["setting"] == setting].set_index("direction")
+
+
 @pytest.mark.full
 @pytest.mark.slow
-def test_a_client_that_exits_0_without_copying_fails_its_upload(tmp_path):
+def test_a_client_that_exits_0_without_copying_fails_its_upload(failing_clients):
     """The listing after the copy, not the exit status, says whether the upload happened;
     the copy is not published, so its download is failed too, never ok."""
-    cfg = _config("lazy", ["command"], command_template="sh -c 'exit 0' lazy {src} {dst}")
-    run, df = _run(tmp_path, cfg)
-    assert run.returncode != 0  # the run says what is not ok
-    rows = df.set_index("direction")
+    assert failing_clients.runs[0].returncode != 0  # the run says what is not ok
+    rows = _by_setting(failing_clients.tables[0], LAZY)
     up = rows.loc["upload"]
     assert up["status"] == "failed"
     assert "exited without error but 0 of 4 objects (0 of 8388608 bytes)" in up["error"]
     assert up["bytes_moved"] == 0 and up["bytes_moved_from"] == arrival.MOVED_FROM_LISTING
     assert pd.isna(up["mb_per_s"])  # no rate for what did not move
     assert rows.loc["download", "status"] != "ok"
-    copy = tmp_path / "s3root/core/lazy/data/plain/command-1x2/r1/copy.json"
-    assert not copy.exists()  # never published
+    copy = failing_clients.workdir / f"s3root/core/failing/data/plain/{LAZY}/r1/copy.json"
+    assert not copy.exists()  # never published, in any of the three runs
 
 
 @pytest.mark.full
 @pytest.mark.slow
-def test_a_hung_client_fails_its_measurement_within_the_timeout(tmp_path):
+def test_a_hung_client_fails_its_measurement_within_the_timeout(failing_clients):
     """A client that never returns is ended with everything it started, and the
     measurement fails with how long it was given; the campaign goes on."""
-    timeout = 2  # the copy_timeout set below; the client would hang for 600 s
-    cfg = _config(
-        "hung",
-        ["command"],
-        command_template="sh -c 'sleep 600' hung {src} {dst}",
-        copy_timeout=f"{timeout}s",
-    )
-    run, df = _run(tmp_path, cfg)
-    rows = df.set_index("direction")
+    rows = _by_setting(failing_clients.tables[0], HUNG)
     up = rows.loc["upload"]
-    assert up["status"] == "failed" and up["error"].startswith(f"timed out after {timeout} s")
+    assert up["status"] == "failed" and up["error"].startswith(f"timed out after {TIMEOUT_S} s")
     # the copy's own clock: given its whole timeout, then ended within the kill's grace
     # (SIGTERM, then SIGKILL for whatever is left), not by the client, which would hang on
     grace = inspect.signature(kill_tree).parameters["grace_s"].default
-    assert timeout <= up["seconds"] <= timeout + grace
+    assert TIMEOUT_S <= up["seconds"] <= TIMEOUT_S + grace
     # the campaign goes on: the download is recorded (and not ok: nothing was uploaded)
     assert rows.loc["download", "status"] != "ok"
-    sleeping = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True)
-    assert sleeping.stdout.strip() == ""  # nothing left behind
+    assert failing_clients.left_behind == ""  # nothing left behind
     # the second attempt times out at the same limit: it is not tried again, and says how
-    record = tmp_path / "results/hung/sites/ams/transfers/upload/main/plain/command-1x2/r1.json"
-    run, df = _run(tmp_path, cfg)
-    up = df.set_index("direction").loc["upload"]
-    assert up["timeout_s"] == timeout
-    assert f"timed out twice at {timeout} s: not tried again" in up["error"]
-    assert f"--forcerun {record.relative_to(tmp_path)}" in up["error"]
-    assert json.loads(record.read_text())["gave_up"] is True
-    before = record.stat().st_mtime_ns
-    run, df = _run(tmp_path, cfg)  # a third run measures nothing
-    assert record.stat().st_mtime_ns == before, run.stderr[-2000:]
+    record = failing_clients.hung_record
+    up = _by_setting(failing_clients.tables[1], HUNG).loc["upload"]
+    assert up["timeout_s"] == TIMEOUT_S
+    assert f"timed out twice at {TIMEOUT_S} s: not tried again" in up["error"]
+    assert f"--forcerun {record.relative_to(failing_clients.workdir)}" in up["error"]
+    assert failing_clients.hung_row["gave_up"] is True
+    before, after = failing_clients.mtimes  # a third run measures nothing
+    assert after == before, failing_clients.runs[2].stderr[-2000:]
 
 
 @pytest.mark.full
@@ -275,7 +320,7 @@ def _starts(results: Path) -> dict[str, str]:
 def test_growing_a_measured_campaign_measures_only_the_new(tmp_path):
     """Adding a tool, a chunk size, a remote and a concurrency value to a measured campaign
     measures just the new measurements: every finished one keeps its record and start."""
-    cfg = _config("grow", ["rclone"], dataset={"files": 2, "size": "2MiB", "chunk_sizes": ["1MiB"]})
+    cfg = _config("grow", ["rclone"], dataset={"files": 1, "size": "2MiB", "chunk_sizes": ["1MiB"]})
     path = write_config(tmp_path, cfg)
     results = tmp_path / "results/grow"
     with (
@@ -291,7 +336,9 @@ def test_growing_a_measured_campaign_measures_only_the_new(tmp_path):
             "tools": ["rclone", "s5cmd"],
             "strategies": ["plain", "chunked"],
             "concurrency": {"plain": [2, 4], "chunked": 2},
-            "remotes": {"main": {"url": "s3c:"}, "other": {"url": "s3d:"}},
+            # the new remote by one tool (its own list): a remote added is shown as well
+            # by 3 measurements as by 6
+            "remotes": {"main": {"url": "s3c:"}, "other": {"url": "s3d:", "tools": ["rclone"]}},
         }
         grown.pop("remote")
         write_config(tmp_path, grown)
@@ -302,8 +349,9 @@ def test_growing_a_measured_campaign_measures_only_the_new(tmp_path):
         after = _starts(results)
         third = snakemake(tmp_path, path, env=env)
     assert {k: after[k] for k in before} == before  # nothing finished was measured again
-    # 2 remotes x (plain: 2 tools x 2 concurrencies + chunked: 2 tools) x 2 directions
-    assert len(after) == 2 * (4 + 2) * 2
+    # (main: plain, 2 tools x 2 concurrencies + chunked, 2 tools; other: the same with
+    # rclone alone) x 2 directions
+    assert len(after) == ((4 + 2) + (2 + 1)) * 2
     df = pd.read_csv(results / "transfers.tsv", sep="\t")
     assert (df["status"] == "ok").all(), df[["setting", "error"]]
     assert "Nothing to be done" in third.stdout + third.stderr
