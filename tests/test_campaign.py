@@ -391,3 +391,17 @@ def test_the_schema_knows_the_clients_of_the_registry():
     from cloudbench.campaign.schema import load_schema
 
     assert load_schema()["properties"]["tools"]["items"]["enum"] == list(NAMES)
+
+
+@pytest.mark.unit
+def test_a_remote_without_a_colon_is_a_directory_and_only_that():
+    """What rclone takes for a local path (no backend, no endpoint for the latency probe,
+    whose jobs then run on the submitting host): a path, relative or absolute, not a named
+    remote or a connection string."""
+    from cloudbench.campaign.model import Remote
+
+    assert Remote("demo", "scratch/demo-remote", None).is_directory
+    assert Remote("pfs", "/lustre/project/store", None).is_directory
+    assert not Remote("main", "s3t:", None).is_directory
+    assert not Remote("main", "labstore:bucket/prefix", None).is_directory
+    assert not Remote("aws", ":s3,provider=AWS:bucket", None).is_directory

@@ -207,6 +207,15 @@ def test_demo_through_tursa_then_tesseract(
     assert len(tursa) == 4 and (tursa["status"] == "ok").all(), tursa
     assert (tursa["connections"] == 2).all()  # threads = the --cores 2 node
 
+    # the demo's remote is a directory, with no endpoint to probe: each probe only records
+    # why, on the submitting host, never as a batch job with a queue wait (run.smk's
+    # localrules), where the transfers ran as batch jobs
+    probes = list((through_both.workdir / "results/demo/sites").glob("*/probe/*/*.json"))
+    assert len(probes) == 4, probes  # before and after, at both sites
+    for probe in map(json.loads, (p.read_text() for p in probes)):
+        assert probe["status"] == "skipped" and probe["ran_on"] == "submit host", probe
+    assert tursa["ran_on"].str.startswith("batch job ").all(), tursa["ran_on"]
+
     assert list((through_both.workdir / "logs/pbs/jobs").glob("*.exit")), "nothing via qsub"
     tess = df[df["site"] == "tesseract"]
     assert sorted(tess["layout"]) == ["chunked-1MiB", "plain"], tess

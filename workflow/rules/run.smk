@@ -32,6 +32,14 @@ localrules:
     plan,
 
 
+# A campaign whose every remote is a directory has no endpoint to probe: each probe job only
+# records why (status skipped), a moment's work that need not wait in a batch queue.
+if all(remote.is_directory for remote in CAMPAIGN.remotes):
+
+    localrules:
+        probe,
+
+
 # Where the site's compute nodes cannot reach the store, its profile says transfers_on:
 # submit_host and the transfers run here, on the login or data-transfer node.
 if config["transfers_on"] == "submit_host":

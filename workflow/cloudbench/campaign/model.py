@@ -74,6 +74,12 @@ class Remote:
         named = clients.split_remote(self.url)
         return f"{named[0]}:" if named else self.name
 
+    @property
+    def is_directory(self) -> bool:
+        """A local directory to rclone (no colon: no backend, no endpoint), as a demo's or a
+        parallel filesystem's "remote" is: nothing there for the latency probe to time."""
+        return ":" not in self.url
+
     def path(self, *parts: str) -> str:
         """The rclone path of ``parts`` under this remote (``name:bucket/x``, ``dir/bucket/x``)."""
         tail = "/".join(p.strip("/") for p in parts if p)
@@ -376,8 +382,8 @@ def _remote_url(key: str, url: Any, environ: Mapping[str, str] = os.environ) -> 
             f"{key}: the remote spells out a credential ({found}=...); put credentials in "
             "rclone's config file or RCLONE_CONFIG_<NAME>_* variables, never in the campaign"
         )
-    # without its colon a remote's name is a local directory to rclone: the campaign would
-    # measure local disk and call it the store
+    # without its colon a remote's name is a local directory to rclone (Remote.is_directory):
+    # the campaign would measure local disk and call it the store
     defined = f"RCLONE_CONFIG_{url.rstrip('/').upper().replace('-', '_')}_TYPE"
     if ":" not in url and defined in environ:
         raise ConfigError(
