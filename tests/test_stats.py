@@ -554,6 +554,30 @@ def test_rclone_flags_from_the_environment_are_on_the_front_page():
     assert "environment" not in headline.headline_html(t, s, {"campaign": "c"}, None)
 
 
+def test_a_cap_some_rates_ran_under_is_counted_not_said_of_all():
+    """A run stopped while RCLONE_BWLIMIT=1M was set, then rerun without it, kept the capped
+    repeats that had finished: the first screen said "Rates capped" of the whole campaign,
+    and that s5cmd's rates were not comparable with rclone's, when 1 of 4 rclone rates ran
+    capped. A failed copy under the cap shaped no rate: it is not counted."""
+    from cloudbench.report import headline
+
+    rows = [("a", "upload", "plain", k, r) for k, r in enumerate((81.7, 90.3, 2.07, 99.4))]
+    t = transfers_frame([*rows, ("a", "upload", "plain", 5, 0.0, "failed")])
+    t["tool"], t["setting"] = "rclone", "rclone-1xauto"
+    t["rclone_env"] = [None, None, "RCLONE_BWLIMIT=1M", None, "RCLONE_BWLIMIT=1M"]
+    s5 = t.head(4).assign(tool="s5cmd", setting="s5cmd-1x8", rclone_env=None)
+    t = pd.concat([t, s5], ignore_index=True)
+    page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, None)
+    assert (
+        "Rates capped</b>: RCLONE_BWLIMIT=1M = 1 MiB/s = 1.0 MB/s per rclone process, from "
+        "the environment, in 1 of 4 rclone transfers with a rate (column rclone_env)"
+    ) in page
+    assert "not capped" not in page
+    t["rclone_env"] = [None] * 4 + ["RCLONE_BWLIMIT=1M"] + [None] * 4  # only the failed copy
+    page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, None)
+    assert "Rates capped" not in page
+
+
 def test_the_legend_explains_only_what_the_table_shows_and_reruns_are_counted():
     """A new user's one-setting, all-ok campaign read a legend about connections and green
     and red rows it did not have; its "retried 0" hid that 20 of 24 repeats had been

@@ -400,13 +400,8 @@ def rate_caps(info: Mapping[str, Any], transfers: pd.DataFrame) -> list[str]:
             f"--bwlimit {_bwlimit_text(v)} per rclone process, from the campaign's rclone.flags"
             for v in total
         ]
-    if not transfers.empty and "rclone_env" in transfers:
-        env = transfers["rclone_env"].fillna("").astype(str)
-        for value in sorted({m for v in env for m in v.split() if m.startswith("RCLONE_BWLIMIT=")}):
-            caps.append(
-                f"{value.split('=', 1)[0]}={_bwlimit_text(value.split('=', 1)[1])} per rclone "
-                "process, from the environment"
-            )
+    whole, some = _environment_caps(transfers)
+    caps += whole
     # rclone's caps bind rclone only: a user read "fastest: s5cmd" beside a capped rclone
     others = uncapped_tools(caps, transfers)
     if others:
@@ -414,7 +409,37 @@ def rate_caps(info: Mapping[str, Any], transfers: pd.DataFrame) -> list[str]:
             f"{' and '.join(others)} not capped (these caps bind rclone only), so rates of "
             "different tools are not comparable here"
         )
-    return caps
+    return caps + some
+
+
+def _environment_caps(transfers: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """RCLONE_BWLIMIT set in the environment of rclone's transfers with a rate (a failed
+    copy's cap shaped no rate): the caps every one of them ran under, and those only some
+    did, with how many. A run stopped while capped, then rerun without the cap, keeps the
+    capped repeats that finished: the report once said "Rates capped" of a campaign where 2
+    of 16 rclone rates were, and called s5cmd's rates not comparable with the other 14."""
+    if transfers.empty or "rclone_env" not in transfers:
+        return [], []
+    rated = transfers["status"] == "ok"
+    if "tool" in transfers:  # records older than the tool column are all rclone's
+        rated &= transfers["tool"].fillna("rclone") == "rclone"
+    if "mb_per_s" in transfers:
+        rated &= transfers["mb_per_s"].notna()
+    env = transfers.loc[rated, "rclone_env"].fillna("").astype(str)
+    found = [m for v in env for m in set(v.split()) if m.startswith("RCLONE_BWLIMIT=")]
+    whole, some = [], []
+    for value in sorted(set(found)):
+        name, limit = value.split("=", 1)
+        text = f"{name}={_bwlimit_text(limit)} per rclone process, from the environment"
+        n = found.count(value)
+        if n == len(env):
+            whole.append(text)
+        else:
+            some.append(
+                f"{text}, in {n} of {len(env)} rclone transfers with a rate (column "
+                "rclone_env): a median over those and uncapped repeats is neither rate"
+            )
+    return whole, some
 
 
 def per_object_lines(metrics: pd.DataFrame) -> list[str]:
