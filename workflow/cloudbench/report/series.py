@@ -90,14 +90,14 @@ def series_table(
     for i, occ in enumerate(found):
         t = occ.transfers
         verdicts = _verdicts(pooled, t, follow, margin) if i >= baseline else {}
+        measured = {  # one routes() per occurrence, each route read from its own rows
+            tuple(r[k] for k in ROUTE): r
+            for r in routes.routes(_followed(t, follow, others=True), thresholds).to_dict("records")
+        }
         for key in all_routes:
             route = dict(zip(ROUTE, key, strict=True))
-            mine = _route_rows(t, route, follow.get(key))
-            r = routes.routes(mine, thresholds)
-            row = (
-                r.iloc[0].to_dict()
-                if not r.empty
-                else route | {"n": 0, "median_mb_per_s": math.nan, "failed": 0, "outages": 0}
+            row = measured.get(key) or (
+                route | {"n": 0, "median_mb_per_s": math.nan, "failed": 0, "outages": 0}
                 | {"state": routes.NO_DATA}
             )  # fmt: skip
             v = verdicts.get(key, {})
@@ -108,17 +108,19 @@ def series_table(
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def _route_rows(t: pd.DataFrame, route: dict[str, Any], setting: dict | None) -> pd.DataFrame:
-    """An occurrence's rows of one route, of its followed setting where it has one."""
+def _followed(t: pd.DataFrame, follow: dict[tuple, dict], *, others: bool) -> pd.DataFrame:
+    """An occurrence's rows of each route's followed setting, and (``others``) every row of
+    a route that follows none. One pass over the rows: a series reads every occurrence's
+    routes, and a pandas filter per route and occurrence was most of its time."""
     if t.empty:
         return t
-    mask = pd.Series(True, index=t.index)
-    for k, v in route.items():
-        mask &= t[k] == v
-    if setting:
-        for k, v in setting.items():
-            mask &= t[k] == v
-    return t[mask]
+    names = list(ROUTE) + sorted({k for s in follow.values() for k in s})
+    keep = []
+    for values in zip(*(t[k] for k in names), strict=True):
+        row = dict(zip(names, values, strict=True))
+        setting = follow.get(tuple(row[k] for k in ROUTE))
+        keep.append(others if setting is None else all(row[k] == v for k, v in setting.items()))
+    return t[keep]
 
 
 def _verdicts(
@@ -129,11 +131,9 @@ def _verdicts(
     if t.empty or pooled.empty or not follow:
         return {}
 
-    def followed(df: pd.DataFrame) -> pd.DataFrame:
-        parts = [_route_rows(df, dict(zip(ROUTE, k, strict=True)), s) for k, s in follow.items()]
-        return pd.concat(parts) if parts else df.iloc[0:0]
-
-    table = compare.compare(followed(pooled), followed(t), margin)
+    table = compare.compare(
+        _followed(pooled, follow, others=False), _followed(t, follow, others=False), margin
+    )
     out = {}
     for r in table.to_dict("records"):
         if r["verdict"] in ("only in A", "only in B"):
