@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -226,14 +227,17 @@ def _repeats_shown_in_chromium(report, workdir) -> None:
     assert_not_blank(shot, box=(WINDOW[0] // 2 + 10, 0, WINDOW[0], WINDOW[1]))
 
 
-def _longest_commands(tmp_path, name: str, clients: list[int]) -> dict[str, int]:
-    """The longest shell command of each rule in a dry run of a sweep over ``clients``."""
+def _longest_commands(
+    tmp_path, name: str, clients: list[int], concurrency: list[int]
+) -> dict[str, int]:
+    """The longest shell command of each rule in a dry run of a sweep over ``clients`` and
+    ``concurrency``."""
     from tests.infra.workflow import snakemake, write_config
 
     cfg = write_config(tmp_path / name, {
         "campaign": "sweep", "remote": str(tmp_path / "remote"), "bucket": "b",
         "dataset": {"files": 8, "size": "1MiB"}, "strategies": ["plain"],
-        "clients": clients, "concurrency": {"plain": [1, 2, 4, 8]}, "repeats": "auto",
+        "clients": clients, "concurrency": {"plain": concurrency}, "repeats": "auto",
         "sites": {"a": {"upload": True, "download": True, "scratch": "scratch"}},
     })  # fmt: skip
     run = snakemake(tmp_path / name, cfg, "-n", "-p")
@@ -254,9 +258,12 @@ def test_no_command_line_grows_with_the_sweep(tmp_path):
     command as one: a command that lists every measurement (what the report may hold, the
     records a precision round decides on) fails on a large sweep after hours of measuring.
     Four times the measurements: the aggregate's command and every per-job command stay the
-    same length; the precision rounds run in Snakemake's own process, with no command."""
-    small = _longest_commands(tmp_path, "small", [1, 2])
-    large = _longest_commands(tmp_path, "large", [1, 2, 4, 8])
+    same length; the precision rounds run in Snakemake's own process, with no command.
+    The two dry runs at once, a Snakemake process each."""
+    sweeps = {"small": ([1], [1]), "large": ([1, 2], [1, 2])}  # 12 measurements, then 48
+    with ThreadPoolExecutor(len(sweeps)) as pool:
+        runs = {n: pool.submit(_longest_commands, tmp_path, n, *s) for n, s in sweeps.items()}
+        small, large = runs["small"].result(), runs["large"].result()
     assert "precision" not in small and "aggregate" in small
     for rule in ("aggregate", "upload", "download", "verify", "probe", "publish"):
         assert large[rule] <= small[rule] + 16, (rule, small[rule], large[rule])
