@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -39,12 +41,13 @@ def _setting_lines(name: str) -> int:
     return sum(1 for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
 
 
-def fake_schedulers(bindir: Path, calls: Path) -> None:
-    """Scheduler commands that only record being called (and fail)."""
+def fake_schedulers(bindir: Path) -> None:
+    """Scheduler commands that only record being called (and fail), in the file
+    $SCHEDULER_CALLS names: each Snakemake run of this file its own."""
     bindir.mkdir(parents=True)
     for cmd in SUBMITTING | QUERYING:
         exe = bindir / cmd
-        exe.write_text(f'#!/bin/sh\necho "{cmd} $*" >> "{calls}"\nexit 1\n')
+        exe.write_text(f'#!/bin/sh\necho "{cmd} $*" >> "$SCHEDULER_CALLS"\nexit 1\n')
         exe.chmod(0o755)
 
 
@@ -75,12 +78,16 @@ def transfers_per_direction(config: dict) -> int:
     return layouts * config["repeats"] * len(config.get("remotes") or [config["remote"]])
 
 
-@pytest.fixture
-def xdg(tmp_path: Path) -> dict[str, str]:
-    """An empty config home (and HOME), so nothing outside tmp_path is read or written."""
-    home = tmp_path / "home"
+def empty_home(tmp: Path) -> dict[str, str]:
+    """An empty config home (and HOME), so nothing outside ``tmp`` is read or written."""
+    home = tmp / "home"
     (home / ".config").mkdir(parents=True)
     return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+
+
+@pytest.fixture
+def xdg(tmp_path: Path) -> dict[str, str]:
+    return empty_home(tmp_path)
 
 
 def make_profiles(checkout: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -93,9 +100,9 @@ def make_profiles(checkout: Path, env: dict[str, str]) -> subprocess.CompletedPr
     )
 
 
-def linked_copy(tmp_path: Path, xdg: dict[str, str]) -> tuple[Path, dict[str, str], Path]:
-    """A fresh copy after `make profiles`; the environment to run it in (fake schedulers
-    first on PATH, no scheduler variables); the file the fake schedulers log to."""
+def linked_copy(tmp_path: Path, xdg: dict[str, str]) -> tuple[Path, dict[str, str]]:
+    """A fresh copy after `make profiles`, and the environment to run it in (fake
+    schedulers first on PATH, no scheduler variables)."""
     checkout = fresh_copy(tmp_path / "cloudbench")
     assert not (checkout / ".venv").exists()  # make profiles needs no venv
     linked = make_profiles(checkout, xdg)
@@ -105,43 +112,80 @@ def linked_copy(tmp_path: Path, xdg: dict[str, str]) -> tuple[Path, dict[str, st
         f"linked   {site}: {store / site} -> {checkout / 'profiles' / site}" for site in SITES
     )  # one line per site; templates, local and the workflow profile are not linked
     assert sorted(p.name for p in store.iterdir()) == sorted(SITES)
-    calls = tmp_path / "scheduler-calls.log"
-    fake_schedulers(tmp_path / "fakebin", calls)
+    fake_schedulers(tmp_path / "fakebin")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SBATCH_", "PBS_"))}
     env.update(xdg, PATH=f"{tmp_path / 'fakebin'}:{BIN}:{os.environ['PATH']}")
-    return checkout, env, calls
+    return checkout, env
 
 
-def submitted(calls: Path) -> list[str]:
-    called = calls.read_text().splitlines() if calls.exists() else []
-    return [c for c in called if c.split()[0] in SUBMITTING]
+@dataclass
+class Typed:
+    """A ``snakemake --profile <site>`` command typed in the linked copy: what it said, and
+    the scheduler commands it called."""
+
+    run: subprocess.CompletedProcess
+    calls: Path
+
+    @property
+    def out(self) -> str:
+        return self.run.stdout + self.run.stderr
+
+    def submitted(self) -> list[str]:
+        called = self.calls.read_text().splitlines() if self.calls.exists() else []
+        return [c for c in called if c.split()[0] in SUBMITTING]
 
 
-@pytest.mark.quick
-def test_make_profiles_then_bare_profile_names_plan_the_default_campaign(tmp_path, xdg):
-    """Each site's bare profile name plans the demo with its own layers; tursa (Slurm) with
-    the scheduler's variables set, tesseract (PBS) with none: a PBS site's dry run needs no
-    account (a Slurm site's without one: the next test)."""
-    checkout, env, calls = linked_copy(tmp_path, xdg)
-    config = yaml.safe_load((checkout / "config" / "config.yaml").read_text())
-    n = transfers_per_direction(config)
-    plans = {}
-    for site in SITES:
-        run = subprocess.run(
-            ["snakemake", "--profile", site, "-n"],
+#: The commands this file's quick tests type, by name: (site, extra environment, -n?)
+TYPED = {
+    "tursa -n": ("tursa", DUMMY_ENV, True),
+    "tesseract -n": ("tesseract", {}, True),
+    "tursa -n, no variables": ("tursa", {}, True),
+    "tursa, no variables": ("tursa", {}, False),
+}
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory) -> tuple[Path, dict[str, Typed]]:
+    """One fresh copy after `make profiles`, and every command of ``TYPED`` run in it at
+    once (a Snakemake process each: three dry runs, which take no lock, and one run that
+    stops before it submits or runs anything), each logging its scheduler calls apart."""
+    tmp = tmp_path_factory.mktemp("profiles")
+    checkout, env = linked_copy(tmp, empty_home(tmp))
+
+    def run(name: str) -> Typed:
+        site, more, dry = TYPED[name]
+        calls = tmp / f"scheduler-calls {name}.log"
+        done = subprocess.run(
+            ["snakemake", "--profile", site, *(["-n"] if dry else [])],
             cwd=checkout,
-            env={**env, **DUMMY_ENV} if site == "tursa" else env,
+            env={**env, **more, "SCHEDULER_CALLS": str(calls)},
             capture_output=True,
             text=True,
             timeout=300,
         )
-        out = run.stdout + run.stderr
-        assert run.returncode == 0, out[-3000:]
-        assert f"Using profiles {site} and workflow specific profile profiles/default" in out, out[
-            :2000
-        ]
-        plans[site] = out
-    assert not submitted(calls)  # -n submits nothing
+        return Typed(done, calls)
+
+    with ThreadPoolExecutor(len(TYPED)) as pool:
+        return checkout, dict(zip(TYPED, pool.map(run, TYPED), strict=True))
+
+
+@pytest.mark.quick
+def test_make_profiles_then_bare_profile_names_plan_the_default_campaign(typed):
+    """Each site's bare profile name plans the demo with its own layers; tursa (Slurm) with
+    the scheduler's variables set, tesseract (PBS) with none: a PBS site's dry run needs no
+    account (a Slurm site's without one: the next test)."""
+    checkout, runs = typed
+    config = yaml.safe_load((checkout / "config" / "config.yaml").read_text())
+    n = transfers_per_direction(config)
+    plans = {}
+    for site in SITES:
+        run = runs[f"{site} -n"]
+        assert run.run.returncode == 0, run.out[-3000:]
+        assert f"Using profiles {site} and workflow specific profile profiles/default" in (
+            run.out
+        ), run.out[:2000]
+        assert not run.submitted()  # -n submits nothing
+        plans[site] = run.out
 
     tursa, tesseract = plans["tursa"], plans["tesseract"]
     counts = job_counts(tursa)
@@ -166,32 +210,18 @@ def test_make_profiles_then_bare_profile_names_plan_the_default_campaign(tmp_pat
 
 @pytest.mark.quick
 def test_without_the_scheduler_variables_a_dry_run_plans_and_a_run_stops_before_submitting(
-    tmp_path, xdg
+    typed,
 ):
     """A Slurm site without SBATCH_ACCOUNT and SBATCH_PARTITION: its dry run needs no
     account; its run stops before anything is submitted or run."""
-    checkout, env, calls = linked_copy(tmp_path, xdg)
-    dry = subprocess.run(
-        ["snakemake", "--profile", "tursa", "-n"],
-        cwd=checkout,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert dry.returncode == 0, dry.stderr[-2000:]
-    assert not submitted(calls)
-    run = subprocess.run(
-        ["snakemake", "--profile", "tursa"],
-        cwd=checkout,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode != 0
-    assert "SBATCH_ACCOUNT, SBATCH_PARTITION" in run.stderr, run.stderr[-2000:]
-    assert not submitted(calls)
+    checkout, runs = typed
+    dry = runs["tursa -n, no variables"]
+    assert dry.run.returncode == 0, dry.run.stderr[-2000:]
+    assert not dry.submitted()
+    run = runs["tursa, no variables"]
+    assert run.run.returncode != 0
+    assert "SBATCH_ACCOUNT, SBATCH_PARTITION" in run.run.stderr, run.run.stderr[-2000:]
+    assert not run.submitted()
     campaign = yaml.safe_load((checkout / "config" / "config.yaml").read_text())["campaign"]
     assert not (checkout / "results" / campaign).exists()  # not even the local preflight ran
 
