@@ -421,8 +421,11 @@ def _environment_caps(transfers: pd.DataFrame) -> tuple[list[str], list[str]]:
     if transfers.empty or "rclone_env" not in transfers:
         return [], []
     rated = transfers["status"] == "ok"
-    if "tool" in transfers:  # records older than the tool column are all rclone's
-        rated &= transfers["tool"].fillna("rclone") == "rclone"
+    if "tool" in transfers:  # the tools rclone's caps bind (records older than the column:
+        # all rclone's)
+        rated &= transfers["tool"].map(
+            lambda t: not isinstance(t, str) or capped_by_rclone_flags(t)
+        )
     if "mb_per_s" in transfers:
         rated &= transfers["mb_per_s"].notna()
     env = transfers.loc[rated, "rclone_env"].fillna("").astype(str)
