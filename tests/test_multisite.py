@@ -33,7 +33,9 @@ def _demo_config() -> dict:
 
 def _config(campaign: str = "demo") -> dict:
     cfg = _demo_config()
-    cfg.update(campaign=campaign, remote="s3t:", strategies=["plain", "chunked"], repeats=1)
+    # one layout, the one with the most steps (chunks uploaded, reassembled at each site):
+    # every check below is per layout or per site, so a second layout only doubles the copies
+    cfg.update(campaign=campaign, remote="s3t:", strategies=["chunked"], repeats=1)
     cfg["dataset"].update(files=1, size="2MiB", chunk_sizes=["1MiB"])
     cfg["rclone"]["flags"] = []
     cfg["probe"] = {"count": 2}  # the probe is not what these tests look at
@@ -120,7 +122,7 @@ def three_sites(tmp_path_factory):
 def test_a_site_not_reported_yet_is_listed_missing_not_dropped(three_sites):
     """At tesseract, after tursa and itself, before bnl."""
     assert set(three_sites.early_missing["site"]) == {"bnl"}
-    assert len(three_sites.early) == 2 + 2 + 2
+    assert len(three_sites.early) == 1 + 1 + 1  # tursa's upload and download, tesseract's
     assert set(three_sites.early["site"]) == {"tursa", "tesseract"}
 
 
@@ -130,7 +132,7 @@ def test_three_sites_meet_at_the_remote(three_sites):
         (three_sites.all_sites, three_sites.all_sites_missing),
         (three_sites.after, three_sites.after_missing),
     ):
-        assert len(table) == 8 and (table["status"] == "ok").all()
+        assert len(table) == 4 and (table["status"] == "ok").all()
         assert missing.empty
         assert set(table["site"]) == set(SITES)
         for col in ("host", "started_utc", "rclone_version", "node_cores"):
@@ -164,9 +166,9 @@ def test_the_laptops_report_shows_cross_site_visibility(three_sites):
 def test_a_downloader_measured_again_changes_only_its_rows_and_keeps_its_run(three_sites):
     key = ["site", "direction", "layout", "repeat"]
     merged = three_sites.all_sites.merge(three_sites.after, on=key, suffixes=("_before", "_after"))
-    assert len(merged) == 8
+    assert len(merged) == 4
     changed = merged[merged["started_utc_before"] != merged["started_utc_after"]]
-    assert set(changed["site"]) == {"tesseract"} and len(changed) == 2
+    assert set(changed["site"]) == {"tesseract"} and len(changed) == 1
     history = three_sites.s3root / "cloudbench/demo/history/tesseract"
     runs = [p for p in history.iterdir() if p.is_dir()]
     assert len(runs) == 1
@@ -220,7 +222,10 @@ def test_two_remotes_site_by_site_then_all_measures_nothing_again(tmp_path):
         for store in (tmp_path / "s3root", disk):  # each site's results go to every remote
             for site in ("up", "down"):
                 assert (store / f"cloudbench/demo/results/{site}/run.json").exists(), (store, site)
-        for site in ("all", "down", "all"):
+        # site=all after the sites' runs, then a site's run after site=all: each way once
+        # (site=all runs no job, so it writes nothing a later run compares with; a second
+        # site=all after the site's rerun checked the first way again)
+        for site in ("all", "down"):
             run = snakemake(tmp_path, path, "--config", f"site={site}", env=env)
             assert run.returncode == 0, site + run.stderr[-3000:]
             assert not measurement_lines(run.stderr), site + run.stderr[-3000:]
