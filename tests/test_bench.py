@@ -38,8 +38,7 @@ def _quick_run(
     tmp_path: Path, *steps: str, size: str = "8MiB", e2e: tuple[int, str] = (1, "4MiB")
 ) -> tuple[dict[str, dict[str, str]], str]:
     """``python -m bench --quick`` (one round of everything) on small data for ``steps``:
-    its rows by name, and its stdout. The bench's steps are run in four tests, so that they
-    run side by side."""
+    its rows by name, and its stdout."""
     out = tmp_path / "out"
     only = [a for step in steps for a in ("--only", step)]
     run = subprocess.run(
@@ -79,11 +78,29 @@ def test_bench_quick_run_of_the_data_steps(tmp_path):
     assert "reassemble+verify" in stdout  # the table is printed
 
 
+PLAN_ROWS = ["schedule", "schedule-sweep", "schedule-sweep-site"]
+WHOLE_JOB_ROWS = ["end-to-end", "orchestration-per-measurement", "snakemake-alone", "report"]
+REQUEST_ROWS = ["bookkeeping-requests-per-measurement", "orchestration-at-100ms-rtt"]
+
+
+@pytest.fixture(scope="module")
+def slow_rows(tmp_path_factory) -> dict[str, dict[str, str]]:
+    """One quick bench run for the three slow tests below: the plans, the whole job (where
+    its baselines' tools are installed) and the bookkeeping requests, one bench process
+    and one check of its tables where there were three. 4 MiB files: the whole job's
+    chunks are then 1 MiB (a quarter of a file, at most --size/4), the requests' too."""
+    tools = all(shutil.which(t) for t in TOOLS)
+    steps = ["schedule", *(["end-to-end"] if tools else []), "requests"]
+    rows, _ = _quick_run(tmp_path_factory.mktemp("bench"), *steps, size="4MiB")
+    # the rows of the steps asked for, in the bench's order, and no other
+    assert list(rows) == PLAN_ROWS + (WHOLE_JOB_ROWS if tools else []) + REQUEST_ROWS, list(rows)
+    return rows
+
+
 @pytest.mark.full
 @pytest.mark.slow  # three plans, one of the study's whole DAG
-def test_bench_quick_run_of_the_plans(tmp_path):
-    rows, _ = _quick_run(tmp_path, "schedule")
-    assert list(rows) == ["schedule", "schedule-sweep", "schedule-sweep-site"]
+def test_bench_quick_run_of_the_plans(slow_rows):
+    rows = {name: slow_rows[name] for name in PLAN_ROWS}
     # its seconds against the target are the bench's to judge (make bench, on a quiet
     # machine), not a test's: under make test's load the 15 s plan took 18.9 s (ci13)
     assert float(rows["schedule"]["ours"]) > 0 and rows["schedule"]["target"], rows["schedule"]
@@ -104,14 +121,8 @@ def test_bench_quick_run_of_the_plans(tmp_path):
 @pytest.mark.full
 @pytest.mark.slow  # two whole campaigns and the bash procedure
 @needs_tools
-def test_bench_quick_run_of_the_whole_job(tmp_path):
-    rows, _ = _quick_run(tmp_path, "end-to-end")
-    assert list(rows) == [
-        "end-to-end",
-        "orchestration-per-measurement",
-        "snakemake-alone",
-        "report",
-    ]
+def test_bench_quick_run_of_the_whole_job(slow_rows):
+    rows = {name: slow_rows[name] for name in WHOLE_JOB_ROWS}
     e2e = rows["end-to-end"]
     assert e2e["target"] == "<= 1.35x" and float(e2e["ours"]) > 0 and float(e2e["baseline"]) > 0
     assert "1 x 4 MiB, 1 MiB chunks" in e2e["detail"] and "1 round(s) after" in e2e["detail"]
@@ -125,16 +136,15 @@ def test_bench_quick_run_of_the_whole_job(tmp_path):
 
 @pytest.mark.full
 @pytest.mark.slow  # two campaigns against versitygw, one through a delay proxy
-def test_bench_quick_run_counts_bookkeeping_requests(tmp_path):
-    rows, _ = _quick_run(tmp_path, "requests", size="2MiB")
-    assert list(rows) == ["bookkeeping-requests-per-measurement", "orchestration-at-100ms-rtt"]
+def test_bench_quick_run_counts_bookkeeping_requests(slow_rows):
+    rows = {name: slow_rows[name] for name in REQUEST_ROWS}
     requests = rows["bookkeeping-requests-per-measurement"]
     if not versitygw_binary().exists():  # `make test` builds it; a bare pytest may not have
         assert "not measured: versitygw is not built" in requests["detail"]
         return
     # counted by versitygw's own log: at most 2 requests a measurement beyond the copy's
     assert requests["pass"] == "PASS" and float(requests["ours"]) <= 2, requests
-    assert "over 4 measurements (1 x 2 MiB" in requests["detail"], requests  # --quick: 1 file
+    assert "over 4 measurements (1 x 4 MiB" in requests["detail"], requests  # --quick: 1 file
     # each measurement's job makes 2 bookkeeping requests, each a round trip of 100 ms there
     # (the difference to the near side is the bench's figure: under load it is noise-bound)
     far = rows["orchestration-at-100ms-rtt"]
