@@ -184,11 +184,11 @@ def test_sites_finish_with_launcher_killed_and_sshd_restarted(tmp_path, demo_con
         storm = _campaign(tmp_path, demo_config, "storm", ssh, s3)
 
         # the launcher starts every site (a line each as it starts), then follows them; its
-        # lines read as it says them (a pipe, not a terminal: Python would hold them back)
+        # lines read as it says them, into a pipe as into a terminal (PYTHONUNBUFFERED unset)
         launcher = subprocess.Popen(
             [sys.executable, "-m", "cloudbench", "launch", str(storm), "--wait", "--poll", "2"],
             cwd=storm.parent,
-            env={**env, "PYTHONUNBUFFERED": "1"},
+            env={k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

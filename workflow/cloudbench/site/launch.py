@@ -408,6 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     from cloudbench.measure.rclone import RcloneError
 
+    # a line as each site starts or changes, also into `| tee` or nohup's file: Python
+    # holds a pipe's lines back until its buffer fills (a whole campaign's, for --wait)
+    sys.stdout.reconfigure(line_buffering=True)
+
     if a.occurrence:
         a.config = with_occurrence(a.config, a.occurrence)
 
