@@ -8,6 +8,7 @@ import os
 import shlex
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,12 @@ import pytest
 from cloudbench.measure import series, tools
 from cloudbench.measure.copy import Finished, Watch, run, tree_bytes
 from cloudbench.measure.rclone import find_rclone
-from tests.infra.s3 import serve_s3, store_params
+from tests.infra.s3 import S3Server, serve_s3, store_params
 
 SECRET = "h13-Secret-Value-9f3e"
 KEY = "h13keyid0001"
 FILES = ["f1.bin", "sub/f2.bin", "f 3.bin"]  # a nested one and one with a space
-FILE_BYTES = 8 * 2**20
+FILE_BYTES = 2**20  # a copy of the three lasts about 3 s at --bwlimit 1M
 
 
 def _access(**kw) -> tools.S3Access:
@@ -290,16 +291,39 @@ def dataset(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture(params=store_params())
-def server(request, tmp_path, monkeypatch):
-    """Each tool against both S3 servers (rclone serve s3, versitygw)."""
-    with serve_s3(
-        find_rclone(), tmp_path / "srv", key=KEY, secret=SECRET, store=request.param
-    ) as srv:
-        (srv.root / "bkt").mkdir()
-        for name, value in srv.client_env().items():
-            monkeypatch.setenv(name, value)
+@pytest.fixture(scope="module", params=store_params())
+def store(request, tmp_path_factory) -> Iterator[S3Server]:
+    """Each S3 server (rclone serve s3, versitygw), started once for this file's copies,
+    with its bucket ``bkt``; each test copies under a prefix of its own. A test puts its
+    objects there through the server (serve s3 caches its directory listings for minutes:
+    an object put on its disk behind its back may not be seen)."""
+    root = tmp_path_factory.mktemp("srv") / "root"
+    (root / "bkt").mkdir(parents=True)
+    with serve_s3(find_rclone(), root, key=KEY, secret=SECRET, store=request.param) as srv:
         yield srv
+
+
+@pytest.fixture
+def server(store, monkeypatch) -> S3Server:
+    """Each tool against both S3 servers: the remote ``s3t:`` names it."""
+    for name, value in store.client_env().items():
+        monkeypatch.setenv(name, value)
+    return store
+
+
+def _put(src: Path, remote: str) -> None:
+    """``src`` (a file or a folder) put at ``remote`` by rclone, as the test's setting: one
+    file at a time (serve s3 answers concurrent PUTs into a new nested directory with the
+    odd 500, docs/testing.md), into the bucket as it is (versitygw answers a CreateBucket
+    of a bucket it did not make, a bare directory, with a 500)."""
+    import subprocess
+
+    how = "copyto" if src.is_file() else "copy"
+    res = subprocess.run(
+        [find_rclone(), how, str(src), remote, "--transfers", "1", "--s3-no-check-bucket"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
 
 
 def _tree(pid: int) -> set[int]:
@@ -449,11 +473,8 @@ def test_command_template_runs_a_native_client(server, dataset, tmp_path):
 @pytest.mark.quick
 def test_destination_sampler_sees_a_throttled_download_grow(server, dataset, tmp_path):
     """Any tool's download gets a per-second series from the destination's size."""
-    (server.root / "bkt" / "slow").mkdir()
-    for name in FILES:
-        (server.root / "bkt" / "slow" / name).parent.mkdir(parents=True, exist_ok=True)
-        (server.root / "bkt" / "slow" / name).write_bytes((dataset / name).read_bytes())
-    template = f"{shlex.quote(find_rclone())} copy --bwlimit 8M --transfers 1 {{src}} {{dst}}"
+    _put(dataset, "s3t:bkt/slow")
+    template = f"{shlex.quote(find_rclone())} copy --bwlimit 1M --transfers 1 {{src}} {{dst}}"
     dest = tmp_path / "dl"
     cmd = tools.copy_command(
         "command", "s3t:bkt/slow", str(dest), concurrency=1, workdir=tmp_path, template=template
@@ -461,7 +482,7 @@ def test_destination_sampler_sees_a_throttled_download_grow(server, dataset, tmp
     run = run_copy(cmd, sample_dir=dest, timeout=60)
     assert run.returncode == 0, run.output
     byte_counts = [b for _t, b in run.points]
-    assert len(byte_counts) >= 3, run.points  # ~3 s at 8 MiB/s: a sample a second
+    assert len(byte_counts) >= 3, run.points  # ~3 s at 1 MiB/s: a sample a second
     assert byte_counts == sorted(byte_counts) and byte_counts[-1] == len(FILES) * FILE_BYTES
     middle = [b for b in byte_counts if 0 < b < byte_counts[-1]]
     assert middle, f"no partial sample: {run.points}"
@@ -481,10 +502,11 @@ def test_a_client_that_lingers_after_its_last_byte_is_traced_with_its_run_on(ser
     from cloudbench.measure.clients.base import Kept, timed_evidence
     from cloudbench.report import trace as tr
 
-    src = server.root / "bkt" / "linger"
-    src.mkdir(parents=True)
-    (src / "f1.bin").write_bytes(os.urandom(FILE_BYTES))
-    os.utime(src / "f1.bin", (1e9, 1e9))  # an object from 2001: its time is not the copy's
+    src = tmp_path / "linger" / "f1.bin"
+    src.parent.mkdir()
+    src.write_bytes(os.urandom(FILE_BYTES))
+    os.utime(src, (1e9, 1e9))  # an object from 2001 (rclone keeps it): not the copy's time
+    _put(src, "s3t:bkt/linger/f1.bin")
     rclone = shlex.quote(find_rclone())
     template = f'sh -c \'{rclone} copy "$1" "$2" && sleep 3\' _ {{src}} {{dst}}'
     dest = tmp_path / "dl"
