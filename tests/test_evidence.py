@@ -127,7 +127,8 @@ s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 t = time.process_time()
 while time.process_time() - t < float(sys.argv[2]):
     s.sendall(b"x" * 65536)
-time.sleep(1.5)  # a sample falls here, its CPU all spent
+s.shutdown(socket.SHUT_WR)  # its work done, its CPU all spent
+s.recv(1)  # until the test has a sample of it so, and closes
 """
 
 
@@ -135,21 +136,32 @@ time.sleep(1.5)  # a sample falls here, its CPU all spent
 def test_a_sampler_finds_its_clients_socket_and_cpu(tmp_path):
     """A child that sends to a listener here for a known CPU time: the sampler's lines hold
     its socket (found by inode, the listener's end left out, as is every socket of this
-    process), its CPU seconds growing to what the kernel says it spent (a sample falls after
-    its work), the cores this process may use; the end line has the copy's seconds."""
+    process), its CPU seconds growing to what the kernel says it spent (the child waits,
+    idle, for a sample after its work), the cores this process may use; the end line has
+    the copy's seconds."""
+    from tests.infra.workflow import wait_for
+
     with socket.socket() as listen:
         listen.bind(("127.0.0.1", 0))
         listen.listen(1)
         port = listen.getsockname()[1]
-        spend = 1.2
+        spend = 0.6
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(port), str(spend)])
         conn, _ = listen.accept()
         t0 = time.perf_counter()
         path = tmp_path / "r1.evidence.jsonl"
         sampler = evidence.Sampler(child.pid, t0, path)
         got = 0
-        while chunk := conn.recv(1 << 20):  # until the child exits
+        while chunk := conn.recv(1 << 20):  # until the child's work is done
             got += len(chunk)
+        done = time.perf_counter() - t0
+
+        def after_the_work() -> bool:
+            doc = evidence.read(path)
+            return doc is not None and len(doc["samples"]) >= 2 and doc["samples"][-1]["t"] > done
+
+        wait_for(after_the_work, "a second sample, after the child's work")
+        conn.close()  # the child exits
         _, _, usage = os.wait4(child.pid, 0)
         sampler.stop(time.perf_counter() - t0)
         conn.close()
@@ -167,7 +179,7 @@ def test_a_sampler_finds_its_clients_socket_and_cpu(tmp_path):
     assert spent >= spend
     assert cpu[-1] == pytest.approx(spent, abs=0.05)
     sent = max(s.bytes_acked or 0 for smp in samples for s in smp["sockets"])
-    assert 0 < sent <= got + 1  # bytes_acked counts the SYN
+    assert 0 < sent <= got + 2  # bytes_acked counts the SYN and the FIN (the shutdown)
 
 
 @pytest.mark.unit
