@@ -102,6 +102,18 @@ def test_aggregate_rate_is_all_bytes_over_the_whole_window():
     assert aggregate(stalled, 2, tolerance_s=1.0)["error"] == (
         "clients 0, 1: the store stopped answering"  # one sentence for both, not twice
     )
+    # the same stall, each client's listing of the dead store timed (usercheck56 read
+    # "last: a listing ... last: a listing" in a line clipped between the two): said once,
+    # in the words of the client that ended last (the group's end)
+    listed = [
+        dict(
+            c, status="failed", seconds=s, error=f"nothing moved for 60 s; last: failed in {t} s: x"
+        )
+        for c, t, s in zip(clients, ("3.5", "7.2"), (9.0, 12.0), strict=True)
+    ]
+    assert aggregate(listed, 2, tolerance_s=1.0)["error"] == (
+        "clients 0, 1: nothing moved for 60 s; last: failed in 7.2 s: x"
+    )
     apart = [stalled[0], dict(stalled[1], error="exit status 9")]
     assert aggregate(apart, 2, tolerance_s=1.0)["error"] == (
         "client 0: the store stopped answering; client 1: exit status 9"

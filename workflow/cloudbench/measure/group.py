@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -305,17 +306,27 @@ def client_series_path(folder: Path, index: int) -> Path:
 # --- adding the clients up -------------------------------------------------------------------
 
 
+# A duration in an error ("failed in 3.5 s"): clients that met the same failure say it with
+# their own seconds, and are one failure all the same
+_SECONDS = re.compile(r"\b\d+(?:\.\d+)? s\b")
+
+
 def failed_clients(got: Sequence[dict[str, Any]]) -> list[str]:
     """Each failed client's error, said once for all the clients that met the same one
     (``clients 0, 1: ...``): a dead store fails every client alike, and the same sentence
-    twice in a row read as one repeating itself."""
-    said: dict[str, list[str]] = {}
+    twice in a row read as one repeating itself. Errors that differ only in their seconds
+    (two listings of the dead store, failed in 3.5 and in 7.2 s) are the same one, said in
+    the words of the client that ended last, whose end is the group's."""
+    same: dict[str, list[dict[str, Any]]] = {}
     for c in got:
         if c["status"] != "ok":
-            said.setdefault(str(c.get("error")), []).append(str(c["client"]))
-    return [
-        f"client{'s' if len(ks) > 1 else ''} {', '.join(ks)}: {error}" for error, ks in said.items()
-    ]
+            same.setdefault(_SECONDS.sub("# s", str(c.get("error"))), []).append(c)
+    said = []
+    for cs in same.values():
+        last = max(cs, key=lambda c: (c.get("started_epoch") or 0) + (c.get("seconds") or 0))
+        ks = ", ".join(str(c["client"]) for c in cs)
+        said.append(f"client{'s' if len(cs) > 1 else ''} {ks}: {last.get('error')}")
+    return said
 
 
 def aggregate(
