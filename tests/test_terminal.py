@@ -390,6 +390,23 @@ def test_a_dead_stores_account_is_given_once_then_named_as_above():
 
 
 @pytest.mark.unit
+def test_the_header_names_the_sites_a_run_acts_as_and_none_for_a_run_of_no_site(tmp_path):
+    """The launcher's aggregation runs as no site: its run spec is ``runs/.json``, and the
+    header read "campaign c at .json" (usercheck56)."""
+    runs = tmp_path / "c" / "runs"
+    runs.mkdir(parents=True)
+    (runs / "tursa+bnl.json").write_text("{}")
+    assert terminal.run_sites(str(tmp_path / "c"), 0) == ["bnl", "tursa"]
+    later = time.time() + 5
+    (runs / ".json").write_text("{}")
+    os.utime(runs / ".json", (later, later))
+    assert terminal.run_sites(str(tmp_path / "c"), later - 1) == []
+    assert (
+        terminal.header_line("c", [], {}, None) == "cloudbench: campaign c: 0 measurements to make"
+    )
+
+
+@pytest.mark.unit
 def test_the_pure_lines():
     assert terminal.time_left(3, 12, 30.0) == 90.0
     assert terminal.progress_line(3, 12, 1, 30.0) == (

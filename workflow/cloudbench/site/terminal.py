@@ -296,7 +296,9 @@ def results_of(job_paths: Sequence[str]) -> str | None:
 
 def run_sites(results: str, since: float) -> list[str]:
     """The sites this run acts as: named by the run spec it wrote when it started
-    (campaign.paths.run_spec, ``<site>+<site>.json``), the newest written since ``since``."""
+    (campaign.paths.run_spec, ``<site>+<site>.json``), the newest written since ``since``. A
+    run of no site (the launcher's aggregation: ``.json``) acts as none (its header read
+    "campaign c at .json")."""
     specs = [
         (p.stat().st_mtime, p)
         for p in Path(paths.run_spec(results, ["*"])).parent.glob("*.json")
@@ -304,7 +306,7 @@ def run_sites(results: str, since: float) -> list[str]:
     ]
     if not specs:
         return []
-    return sorted(max(specs)[1].stem.split("+"))
+    return sorted(s for s in max(specs)[1].name.removesuffix(".json").split("+") if s)
 
 
 def records_at(results: str, sites: Sequence[str]) -> int:
