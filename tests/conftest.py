@@ -105,12 +105,18 @@ def tier_of(item: pytest.Item) -> str:
     return closest
 
 
+#: the files that read the demo campaign start after this many others: by then the first,
+#: which makes the demo (about four minutes), is done (started early, a worker sat four
+#: minutes on the demo's lock, s53c), and they are not the last full files either (last, the
+#: browser's 75 s ran alone while three workers sat idle for 110-145 s, s56d and s56e)
+DEMO_READERS_AFTER = 14
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Check every test's tier, and order the files: those with a full test first, then
     quick, then unit (each file's tests stay together, in their own order). Of the files
-    that read the demo campaign (``demo_report``), the first makes it and the others follow
-    the rest of their tier: started early, a worker sat four minutes on the demo's lock
-    (s53c: test_estimate_e2e, 282 s from second 29)."""
+    that read the demo campaign (``demo_report``), the first makes it and the others start
+    after ``DEMO_READERS_AFTER`` files."""
     rank: dict[str, int] = {}
     demo: list[str] = []
     for item in items:
@@ -118,8 +124,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         rank[path] = max(rank.get(path, 0), TIERS.index(tier_of(item)))
         if "demo_report" in getattr(item, "fixturenames", ()) and path not in demo:
             demo.append(path)
-    later = set(demo[1:])
-    items.sort(key=lambda item: (-rank[str(item.path)], str(item.path) in later))  # stable
+    files = sorted(rank, key=lambda path: -rank[path])  # stable: collection order in a tier
+    rest = [f for f in files if f not in demo[1:]]
+    order = rest[:DEMO_READERS_AFTER] + demo[1:] + rest[DEMO_READERS_AFTER:]
+    position = {path: n for n, path in enumerate(order)}
+    items.sort(key=lambda item: position[str(item.path)])  # stable: a file's own order
 
 
 # --- a unit test starts no process -----------------------------------------------------------
