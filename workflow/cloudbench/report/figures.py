@@ -297,9 +297,12 @@ def rate_vs_time(
 
 class _PlainLog(LogFormatter):
     """A log axis's tick labels as plain numbers (0.5, 20, 300, 1,500), where matplotlib
-    writes 2×10¹ in mathtext, whose parsing took a tenth of a small campaign's figures."""
+    writes 2×10¹ in mathtext, whose parsing took a tenth of a small campaign's figures.
+    Which ticks get a label is LogFormatter's choice; only the words are ours."""
 
-    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        if not super().__call__(x, pos):
+            return ""
         return f"{x:,.0f}" if x >= 100 else f"{x:g}"
 
 
