@@ -27,7 +27,7 @@ from PIL import Image
 
 from cloudbench.report import build as plots
 from cloudbench.report import stats
-from cloudbench.report.outputs import REPORT_OUTPUTS
+from cloudbench.report.outputs import FIGURES, REPORT_OUTPUTS
 from cloudbench.sizes import parse_size
 from tests.infra.browser import (  # noqa: F401 (CHROMIUM, browser: read by other modules)
     CHROMIUM,
@@ -388,15 +388,21 @@ def synthetic_tables(out: Path, seed: int = 7, sites: dict = SYNTH_SITES) -> Non
     )
 
 
-# the plots rule's outputs, as the workflow names them
+# the report rules' outputs (aggregate's and figures'), as the workflow names them
 OUTPUT_NAMES = {k: Path(o.path).name for k, o in REPORT_OUTPUTS.items()}
+
+
+def whole_report(tables: Path, info: dict, out: dict[str, Path], jobs: int = 1) -> None:
+    """What the aggregate rule and then the figures rule write from ``tables``."""
+    plots.build_report(tables, info, {k: p for k, p in out.items() if k not in FIGURES})
+    plots.draw_figures(tables, info, {k: out[k] for k in FIGURES}, jobs=jobs)
 
 
 def build_synthetic(tmp: Path, info: dict = SYNTH_INFO) -> dict[str, Path]:
     synthetic_tables(tmp)
     names = OUTPUT_NAMES
     out = {k: tmp / "figures" / v for k, v in names.items()}
-    plots.build_report(tmp, info, out)
+    whole_report(tmp, info, out)
     return out
 
 
@@ -454,7 +460,7 @@ def test_report_of_a_campaign_with_nothing_measured_yet(tmp_path):
         head = pd.read_csv(tmp_path / name, sep="\t").iloc[:0]
         head.to_csv(tmp_path / name, sep="\t", index=False)
     names = {k: tmp_path / "out" / v for k, v in OUTPUT_NAMES.items()}
-    plots.build_report(tmp_path, {"sites": {}, "remotes": {}}, names)
+    whole_report(tmp_path, {"sites": {}, "remotes": {}}, names)
     assert all(p.exists() and p.stat().st_size > 0 for p in names.values())
     assert pd.read_csv(names["summary_tsv"], sep="\t").empty
 
@@ -520,7 +526,7 @@ def test_figures_are_drawn_in_parallel_only_on_idle_cores():
 
 @pytest.mark.full  # draws the whole report twice (about 15 s on an idle 2-core machine)
 def test_figures_drawn_in_worker_processes_are_the_same_files(tmp_path):
-    """plots --jobs N draws the figures in forked processes: every output is still written,
+    """figures --jobs N draws the figures in forked processes: every output is still written,
     the same figures as drawn in one process (same size in pixels, same HTML tables)."""
     # two of the sites: every figure and table is still drawn, in half the time
     sites = {k: SYNTH_SITES[k] for k in ("edinburgh", "chicago")}
@@ -528,7 +534,7 @@ def test_figures_drawn_in_worker_processes_are_the_same_files(tmp_path):
     outs = {}
     for jobs in (1, 2):
         outs[jobs] = {k: tmp_path / f"out{jobs}" / v for k, v in OUTPUT_NAMES.items()}
-        plots.build_report(tmp_path, SYNTH_INFO | {"sites": sites}, outs[jobs], jobs=jobs)
+        whole_report(tmp_path, SYNTH_INFO | {"sites": sites}, outs[jobs], jobs=jobs)
     for name, path in outs[2].items():
         assert path.stat().st_size > 0, name
         if path.suffix == ".png":

@@ -263,17 +263,27 @@ def cmd_precision_final(a):
 
 
 def cmd_aggregate(a):
-    """The tables, then (in the same process: pandas loaded once) the figures from them."""
+    """The tables, then (in the same process: pandas loaded once) the HTML tables and the
+    front page from them."""
     from cloudbench.report import aggregate  # pandas: only where tables are made
 
     plan = json.loads(Path(a.expected).read_text())
     aggregate.write_tables(Path(a.results), plan, Path(a.out))
     from cloudbench.report import build as plots  # matplotlib and seaborn: only here
-    from cloudbench.report.outputs import REPORT_OUTPUTS
+    from cloudbench.report.outputs import AGGREGATE_OUTPUTS
 
-    outputs = {name: Path(getattr(a, name)) for name in REPORT_OUTPUTS}
+    outputs = {name: Path(getattr(a, name)) for name in AGGREGATE_OUTPUTS}
+    plots.build_report(Path(a.out), json.loads(a.info), outputs)
+
+
+def cmd_figures(a):
+    """The report's figures (but the front page's) from the campaign's tables."""
+    from cloudbench.report import build as plots  # matplotlib and seaborn: only here
+    from cloudbench.report.outputs import FIGURES
+
+    outputs = {name: Path(getattr(a, name)) for name in FIGURES}
     jobs = plots.drawing_processes(a.jobs, *plots.spare_cores())
-    plots.build_report(Path(a.out), json.loads(a.info), outputs, jobs=jobs)
+    plots.draw_figures(Path(a.tables), json.loads(a.info), outputs, jobs=jobs)
 
 
 def cmd_preflight(a):
@@ -403,8 +413,8 @@ def _stopped(signum: int, frame: object) -> None:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """Every command's options, or with ``only`` that one command's: a job runs one command,
     and making the parsers of all of them is a tenth of a small transfer job's own time
-    (each argparse parser costs about a millisecond). The report's figure options (aggregate,
-    plots) are listed only for those, so a job of another command does not import them."""
+    (each argparse parser costs about a millisecond). The report's output options (aggregate,
+    figures) are listed only for those, so a job of another command does not import them."""
     p = argparse.ArgumentParser(
         prog="cloudbench",
         description=__doc__,
@@ -515,21 +525,28 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         ("--out", req),
         ("--release", {"default": ""}),
     )
-    figures: tuple[tuple[str, dict], ...] = (
-        ("--info", req),
-        ("--jobs", {"type": int, "default": 1, "help": "processes drawing the figures"}),
-    )
-    if only is None or only == "aggregate":
-        from cloudbench.report.outputs import REPORT_OUTPUTS
+    report_outputs: dict[str, tuple[tuple[str, dict], ...]] = {"aggregate": (), "figures": ()}
+    if only is None or only in report_outputs:
+        from cloudbench.report.outputs import AGGREGATE_OUTPUTS, FIGURES
 
-        figures += tuple((f"--{name.replace('_', '-')}", req) for name in REPORT_OUTPUTS)
+        for command, names in (("aggregate", AGGREGATE_OUTPUTS), ("figures", FIGURES)):
+            report_outputs[command] = tuple((f"--{n.replace('_', '-')}", req) for n in names)
     add(
         "aggregate",
         cmd_aggregate,
         ("--results", req),
         ("--expected", {**req, "help": "plan.json: what the tables may hold"}),
         ("--out", req),
-        *figures,
+        ("--info", req),
+        *report_outputs["aggregate"],
+    )
+    add(
+        "figures",
+        cmd_figures,
+        ("--tables", {**req, "help": "the campaign's results directory, its tables"}),
+        ("--info", req),
+        ("--jobs", {"type": int, "default": 1, "help": "processes drawing the figures"}),
+        *report_outputs["figures"],
     )
     add(
         "preflight",

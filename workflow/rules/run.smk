@@ -23,6 +23,7 @@ localrules:
     pull,
     manifest,
     aggregate,
+    figures,
     status,
     cleanup,
     precision,

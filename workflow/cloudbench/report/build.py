@@ -1,8 +1,10 @@
-"""The ``plots`` rule: every figure and HTML table of the report, from the aggregated tables.
+"""The report's figures and HTML tables, from the aggregated tables: :func:`build_report` for
+the ``aggregate`` rule (HTML tables, the front page and its figure), :func:`draw_figures` for
+the ``figures`` rule (the other figures).
 
 The figures live in :mod:`cloudbench.report.figures` (matplotlib), the HTML tables in
-:mod:`cloudbench.report.tables`; :func:`build_report` writes every file named in
-:data:`cloudbench.report.outputs.REPORT_OUTPUTS` (the one list of the report's outputs).
+:mod:`cloudbench.report.tables`; which file is whose is :mod:`cloudbench.report.outputs` (the one
+list of the report's outputs).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,24 +113,93 @@ def _drawers(jobs: int) -> Iterator[Executor]:
         yield pool
 
 
-def build_report(
+@dataclass(frozen=True)
+class Measured:
+    """What both report rules read from the campaign's tables: the transfers and their time
+    series (each setting a variant of its own), the steps, the probes, and what the
+    statistics make of them."""
+
+    transfers: pd.DataFrame
+    series: pd.DataFrame
+    steps: pd.DataFrame
+    probes: pd.DataFrame
+    metrics: pd.DataFrame
+    summary: pd.DataFrame
+    trend: pd.DataFrame
+
+    @classmethod
+    def read(cls, tables: Path) -> Measured:
+        """From ``tables`` (the directory of transfers.tsv, timeseries.tsv, steps.tsv and,
+        if written, probes.tsv)."""
+        transfers, series, steps = (
+            _read(Path(paths.table(tables, name))) for name in ("transfers", "timeseries", "steps")
+        )
+        transfers, series = stats.with_setting(transfers), stats.with_setting(series)
+        probes = _optional(tables, "probes")
+        metrics = (
+            stats.transfer_metrics(transfers, series)
+            if not transfers.empty
+            else transfers.assign(
+                sustained_mb_per_s=[], sustained_method=[], group_median=[], outlier=[]
+            ).assign(**{c: [] for c in burst.COLUMNS})
+        )
+        summary = stats.summarise(transfers, series, metrics)
+        trend = drift.drift_table(transfers)
+        return cls(transfers, series, steps, probes, metrics, summary, trend)
+
+
+def _optional(tables: Path, name: str) -> pd.DataFrame:
+    path = Path(paths.table(tables, name))
+    return _read(path) if path.exists() else pd.DataFrame()
+
+
+def draw_figures(
     tables: Path, info: Mapping[str, Any], out: Mapping[str, Path], jobs: int = 1
 ) -> None:
-    """Every output of the ``plots`` rule from the campaign's tables (``tables`` holds
-    transfers.tsv, timeseries.tsv, steps.tsv, missing.tsv and, if written, clients.tsv,
-    probes.tsv and manifest.json); the figures are drawn by ``jobs`` processes while this one
-    writes the HTML tables."""
-    transfers, series, steps, missing = (
-        _read(Path(paths.table(tables, name)))
-        for name in ("transfers", "timeseries", "steps", "missing")
-    )
-    transfers, series = stats.with_setting(transfers), stats.with_setting(series)
-    clients, probes, decided, tuned = (
-        _read(Path(paths.table(tables, name)))
-        if Path(paths.table(tables, name)).exists()
-        else pd.DataFrame()
-        for name in ("clients", "probes", "precision", "tuned")
-    )
+    """Every figure of the ``figures`` rule (outputs.FIGURES) from the campaign's tables, by
+    ``jobs`` processes; the figures do not depend on each other."""
+    m = Measured.read(tables)
+    for p in out.values():
+        p.parent.mkdir(parents=True, exist_ok=True)
+    with _drawers(jobs) as drawers:
+        drawn = [  # slowest first, so the last one to start is a short one
+            drawers.submit(
+                figures.rate_vs_time,
+                by_variant(m.series),
+                by_variant(m.transfers),
+                info,
+                out["rate_vs_time"],
+            ),
+            drawers.submit(figures.step_breakdown, m.steps, m.transfers, out["steps"], info),
+            drawers.submit(
+                figures.sustained,
+                by_variant(m.metrics),
+                by_variant(m.summary),
+                info,
+                out["rate_by_strategy"],
+            ),
+            drawers.submit(figures.speedups, m.metrics, m.summary, info, out["speedup"]),
+            drawers.submit(figures.rate_vs_distance, m.transfers, info, out["rate_vs_distance"]),
+            drawers.submit(drift.rate_vs_start_png, m.transfers, m.trend, out["rate_vs_start"]),
+            drawers.submit(scaling_report.scaling_png, m.transfers, out["scaling"]),
+            drawers.submit(tools_report.tools_png, m.transfers, out["tools"]),
+            drawers.submit(tools_report.latency_png, m.transfers, m.probes, out["latency"]),
+        ]
+        for figure in drawn:
+            figure.result()  # a figure that failed fails the job, with its traceback
+
+
+def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path]) -> None:
+    """Every output of the ``aggregate`` rule but its tables (outputs.AGGREGATE_OUTPUTS) from
+    the campaign's tables (``tables`` holds transfers.tsv, timeseries.tsv, steps.tsv,
+    missing.tsv and, if written, clients.tsv, probes.tsv and manifest.json): the HTML tables,
+    the front page and its one figure."""
+    m = Measured.read(tables)
+    transfers, series, probes, metrics, summary, trend = (
+        m.transfers, m.series, m.probes, m.metrics, m.summary, m.trend
+    )  # fmt: skip
+    missing = _read(Path(paths.table(tables, "missing")))
+    clients, decided, tuned = (_optional(tables, n) for n in ("clients", "precision", "tuned"))
     man_path = Path(paths.campaign_manifest(tables))
     try:  # optional: the report does not wait for the campaign manifest
         manifest = json.loads(man_path.read_text())
@@ -135,60 +207,23 @@ def build_report(
         manifest = None
     for p in out.values():
         p.parent.mkdir(parents=True, exist_ok=True)
-    metrics = (
-        stats.transfer_metrics(transfers, series)
-        if not transfers.empty
-        else transfers.assign(
-            sustained_mb_per_s=[], sustained_method=[], group_median=[], outlier=[]
-        ).assign(**{c: [] for c in burst.COLUMNS})
-    )
-    summary = stats.summarise(transfers, series, metrics)
-    trend = drift.drift_table(transfers)
-    with _drawers(jobs) as drawers:
-        drawn = [  # slowest first, so the last one to start is a short one
-            drawers.submit(
-                figures.rate_vs_time,
-                by_variant(series),
-                by_variant(transfers),
-                info,
-                out["rate_vs_time"],
-            ),
-            drawers.submit(figures.step_breakdown, steps, transfers, out["steps"], info),
-            drawers.submit(
-                figures.sustained,
-                by_variant(metrics),
-                by_variant(summary),
-                info,
-                out["rate_by_strategy"],
-            ),
-            drawers.submit(figures.whole_rates, by_variant(metrics), info, out["rate_whole"]),
-            drawers.submit(figures.speedups, metrics, summary, info, out["speedup"]),
-            drawers.submit(figures.rate_vs_distance, transfers, info, out["rate_vs_distance"]),
-            drawers.submit(drift.rate_vs_start_png, transfers, trend, out["rate_vs_start"]),
-            drawers.submit(scaling_report.scaling_png, transfers, out["scaling"]),
-            drawers.submit(tools_report.tools_png, transfers, out["tools"]),
-            drawers.submit(tools_report.latency_png, transfers, probes, out["latency"]),
-        ]
-        html_tables.transfers_html(transfers, missing, out["table"])
-        write_tsv(summary, out["summary_tsv"])
-        html_tables.summary_html(summary, metrics, out["summary_html"])
-        html_tables.cost_html(transfers, summary, info, out["cost"])
-        html_tables.campaign_html(info, manifest, transfers, out["campaign"])
-        scaling_report.scaling_html(transfers, clients, out["scaling_html"], info)
-        tools_report.tools_html(transfers, out["tools_html"], info)
-        tools_report.latency_html(transfers, probes, out["latency_html"])
-        comparison = _comparison(transfers, info, out)
-        html_tables.precision_html(decided, info, out["precision_html"], transfers)
-        write_tsv(scaling.scaling_table(transfers), out["scaling_tsv"])
-        write_tsv(trend, out["drift_tsv"])
-        limit_table = limits.routes_table(transfers, limits.OwnCaps.of(info))
-        write_tsv(limit_table, out["limits_tsv"])
-        write_tsv(latency.tool_strategy_rates(tools_report.with_tool(transfers)), out["tools_tsv"])
-        write_tsv(
-            latency.pair_rtt(probes) if not probes.empty else pd.DataFrame(), out["latency_tsv"]
-        )
-        for figure in drawn:
-            figure.result()  # a figure that failed fails the report, with its traceback
+    figures.whole_rates(by_variant(metrics), info, out["rate_whole"])
+    html_tables.transfers_html(transfers, missing, out["table"])
+    write_tsv(summary, out["summary_tsv"])
+    html_tables.summary_html(summary, metrics, out["summary_html"])
+    html_tables.cost_html(transfers, summary, info, out["cost"])
+    html_tables.campaign_html(info, manifest, transfers, out["campaign"])
+    scaling_report.scaling_html(transfers, clients, out["scaling_html"], info)
+    tools_report.tools_html(transfers, out["tools_html"], info)
+    tools_report.latency_html(transfers, probes, out["latency_html"])
+    comparison = _comparison(transfers, info, out)
+    html_tables.precision_html(decided, info, out["precision_html"], transfers)
+    write_tsv(scaling.scaling_table(transfers), out["scaling_tsv"])
+    write_tsv(trend, out["drift_tsv"])
+    limit_table = limits.routes_table(transfers, limits.OwnCaps.of(info))
+    write_tsv(limit_table, out["limits_tsv"])
+    write_tsv(latency.tool_strategy_rates(tools_report.with_tool(transfers)), out["tools_tsv"])
+    write_tsv(latency.pair_rtt(probes) if not probes.empty else pd.DataFrame(), out["latency_tsv"])
     thresholds = tuple((info.get("thresholds") or {}).get(k) for k in ("good", "poor"))
     route_table = routes.routes(transfers, thresholds)
     labels = {"campaign": info.get("campaign", "")}

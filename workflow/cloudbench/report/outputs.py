@@ -1,5 +1,6 @@
-"""Every file of the report, once: the ``aggregate`` rule's outputs (tables and figures), its
-CLI options, the tests.
+"""Every file of the report, once: the outputs of the ``aggregate`` rule (tables, HTML, the
+front page) and of the ``figures`` rule (the figures but the front page's), their CLI options,
+the tests.
 
 Here and not in :mod:`cloudbench.report.build`, so the rules and the CLI can name the files without
 importing matplotlib and pandas.
@@ -7,7 +8,7 @@ importing matplotlib and pandas.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -76,21 +77,46 @@ REPORT_OUTPUTS: dict[str, ReportOutput] = {
 }
 
 
-def cli_options(outputs: dict[str, str]) -> str:
-    """The figure options of ``cloudbench aggregate`` (and ``plots``) for ``outputs``
-    (name -> path)."""
-    return " ".join(f"--{name.replace('_', '-')} {outputs[name]}" for name in REPORT_OUTPUTS)
+# The figures the ``figures`` rule draws from the tables, in a job of their own: most of the
+# report's CPU time (9 of them: about two thirds of a small campaign's report), so that a run
+# that wants the numbers only skips them (``snakemake --omit-from figures``), and a figure
+# redrawn does not aggregate the records again. The front page's figure (rate_whole) stays
+# with ``aggregate``: the front page embeds it.
+FIGURES: tuple[str, ...] = (
+    "rate_vs_time",
+    "steps",
+    "rate_by_strategy",
+    "speedup",
+    "rate_vs_distance",
+    "rate_vs_start",
+    "scaling",
+    "tools",
+    "latency",
+)
+
+# What ``aggregate`` writes beside its tables: every other output of the report.
+AGGREGATE_OUTPUTS: dict[str, ReportOutput] = {
+    name: o for name, o in REPORT_OUTPUTS.items() if name not in FIGURES
+}
 
 
-def rule_outputs(results: str, report: Callable[..., Any]) -> dict[str, Any]:
-    """The ``aggregate`` rule's outputs under ``results``, tables first (``<table>_tsv``);
-    ``report`` is Snakemake's ``report()``, applied to every file with a caption (captions
-    are relative to workflow/rules/)."""
+def cli_options(outputs: dict[str, str], names: Iterable[str]) -> str:
+    """The output options of ``cloudbench aggregate`` or ``cloudbench figures`` (``names``:
+    AGGREGATE_OUTPUTS or FIGURES) for ``outputs`` (name -> path)."""
+    return " ".join(f"--{name.replace('_', '-')} {outputs[name]}" for name in names)
+
+
+def rule_outputs(
+    results: str, report: Callable[..., Any], names: Iterable[str], tables: bool = False
+) -> dict[str, Any]:
+    """The outputs ``names`` (of REPORT_OUTPUTS) under ``results``, with ``tables`` the
+    campaign's tables first (``<table>_tsv``); ``report`` is Snakemake's ``report()``, applied
+    to every file with a caption (captions are relative to workflow/rules/)."""
     outputs: dict[str, Any] = {}
-    named = {f"{name}_tsv": o for name, o in TABLES.items()}  # transfers_tsv, steps_tsv, ...
+    named = {f"{name}_tsv": o for name, o in TABLES.items()} if tables else {}
     if set(named) & set(REPORT_OUTPUTS):
         raise ValueError(f"a table and a figure share a name: {set(named) & set(REPORT_OUTPUTS)}")
-    for name, o in (named | REPORT_OUTPUTS).items():
+    for name, o in (named | {name: REPORT_OUTPUTS[name] for name in names}).items():
         path = f"{results}/{o.path}"
         caption = f"../report/{o.caption}.rst"
         outputs[name] = path if o.caption is None else report(path, caption, o.category)
@@ -99,8 +125,8 @@ def rule_outputs(results: str, report: Callable[..., Any]) -> dict[str, Any]:
 
 def report_code(package: Path = Path(__file__).parents[1]) -> list[str]:
     """The package's source files and the report's captions: inputs of the ``aggregate``
-    rule, so a new cloudbench (a file edited or pulled, hence newer than the report) redraws
-    the report by Snakemake's own mtime rule. Snakemake's ``code`` rerun trigger is off
-    (profiles/default): it would also measure every finished transfer again."""
+    and ``figures`` rules, so a new cloudbench (a file edited or pulled, hence newer than the
+    report) redraws the report by Snakemake's own mtime rule. Snakemake's ``code`` rerun
+    trigger is off (profiles/default): it would also measure every finished transfer again."""
     files = [*package.rglob("*.py"), *(package.parent / "report").glob("*.rst")]
     return sorted(str(path.resolve()) for path in files if "__pycache__" not in path.parts)
