@@ -80,7 +80,7 @@ def demo_report(tmp_path_factory):
         if shared:  # what an earlier run left unfinished is not resumed
             shutil.rmtree(workdir, ignore_errors=True)
         cfg = write_config(workdir, config)
-        run = snakemake(workdir, cfg)
+        run = snakemake(workdir, cfg, figures=True)
         assert run.returncode == 0, run.stderr[-3000:]
         (workdir / "terminal.txt").write_text(run.stderr)  # what the user saw (test_e2e)
         rep = snakemake(workdir, cfg, "--report", str(report))

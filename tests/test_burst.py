@@ -128,7 +128,7 @@ def test_a_copy_throttled_midway_is_flagged_on_the_front_page(tmp_path):
             )  # fmt: skip
 
         run = subprocess.Popen(
-            snakemake_command(tmp_path, cfg, profile="local"), cwd=tmp_path,
+            snakemake_command(tmp_path, cfg, profile="local", figures=True), cwd=tmp_path,
             env=snakemake_env(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
 

@@ -346,7 +346,7 @@ def test_secret_never_written_anywhere(tmp_path, demo_config):
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root", key="cbkey4711", secret=secret) as s3:
         env = {**s3.client_env("S3T"), **others, "RCLONE_USE_MMAP": "true"}
         _wrong_key_stops_in_preflight_before_any_data(tmp_path, cfg, env)
-        run = snakemake(tmp_path, cfg, env=env)
+        run = snakemake(tmp_path, cfg, env=env, figures=True)  # the report below
         assert run.returncode == 0, run.stderr[-2000:]
         df = check_campaign(tmp_path, cfg_d)
         assert df["rclone_env"].str.contains("RCLONE_USE_MMAP=true").all(), df["rclone_env"]

@@ -170,7 +170,7 @@ def test_auto_repeats_stop_at_the_target_or_the_max_and_a_rerun_measures_nothing
     assert sorted(p.name for p in first) == sorted([f"r{r}.json" for r in range(1, 7)] * 2)
 
     cfg = write_config(tmp_path, campaign("0.001%"))
-    run = snakemake(tmp_path, cfg)
+    run = snakemake(tmp_path, cfg, figures=True)  # the report below
     assert run.returncode == 0, run.stderr[-3000:]
     assert decisions() == [("download", 7, MAX), ("upload", 7, MAX)]
     assert {p: p.stat().st_mtime_ns for p in first} == first  # nothing measured again

@@ -106,7 +106,7 @@ def test_local_clients_run_together_and_add_up(tmp_path):
         env = {k: v for r, srv in servers.items() for k, v in srv.client_env(names[r]).items()}
         remotes = {r: {"url": f"{names[r].lower()}:"} for r in servers}
         cfg = _campaign(tmp_path, [1, 2, 4], download=True, remotes=remotes)
-        run = snakemake(tmp_path, cfg, env=env)
+        run = snakemake(tmp_path, cfg, env=env, figures=True)  # scaling.png below
         assert run.returncode == 0, run.stderr[-3000:]
         every = pd.read_csv(tmp_path / "results/scale/transfers.tsv", sep="\t")
         assert set(every["remote"]) == set(servers) and len(every) == 6 * len(servers)

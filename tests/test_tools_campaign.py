@@ -170,7 +170,7 @@ def tools_campaign(tmp_path_factory):
         path = write_config(tmp_path, cfg)
         env = env_of(s3)
         with CmdlineWatch((SECRET, KEY)) as watch:
-            run = snakemake(tmp_path, path, env=env)
+            run = snakemake(tmp_path, path, env=env, figures=True)
         assert run.returncode == 0, run.stderr[-3000:]
         report = tmp_path / "results/tools/report.html"
         rep = snakemake(tmp_path, path, "--report", str(report), env=env)

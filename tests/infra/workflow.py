@@ -44,11 +44,19 @@ def write_config(workdir: Path, config: dict, name: str = "campaign.yaml") -> Pa
 BATCH_POLLS = ("--seconds-between-status-checks", "2")
 
 
+#: what a test's run leaves out unless it reads the figures (``figures=True``): the
+#: ``figures`` rule, most of a small campaign's report CPU (about 4 of 6 CPU-seconds here), as
+#: a user who wants the numbers only does (docs/report.md)
+NO_FIGURES = ("--omit-from", "figures")
+
+
 def snakemake_command(
-    workdir: Path, configfile: Path, *args: str, profile: str | None
+    workdir: Path, configfile: Path, *args: str, profile: str | None, figures: bool = False
 ) -> list[str]:
     """``snakemake --profile profiles/<profile>`` on the repo's workflow, run in ``workdir``
-    (``profile=None``: no global profile, as a command typed without one).
+    (``profile=None``: no global profile, as a command typed without one); without
+    ``figures``, the figures rule left out (:data:`NO_FIGURES`): a test that reads a figure
+    or builds the report (``--report`` needs every figure) asks for them.
 
     ``workdir`` is not the checkout, so the workflow profile (profiles/default, which
     Snakemake applies by itself only from the checkout) is named explicitly.
@@ -58,6 +66,8 @@ def snakemake_command(
         str(BIN / "snakemake"),
         *polls,  # before args: a test's own value wins (argparse keeps the last)
         *args,  # first: --configfile takes several values and would swallow a target
+        # after args (--omit-from takes several values too), unless they say what to leave
+        *(() if figures or {"--report", "--omit-from", "--until"} & set(args) else NO_FIGURES),
         "--snakefile", str(ROOT / "workflow" / "Snakefile"),
         "--directory", str(workdir),
         *(["--profile", str(ROOT / "profiles" / profile)] if profile else []),
@@ -78,10 +88,11 @@ def snakemake(
     env: dict | None = None,
     profile: str | None = "local",
     timeout: float = RUN_TIMEOUT,
+    figures: bool = False,
 ) -> subprocess.CompletedProcess:
     """Run :func:`snakemake_command` to the end."""
     return subprocess.run(
-        snakemake_command(workdir, configfile, *args, profile=profile),
+        snakemake_command(workdir, configfile, *args, profile=profile, figures=figures),
         cwd=workdir,
         env=snakemake_env(env),
         capture_output=True,
@@ -102,13 +113,18 @@ def trace_command(results: Path, *flags: str) -> subprocess.CompletedProcess[str
 
 
 def popen_snakemake(
-    workdir: Path, configfile: Path, *args: str, env: dict | None = None, profile: str = "local"
+    workdir: Path,
+    configfile: Path,
+    *args: str,
+    env: dict | None = None,
+    profile: str = "local",
+    figures: bool = False,
 ) -> subprocess.Popen:
     """:func:`snakemake_command` started in the background, in a session of its own, its
     output (stdout and stderr together) on one pipe: a run the test breaks while it goes on
     (it kills the store, or Ctrl-Cs it: ``os.killpg(proc.pid, signal.SIGINT)``)."""
     return subprocess.Popen(
-        snakemake_command(workdir, configfile, *args, profile=profile),
+        snakemake_command(workdir, configfile, *args, profile=profile, figures=figures),
         cwd=workdir,
         env=snakemake_env(env),
         stdout=subprocess.PIPE,
