@@ -11,6 +11,7 @@ JSON, twice) and, with ``show-failed-logs``, the transfer's ``-vv`` client log i
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -630,3 +631,25 @@ def test_the_summary_counts_a_measurement_never_started_apart_from_those_made():
     assert line.startswith("cloudbench: 13 measurements made in this run (7 ok, 6 not ok)")
     assert "; 2 ended before measuring (no record)" in line
     assert "not started" not in summary_line(3, 0, 0, None, None)
+
+
+@pytest.mark.unit
+def test_a_line_of_the_runs_end_is_one_write():
+    """A stopped run's hooks speak while Snakemake's logger writes from another thread: each
+    line goes out with its newline in one write, so no other line lands inside it (print's
+    two writes gave "...then removes itfailed: rule upload: ..." on a Ctrl-C, s57f)."""
+    from cloudbench.site import lifecycle
+
+    class Writes(io.StringIO):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[str] = []
+
+        def write(self, s: str) -> int:
+            self.calls.append(s)
+            return super().write(s)
+
+    out = Writes()
+    lifecycle.say("cloudbench: scratch: kept x", out)
+    lifecycle.say("cloudbench: stopped", out)
+    assert out.calls == ["cloudbench: scratch: kept x\n", "cloudbench: stopped\n"]

@@ -102,9 +102,19 @@ def stopped(run: Run) -> None:
     Path(paths.status_file(run.results)).unlink(missing_ok=True)
     c = run.campaign
     for line in breaker.summary(breaker_places(c), store_down_policy(c)):
-        print(f"cloudbench: {line}: its measurements there stopped", file=sys.stderr)
+        say(f"cloudbench: {line}: its measurements there stopped")
     say_what_scratch_holds(c, finished=False)
-    print(stopped_line(run), file=sys.stderr)
+    say(stopped_line(run))
+
+
+def say(line: str, stream: Any = None) -> None:
+    """One line of the run's end on the terminal (stderr), line and newline in one write:
+    Snakemake's logger writes from another thread while a stopped run's hooks speak, and
+    print's two writes let its line land between them ("...removes itfailed: rule upload",
+    s57f's Ctrl-C)."""
+    out = sys.stderr if stream is None else stream
+    out.write(f"{line}\n")
+    out.flush()
 
 
 def succeeded(run: Run) -> None:
@@ -122,10 +132,9 @@ def say_kept_transfers(run: Run) -> None:
     for m in owed(run):
         outputs = 2 if m.direction == "download" else 1  # the series, a manifest
         if ledger.unregistered(Path(run.record(m)), outputs) is not None:
-            print(
+            say(
                 f"cloudbench: kept {run.record(m)}: it finished while Snakemake stopped; "
-                "the next run publishes it, measuring nothing",
-                file=sys.stderr,
+                "the next run publishes it, measuring nothing"
             )
 
 
@@ -135,7 +144,7 @@ def say_what_scratch_holds(c: Campaign, finished: bool) -> None:
 
     places = [s.scratch for s in c.active_sites]
     for line in describe(bulk_left(places, c.name), finished):
-        print(f"cloudbench: {line}", file=sys.stderr)
+        say(f"cloudbench: {line}")
 
 
 def owed(run: Run) -> list[Measurement]:
