@@ -112,33 +112,21 @@ def tier_of(item: pytest.Item) -> str:
 DEMO_READERS_AFTER = 14
 
 
-#: marks of a file whose tests wait minutes on a batch scheduler's polls, using little CPU:
-#: such files start first, so that their waits overlap other files' CPU. Started late (in
-#: collection order), test_status_failures (131-213 s, mostly Slurm polls) ended every run of
-#: s57c-e alone while two or three workers sat idle for up to 61 s
-WAITS_ON_A_SCHEDULER = {"scheduler", "slow"}
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check every test's tier, and order the files: those with a full test first (of them,
-    those that wait on a scheduler first), then quick, then unit (each file's tests stay
-    together, in their own order). Of the files that read the demo campaign
-    (``demo_report``), the first makes it and starts before all others (about four minutes),
-    and the others start after ``DEMO_READERS_AFTER`` more files."""
+    """Check every test's tier, and order the files: those with a full test first, then
+    quick, then unit (each file's tests stay together, in their own order). Of the files
+    that read the demo campaign (``demo_report``), the first makes it and the others start
+    after ``DEMO_READERS_AFTER`` files."""
     rank: dict[str, int] = {}
-    waits: set[str] = set()
     demo: list[str] = []
     for item in items:
         path = str(item.path)
         rank[path] = max(rank.get(path, 0), TIERS.index(tier_of(item)))
-        if WAITS_ON_A_SCHEDULER <= {m.name for m in item.iter_markers()}:
-            waits.add(path)
         if "demo_report" in getattr(item, "fixturenames", ()) and path not in demo:
             demo.append(path)
-    # stable: collection order within a tier
-    files = sorted(rank, key=lambda path: (-rank[path], path not in waits))
-    rest = [f for f in files if f not in demo]
-    order = demo[:1] + rest[:DEMO_READERS_AFTER] + demo[1:] + rest[DEMO_READERS_AFTER:]
+    files = sorted(rank, key=lambda path: -rank[path])  # stable: collection order in a tier
+    rest = [f for f in files if f not in demo[1:]]
+    order = rest[:DEMO_READERS_AFTER] + demo[1:] + rest[DEMO_READERS_AFTER:]
     position = {path: n for n, path in enumerate(order)}
     items.sort(key=lambda item: position[str(item.path)])  # stable: a file's own order
 
