@@ -108,7 +108,7 @@ def test_the_series_command_writes_its_status_and_exits_1_when_a_route_is_not_ok
 @pytest.mark.unit
 @pytest.mark.parametrize("occurrence", [None, "2026-w48"])
 def test_an_occurrences_report_opens_with_its_own_front_page(demo_config, occurrence):
-    """The report's first page embeds results/<campaign>/figures/headline.html by the name
+    """The report's first page embeds results/<campaign>/figures/front_page.html by the name
     the campaign's results are kept under: <series>@<occurrence> for an occurrence (every
     occurrence's report opened with the series' first run's front page: user check)."""
     import re
@@ -123,7 +123,7 @@ def test_an_occurrences_report_opens_with_its_own_front_page(demo_config, occurr
     text = (ROOT / "workflow/report/workflow.rst").read_text()
     page = jinja2.Template(text).render(snakemake=SimpleNamespace(config=config))
     (embedded,) = re.findall(r":file: (\S+)", page)
-    assert embedded == f"results/{load_campaign(config).name}/figures/headline.html"
+    assert embedded == f"results/{load_campaign(config).name}/figures/front_page.html"
     assert ("@" in embedded) == bool(occurrence)
 
 

@@ -264,12 +264,12 @@ def cmd_precision_final(a):
 
 def cmd_aggregate(a):
     """The tables, then (in the same process: pandas loaded once) the HTML tables and the
-    front page from them."""
+    front page's text from them; no plotting library (the figures rule draws)."""
     from cloudbench.report import aggregate  # pandas: only where tables are made
 
     plan = json.loads(Path(a.expected).read_text())
     aggregate.write_tables(Path(a.results), plan, Path(a.out))
-    from cloudbench.report import build as plots  # matplotlib and seaborn: only here
+    from cloudbench.report import build as plots
     from cloudbench.report.outputs import AGGREGATE_OUTPUTS
 
     outputs = {name: Path(getattr(a, name)) for name in AGGREGATE_OUTPUTS}
@@ -277,13 +277,14 @@ def cmd_aggregate(a):
 
 
 def cmd_figures(a):
-    """The report's figures (but the front page's) from the campaign's tables."""
+    """The report's figures from the campaign's tables, and its front page: aggregate's
+    headline with its figure."""
     from cloudbench.report import build as plots  # matplotlib and seaborn: only here
     from cloudbench.report.outputs import FIGURES
 
     outputs = {name: Path(getattr(a, name)) for name in FIGURES}
     jobs = plots.drawing_processes(a.jobs, *plots.spare_cores())
-    plots.draw_figures(Path(a.tables), json.loads(a.info), outputs, jobs=jobs)
+    plots.draw_figures(Path(a.tables), json.loads(a.info), outputs, Path(a.headline), jobs=jobs)
 
 
 def cmd_preflight(a):
@@ -546,6 +547,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         ("--tables", {**req, "help": "the campaign's results directory, its tables"}),
         ("--info", req),
         ("--jobs", {"type": int, "default": 1, "help": "processes drawing the figures"}),
+        ("--headline", {**req, "help": "aggregate's front page, without its figure"}),
         *report_outputs["figures"],
     )
     add(

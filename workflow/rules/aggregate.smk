@@ -1,9 +1,9 @@
-# Every record of the campaign into tables, HTML tables and the front page (aggregate), then
-# the figures from those tables (figures): a run that wants only the numbers skips the
-# figures, most of the report's time, with `--omit-from figures`. What the tables may hold is
-# a file (plan.json): a large sweep's list would not fit on a command line (Linux takes at
-# most 128 KiB in one argument, and the shell gets the whole command as one), nor read well
-# in the report's job parameters.
+# Every record of the campaign into tables, HTML tables and the front page's text (aggregate),
+# then the figures from those tables and the front page with its figure (figures): a run that
+# wants only the numbers skips the figures, most of the report's time, with `--omit-from
+# figures`. What the tables may hold is a file (plan.json): a large sweep's list would not fit
+# on a command line (Linux takes at most 128 KiB in one argument, and the shell gets the whole
+# command as one), nor read well in the report's job parameters.
 from cloudbench.report.outputs import (
     AGGREGATE_OUTPUTS,
     FIGURES,
@@ -53,6 +53,7 @@ rule figures:
         timeseries=rules.aggregate.output.timeseries_tsv,
         steps=rules.aggregate.output.steps_tsv,
         probes=rules.aggregate.output.probes_tsv,
+        headline=rules.aggregate.output.headline,
         code=report_code(),
     output:
         **rule_outputs(RESULTS, report, FIGURES),
@@ -69,4 +70,4 @@ rule figures:
         ),
     shell:
         "$CLOUDBENCH_PYTHON -m cloudbench figures --tables {params.tables} --info {params.info:q}"
-        " --jobs {threads} {params.outputs} 2> {log}"
+        " --jobs {threads} --headline {input.headline} {params.outputs} 2> {log}"

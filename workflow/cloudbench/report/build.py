@@ -1,6 +1,7 @@
 """The report's figures and HTML tables, from the aggregated tables: :func:`build_report` for
-the ``aggregate`` rule (HTML tables, the front page and its figure), :func:`draw_figures` for
-the ``figures`` rule (the other figures).
+the ``aggregate`` rule (HTML tables and the front page's text: no plotting library is
+imported), :func:`draw_figures` for the ``figures`` rule (every figure, and the front page
+with its figure).
 
 The figures live in :mod:`cloudbench.report.figures` (matplotlib), the HTML tables in
 :mod:`cloudbench.report.tables`; which file is whose is :mod:`cloudbench.report.outputs` (the one
@@ -28,7 +29,6 @@ from cloudbench.report import (
     compare,
     drift,
     estimate,
-    figures,
     latency,
     limits,
     routes,
@@ -38,7 +38,7 @@ from cloudbench.report import (
 from cloudbench.report import scaling_section as scaling_report
 from cloudbench.report import tables as html_tables
 from cloudbench.report import tools_section as tools_report
-from cloudbench.report.headline import headline_html
+from cloudbench.report.headline import front_page, headline_html
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -154,10 +154,13 @@ def _optional(tables: Path, name: str) -> pd.DataFrame:
 
 
 def draw_figures(
-    tables: Path, info: Mapping[str, Any], out: Mapping[str, Path], jobs: int = 1
+    tables: Path, info: Mapping[str, Any], out: Mapping[str, Path], headline: Path, jobs: int = 1
 ) -> None:
     """Every figure of the ``figures`` rule (outputs.FIGURES) from the campaign's tables, by
-    ``jobs`` processes; the figures do not depend on each other."""
+    ``jobs`` processes; the figures do not depend on each other. Then the front page:
+    ``headline`` (aggregate's) with its figure (rate_whole)."""
+    from cloudbench.report import figures  # matplotlib: only this rule draws
+
     m = Measured.read(tables)
     for p in out.values():
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -184,16 +187,18 @@ def draw_figures(
             drawers.submit(scaling_report.scaling_png, m.transfers, out["scaling"]),
             drawers.submit(tools_report.tools_png, m.transfers, out["tools"]),
             drawers.submit(tools_report.latency_png, m.transfers, m.probes, out["latency"]),
+            drawers.submit(figures.whole_rates, by_variant(m.metrics), info, out["rate_whole"]),
         ]
         for figure in drawn:
             figure.result()  # a figure that failed fails the job, with its traceback
+    out["front_page"].write_text(front_page(headline.read_text(), out["rate_whole"]))
 
 
 def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path]) -> None:
     """Every output of the ``aggregate`` rule but its tables (outputs.AGGREGATE_OUTPUTS) from
     the campaign's tables (``tables`` holds transfers.tsv, timeseries.tsv, steps.tsv,
-    missing.tsv and, if written, clients.tsv, probes.tsv and manifest.json): the HTML tables,
-    the front page and its one figure."""
+    missing.tsv and, if written, clients.tsv, probes.tsv and manifest.json): the HTML tables
+    and the front page's text, with a place for its figure (drawn by draw_figures)."""
     m = Measured.read(tables)
     transfers, series, probes, metrics, summary, trend = (
         m.transfers, m.series, m.probes, m.metrics, m.summary, m.trend
@@ -207,7 +212,6 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
         manifest = None
     for p in out.values():
         p.parent.mkdir(parents=True, exist_ok=True)
-    figures.whole_rates(by_variant(metrics), info, out["rate_whole"])
     html_tables.transfers_html(transfers, missing, out["table"])
     write_tsv(summary, out["summary_tsv"])
     html_tables.summary_html(summary, metrics, out["summary_html"])
@@ -229,13 +233,12 @@ def build_report(tables: Path, info: Mapping[str, Any], out: Mapping[str, Path])
     labels = {"campaign": info.get("campaign", "")}
     out["routes_json"].write_text(routes.status_json(route_table, labels))
     out["routes_prom"].write_text(routes.prometheus(route_table, labels))
-    # the headline embeds the whole-transfer rate figure: written once that is drawn
     out["headline"].write_text(
         headline_html(
             metrics,
             summary,
             info,
-            out["rate_whole"],
+            None,  # the figure: draw_figures puts it in (front_page)
             drift.drift_sentences(trend),
             comparison,
             decided,

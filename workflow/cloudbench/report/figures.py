@@ -26,15 +26,18 @@ from matplotlib.ticker import LogFormatter  # noqa: E402
 from cloudbench.campaign.identity import LABELS, LINK  # noqa: E402
 from cloudbench.intervals import level_text  # noqa: E402
 from cloudbench.report import stats
-from cloudbench.report.labels import layout_order, num  # noqa: E402
+from cloudbench.report.labels import (  # noqa: E402
+    DIRECTIONS,
+    RATE_LABEL,
+    RATE_UNIT,
+    layout_order,
+    num,
+)
 
 DPI = 110
 # A transfer's rate over time needs a few of rclone's 1 s stats lines: shorter transfers are
 # left out of that figure (one sample is rclone's own start-up-free rate, not a curve).
 MIN_SERIES_SAMPLES = 3
-DIRECTIONS = ["upload", "download"]
-RATE_UNIT = "(MB/s = 10⁶ B/s)"  # not mathtext: parsing it was 6% of a report's CPU
-RATE_LABEL = f"rate {RATE_UNIT}"
 # A panel whose rates span more than this factor is drawn on a log scale: a user's capped
 # rclone at 8-16 MB/s lay flat on the axis beside s5cmd at 160-400 MB/s
 WIDE_RANGE = 10.0

@@ -1,11 +1,12 @@
 """The campaign's answer, on the report's first screen: how fast, from where, is it intact.
 
 The Snakemake report opens on its global description (``workflow/report/workflow.rst``),
-which includes this fragment as raw HTML. A researcher sees, without a click: per site x
-remote x direction x layout the median rate with its interval, that interval's real
-coverage and n (or why there is none), the best layout and its speed-up over plain,
-failures and corruptions, and the key figure. Pure formatting of numbers that
-``cloudbench.report.stats`` computes; nothing new is measured.
+which includes this fragment as raw HTML (figures/front_page.html: written by the
+``figures`` rule, which puts the key figure in the place ``aggregate`` left for it). A
+researcher sees, without a click: per site x remote x direction x layout the median rate
+with its interval, that interval's real coverage and n (or why there is none), the best
+layout and its speed-up over plain, failures and corruptions, and the key figure. Pure
+formatting of numbers that ``cloudbench.report.stats`` computes; nothing new is measured.
 """
 
 from __future__ import annotations
@@ -650,11 +651,39 @@ def _bursting(metrics: pd.DataFrame) -> int:
     return int(metrics["burst_s"].notna().sum()) if "burst_s" in metrics else 0
 
 
+# Where the front page's figure goes: ``aggregate`` writes the headline with this line in its
+# place, and the ``figures`` rule, which draws the figure, writes the front page with the
+# figure there (front_page): a run that leaves the figures out draws no figure at all.
+FIGURE_SLOT = "<!-- cloudbench: the front page's figure (figures/front_page.html) -->"
+
+
+def figure_block(figure: Path) -> str:
+    """The front page's figure, embedded (the report's front page is one HTML fragment), and
+    its caption; nothing if the figure was not drawn."""
+    if not figure.exists():
+        return ""
+    data = base64.b64encode(figure.read_bytes()).decode()
+    return (
+        f'<img alt="whole-transfer rate per strategy" src="data:image/png;base64,{data}">'
+        "<p><small>The whole-transfer rate per strategy, the rate of the table above "
+        "(every repeat a point, the median with its interval); the sustained rate after "
+        "ramp-up has its own figure under Transfers.</small></p>"
+    )
+
+
+def front_page(headline: str, figure: Path) -> str:
+    """The report's front page: the headline ``aggregate`` wrote, with ``figure`` in its
+    slot (FIGURE_SLOT)."""
+    if FIGURE_SLOT not in headline:
+        raise ValueError("the headline has no place for its figure (FIGURE_SLOT)")
+    return headline.replace(FIGURE_SLOT, figure_block(figure))
+
+
 def headline_html(
     metrics: pd.DataFrame,
     summary: pd.DataFrame,
     info: Mapping[str, Any],
-    figure: Path | None,
+    figure: Path | None = None,
     drifts: Sequence[str] = (),
     comparison: pd.DataFrame | None = None,
     decided: pd.DataFrame | None = None,
@@ -664,7 +693,8 @@ def headline_html(
     estimate: str = "",
     limited_by: Mapping[tuple[str, str, str], str] | None = None,
 ) -> str:
-    """The fragment the report's front page shows (HTML without <html>/<body>); ``drifts``
+    """The fragment the report's front page shows (HTML without <html>/<body>), with
+    ``figure`` embedded, or without a figure: FIGURE_SLOT in its place; ``drifts``
     are the lines of :func:`cloudbench.report.drift.drift_sentences`, ``comparison`` the
     table of :func:`cloudbench.report.compare.compare` against ``compare_with``, ``decided``
     how ``repeats: auto`` ended (:mod:`cloudbench.campaign.precision`), ``limits`` the "What
@@ -752,14 +782,7 @@ def headline_html(
         parts.append(f'<p class="cb-legend">{legend(table)}</p>' + table_html(table))
     if tuning:
         parts += fastest
-    if figure is not None and figure.exists():
-        data = base64.b64encode(figure.read_bytes()).decode()
-        parts.append(
-            f'<img alt="whole-transfer rate per strategy" src="data:image/png;base64,{data}">'
-            "<p><small>The whole-transfer rate per strategy, the rate of the table above "
-            "(every repeat a point, the median with its interval); the sustained rate after "
-            "ramp-up has its own figure under Transfers.</small></p>"
-        )
+    parts.append(figure_block(figure) if figure is not None else FIGURE_SLOT)
     parts += after
     parts.append("</div>")
     return "\n".join(parts) + "\n"

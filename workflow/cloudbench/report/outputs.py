@@ -72,16 +72,18 @@ REPORT_OUTPUTS: dict[str, ReportOutput] = {
     # each route's best rate and state, for a centre's monitoring (report.routes)
     "routes_json": ReportOutput("routes.json", None, None),
     "routes_prom": ReportOutput("routes.prom", None, None),
-    # the report's front page embeds it (workflow/report/workflow.rst)
+    # the front page's text, with a place for its figure (aggregate's: report.headline)
     "headline": ReportOutput("figures/headline.html", None, None),
+    # the report's front page (workflow/report/workflow.rst): the headline with its figure
+    "front_page": ReportOutput("figures/front_page.html", None, None),
 }
 
 
 # The figures the ``figures`` rule draws from the tables, in a job of their own: most of the
-# report's CPU time (9 of them: about two thirds of a small campaign's report), so that a run
-# that wants the numbers only skips them (``snakemake --omit-from figures``), and a figure
-# redrawn does not aggregate the records again. The front page's figure (rate_whole) stays
-# with ``aggregate``: the front page embeds it.
+# report's CPU time (matplotlib's import alone is a second), so that a run that wants the
+# numbers only skips them (``snakemake --omit-from figures``), and a figure redrawn does not
+# aggregate the records again. The front page (front_page) is written with them: it embeds
+# one (rate_whole) in the headline that ``aggregate`` wrote.
 FIGURES: tuple[str, ...] = (
     "rate_vs_time",
     "steps",
@@ -92,6 +94,8 @@ FIGURES: tuple[str, ...] = (
     "scaling",
     "tools",
     "latency",
+    "rate_whole",
+    "front_page",
 )
 
 # What ``aggregate`` writes beside its tables: every other output of the report.

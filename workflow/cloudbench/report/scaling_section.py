@@ -13,17 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import seaborn as sns
 
 from cloudbench.campaign.identity import GROUP, ROUTE
 from cloudbench.intervals import level_text
 from cloudbench.report import scaling
-from cloudbench.report.figures import RATE_LABEL, grid, placeholder, save
 from cloudbench.report.headline import rate_caps
 from cloudbench.report.html_page import html_table, page
+from cloudbench.report.labels import RATE_LABEL
 from cloudbench.report.select import same_keys
 
-SHADES = sns.color_palette("colorblind", 10)
 NO_SWEEP = (
     "This campaign sweeps neither clients nor concurrency: list several values under "
     "clients: (e.g. [1, 2, 4, 8]) or concurrency: (e.g. {chunked: [4, 8, 16, 32]}) to "
@@ -36,6 +34,11 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
     order-statistic interval) against clients, and against each client's concurrency; one
     line per tool, layout and the other knob's value; the knee as a dashed line with its
     bootstrap range shaded, collapses as red crosses."""
+    import seaborn as sns  # matplotlib and seaborn: only the figures rule draws (outputs.FIGURES)
+
+    from cloudbench.report.figures import grid, placeholder, save
+
+    shades = sns.color_palette("colorblind", 10)
     pts = scaling.point_table(transfers)
     table = scaling.scaling_table(transfers)
     if table.empty:
@@ -54,7 +57,7 @@ def scaling_png(transfers: pd.DataFrame, path: Path) -> None:
             for k, row in enumerate(sel.itertuples(index=False)):
                 # a colour per line (its legend names layout and the other knob), a line
                 # style per layout
-                colour = SHADES[k % len(SHADES)]
+                colour = shades[k % len(shades)]
                 curve = same_keys(pts, row._asdict(), scaling.CURVE_KEYS)
                 p = pts[curve & (pts[other] == row.held)].sort_values(axis)
                 err = [

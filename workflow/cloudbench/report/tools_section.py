@@ -24,8 +24,8 @@ from cloudbench.campaign.clients import NAMES
 from cloudbench.campaign.identity import LABELS, LINK, ROUTE
 from cloudbench.intervals import level_text
 from cloudbench.report import latency
-from cloudbench.report.figures import DIRECTIONS, RATE_LABEL, grid, placeholder, save
 from cloudbench.report.html_page import html_table, page
+from cloudbench.report.labels import DIRECTIONS, RATE_LABEL
 from cloudbench.report.stats import TREND_MIN_PLACES
 
 NO_ROWS = "no successful transfers yet"
@@ -77,6 +77,8 @@ def tools_png(transfers: pd.DataFrame, path: Path) -> None:
     """One panel per site, remote and direction: the median rate of each tool per layout
     and setting, bars its order-statistic interval (none with fewer than 3 repeats); the
     failure rate in the title. Nothing is pooled across sites, layouts or settings."""
+    from cloudbench.report.figures import grid, placeholder, save  # matplotlib: figures rule only
+
     transfers = with_tool(transfers)
     if transfers.empty:
         return placeholder(path, NO_ROWS)
@@ -173,6 +175,8 @@ def latency_png(transfers: pd.DataFrame, probes: pd.DataFrame, path: Path) -> No
     each site-remote pair's time to first byte of the probe's small GETs and PUTs (P50,
     P90, P99), and the seconds per object of every tool (the per-object latency a
     transfer saw, which needs no probe)."""
+    from cloudbench.report.figures import grid, placeholder, save  # matplotlib: figures rule only
+
     transfers = with_tool(transfers)
     times = probes.dropna(subset=["connect_p50_ms"]) if not probes.empty else probes
     per = latency.per_object_by_tool(transfers)
