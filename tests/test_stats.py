@@ -913,6 +913,13 @@ def test_the_first_screens_figure_shows_the_rate_of_its_table(tmp_path, monkeypa
     figure.write_bytes(b"\x89PNG")
     page = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"}, figure)
     assert 'alt="whole-transfer rate per strategy"' in page and "rate of the table" in page
+    # as the rules write it: aggregate leaves the figure's place, the figures rule fills it,
+    # and the front page is the page above, the figure where it was
+    text = headline.headline_html(t, summarise(t, pd.DataFrame()), {"campaign": "c"})
+    assert headline.FIGURE_SLOT in text and "<img" not in text
+    assert headline.front_page(text, figure) == page
+    with pytest.raises(ValueError, match="no place for its figure"):
+        headline.front_page(page, figure)  # a headline with its figure already in
 
 
 @pytest.mark.unit
