@@ -32,21 +32,26 @@ from tests.infra.workflow import BIN, HANG_S, popen_snakemake, snakemake, wait_f
 pytestmark = [pytest.mark.full, pytest.mark.slow]
 
 CAMPAIGN = "breaker-probe"
-STALL_S = 3  # store_down.stall: a copy that moves nothing this long, the store silent, ends
+STALL_S = 2  # store_down.stall: a copy that moves nothing this long, the store silent, ends
 AFTER_FAILURES = 3  # store_down.after_failures, its default
-REPEATS = 4
+# 3 repeats: the store dies in the second copy, so at tursa (3 uploads, 3 downloads) at
+# least 4 measurements are left, 3 to fail and open its breaker and at least one for it
+# to refuse; tesseract's 3 downloads fail and open its own
+REPEATS = 3
 MEASUREMENTS = 3 * REPEATS  # uploads at tursa, downloads at tursa and at tesseract
 
 
-def _campaign(demo_config: dict, repeats: int = REPEATS) -> dict:
+def _campaign(
+    demo_config: dict, repeats: int = REPEATS, after_failures: int = AFTER_FAILURES
+) -> dict:
     """Plain only, 4 MiB a copy: slowed to 2 s by SLOWED where a run's store dies, once it
-    has, enough are left at each site for its breaker to open (3 failures) and then to
-    refuse the rest."""
+    has, enough are left at each site for its breaker to open (``after_failures``) and
+    then to refuse the rest."""
     cfg = demo_config
     cfg.update(campaign=CAMPAIGN, remote="s3t:", strategies=["plain"], repeats=repeats)
     cfg["dataset"].update({"files": 1, "size": "4MiB", "chunk_sizes": ["1MiB"]})
     cfg["rclone"]["flags"] = []
-    cfg["store_down"] = {"stall": f"{STALL_S}s", "after_failures": AFTER_FAILURES}
+    cfg["store_down"] = {"stall": f"{STALL_S}s", "after_failures": after_failures}
     return cfg
 
 
@@ -185,9 +190,14 @@ def test_at_a_batch_site_no_transfer_job_is_submitted_once_the_breaker_trips(
     """The same through Slurm (profile tursa): every transfer is a batch job, each with its
     own queue wait; once the breaker opens, Snakemake submits no further transfer job: the
     store_open job before each (on the submitting host) fails naming the breaker, and
-    Snakemake never submits the transfer that needs it."""
-    cfg_d = _campaign(demo_config)
-    cfg_d["sites"]["tesseract"]["download"] = False  # 4 uploads, 4 downloads at tursa
+    Snakemake never submits the transfer that needs it.
+
+    The breaker opens at 2 failures here, not 3: two transfer jobs (each a Slurm job, about
+    3 CPU-seconds of its own Snakemake) still count into the site's one breaker, and with 2
+    repeats two measurements are left for it to refuse."""
+    repeats, after = 2, 2
+    cfg_d = _campaign(demo_config, repeats=repeats, after_failures=after)
+    cfg_d["sites"]["tesseract"]["download"] = False  # 2 uploads, 2 downloads at tursa
     cfg = write_config(tmp_path, cfg_d)
     env = site_env(slurm_cluster)
     with serve_s3(str(BIN / "rclone"), tmp_path / "s3root") as s3:
@@ -235,10 +245,10 @@ def test_at_a_batch_site_no_transfer_job_is_submitted_once_the_breaker_trips(
     assert refused, "\n".join(lines[-60:])
     assert proc.returncode != 0
     assert any("store 'main' (s3t:) has not answered since" in line for line in lines)
-    assert len(records) < 2 * REPEATS  # it stopped before the end
+    assert len(records) < 2 * repeats  # it stopped before the end
     # nor did any copy start once the site's breaker had opened (its newest failure)
     state = breaker.read(tmp_path / cfg_d["sites"]["tursa"]["scratch"], "tursa", "main")
-    assert state is not None and state.failures >= AFTER_FAILURES, state
+    assert state is not None and state.failures >= after, state
     late = [
         r["started_utc"]
         for r in transfer_records(tmp_path, CAMPAIGN).values()
