@@ -64,15 +64,17 @@ def _kill_mid_run(proc, cluster: SlurmCluster, rule: str, kill) -> tuple[int, st
 
 @pytest.fixture(scope="module")
 def uploaded(slurm_cluster, tmp_path_factory) -> tuple[Path, Path, dict]:  # noqa: F811
-    """One 3 MiB file, plain, uploaded at tursa without a scheduler (the data steps too):
+    """One 1 MiB file, plain, uploaded at tursa without a scheduler (the data steps too):
     the campaign both killed runs go on from, each downloading at a site of its own. Every
-    copy is slowed (--bwlimit 300k: 10 s a copy), so that there is a running download to
-    kill; the same campaign file throughout, so nothing measured is measured again. The
-    workdir, its campaign file and the sites' environment."""
+    copy is slowed (--bwlimit 512k: 2 s a copy), so that there is a running download to
+    kill: the test kills the job as soon as the scheduler says it runs, and the job's copy
+    starts only after its Snakemake has started on the node, seconds later. The same
+    campaign file throughout, so nothing measured is measured again. The workdir, its
+    campaign file and the sites' environment."""
     tmp = tmp_path_factory.mktemp("killed")
     demo = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     demo = {k: v for k, v in demo.items() if k not in ("tune", "concurrency")}
-    cfg = _campaign(tmp, demo, 1, "3MiB", flags=["--bwlimit", "300k"])
+    cfg = _campaign(tmp, demo, 1, "1MiB", flags=["--bwlimit", "512k"])
     env = site_env(slurm_cluster)
     up = snakemake(tmp, cfg, "results/demo/manifest.json", "--config", "site=tursa", env=env)
     assert up.returncode == 0, up.stderr[-2000:]
@@ -126,8 +128,9 @@ def test_transfers_on_the_submit_host_where_nodes_cannot_reach_the_store(
     demo_config,
 ):
     """A Slurm site whose compute nodes have no route to the store: its profile says
-    transfers_on: submit_host. Data steps are still batch jobs (on the test nodes, whose
-    hostnames are node1..3); every transfer runs where snakemake runs, and says so."""
+    transfers_on: submit_host. Data steps are still batch jobs, the two files' as Slurm job
+    arrays (Snakemake's words and slurmctld's records; on the test nodes, whose hostnames
+    are node1..3); every transfer runs where snakemake runs, and says so."""
     cfg = _campaign(tmp_path, demo_config, 2, "1MiB")
     # the site's profile, made from the Slurm template as docs/hpc-sites.md says
     profile = tmp_path / "profile-tursa"
@@ -146,6 +149,11 @@ def test_transfers_on_the_submit_host_where_nodes_cannot_reach_the_store(
         re.findall(r"has been submitted with SLURM jobid \S+ \(log: \S*rule_(\w+?)/", out)
     )
     assert "Submitted array job" in out  # data steps: batch jobs (arrays) as always
+    # Slurm's own records: slurmctld allocated an array's tasks (JobId=<array>_<task>), two
+    # of one array at least (the two files' generate or checksum)
+    ctld = Path(slurm_cluster.log_paths["slurmctld"]).read_text()
+    tasks = set(re.findall(r"JobId=(\d+)_(\d+)", ctld))
+    assert any(sum(1 for j, _ in tasks if j == a) >= 2 for a in {j for j, _ in tasks}), ctld
     assert "verify" in submitted and not submitted & {"upload", "download"}, submitted
     df = pd.read_csv(tmp_path / "results/demo/transfers.tsv", sep="\t")
     assert (df["status"] == "ok").all() and len(df) == 2

@@ -92,20 +92,22 @@ class Campaign:
 
 @pytest.fixture(scope="module")
 def through_both(slurm_cluster: SlurmCluster, tmp_path_factory) -> Campaign:  # noqa: F811
-    """Two 2 MiB files, plain and chunked (1 MiB chunks), one repeat, each copy slowed
-    (--bwlimit 2M) to last about 2 s, so that an overlap, were there one, would be seconds
-    long: tursa uploads and downloads through Slurm (data steps as array jobs), tesseract
-    downloads through PBS. Every transfer step kind goes through both schedulers. The Slurm
-    run stops short of the report (--omit-from aggregate: the PBS run draws it, with both
-    sites' rows)."""
+    """One 2 MiB file, plain and chunked (1 MiB chunks), one repeat, each copy slowed
+    (--bwlimit 1M) to last about 2 s, so that an overlap, were there one, would be seconds
+    long: tursa uploads and downloads through Slurm (data steps too), tesseract downloads
+    through PBS. Every transfer step kind goes through both schedulers, and each site has two
+    copies a direction that nothing but its slot keeps apart (plain's and chunked's). One
+    file, not two: every step kind is there with one, each data step one Slurm job (Slurm's
+    arrays of several tasks are test_profiles' submit-host run's). The Slurm run stops short
+    of the report (--omit-from aggregate: the PBS run draws it, with both sites' rows)."""
     tmp = tmp_path_factory.mktemp("both")
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    config["dataset"].update(files=2, size="2MiB", chunk_sizes=["1MiB"])
+    config["dataset"].update(files=1, size="2MiB", chunk_sizes=["1MiB"])
     config.update(repeats=1, strategies=["plain", "chunked"])
     # the demo's search and its sweep aside: one setting each, the node's cores as threads
     config.pop("tune", None)
     config.pop("concurrency", None)
-    config["rclone"].update(flags=["--bwlimit", "2M"])
+    config["rclone"].update(flags=["--bwlimit", "1M"])
     cfg = write_config(tmp, config)
     base = site_env(slurm_cluster)
 
@@ -191,21 +193,27 @@ def test_demo_through_tursa_then_tesseract(
     through_both: Campaign,
     slurm_cluster: SlurmCluster,  # noqa: F811
 ) -> None:
-    """The demo's steps through both site profiles: data steps as Slurm array jobs (Slurm's
-    own records say so), transfers with the node's cores as threads, and through qsub."""
+    """The demo's steps through both site profiles: data steps and transfers as Slurm jobs
+    (Snakemake's words, and the steps' records name the nodes they ran on), transfers with
+    the node's cores as threads, and through qsub."""
     # Snakemake's own words of each submission: the run's full log (the terminal is the
     # campaign's, tests/infra/terminal.py)
-    assert "Submitted array job" in full_log(through_both.workdir, through_both.tursa_out)
-    # Slurm's own records: slurmctld allocated array tasks (JobId=<array>_<task>)
-    ctld = Path(slurm_cluster.log_paths["slurmctld"]).read_text()
-    tasks = set(re.findall(r"JobId=(\d+)_(\d+)", ctld))
-    arrays = {job for job, _ in tasks}
-    assert any(sum(1 for j, _ in tasks if j == a) >= 2 for a in arrays), ctld[-2000:]
+    log = full_log(through_both.workdir, through_both.tursa_out)
+    submitted = set(
+        re.findall(r"has been submitted with SLURM jobid \S+ \(log: \S*rule_(\w+?)/", log)
+    )
+    kinds = {"generate", "checksum", "chunk", "upload", "download", "reassemble", "verify"}
+    assert submitted == kinds, (submitted, log[-3000:])
+    steps = pd.read_csv(through_both.workdir / "results/demo/steps.tsv", sep="\t")
+    assert set(steps["step"]) >= {"generate", "checksum", "chunk"}, steps
+    assert set(steps["host"]) <= set(slurm_cluster.nodes), steps[["step", "host"]]
     assert through_both.tursa_sites == ["tursa"]  # the Slurm run measured at tursa only
     df = pd.read_csv(through_both.workdir / "results/demo/transfers.tsv", sep="\t")
     tursa = df[df["site"] == "tursa"]
     assert len(tursa) == 4 and (tursa["status"] == "ok").all(), tursa
-    assert (tursa["connections"] == 2).all()  # threads = the --cores 2 node
+    assert (tursa["transfers"] == 2).all()  # threads = the --cores 2 node
+    chunked = tursa[tursa["layout"] == "chunked-1MiB"]
+    assert len(chunked) == 2 and (chunked["connections"] == 2).all()  # both chunks at once
 
     # the demo's remote is a directory, with no endpoint to probe: each probe only records
     # why, on the submitting host, never as a batch job with a queue wait (run.smk's
