@@ -5,7 +5,8 @@ Slurm, as a new user at a centre would type them.
 What differs from a centre, and only that: ``$EDITOR`` is a script making the edit the
 page asks for (site name, cores per node), the partition is the test cluster's, and the
 README's campaign (the study's 10 x 3.8 GiB) is planned (``-n``), not run; the test's own
-tiny campaign is run for real through the new site's profile.
+tiny campaign is run for real through the new site's profile (the page's plan of it, its
+``-n`` line, is that run: a run plans first).
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ def test_the_pages_commands_at_a_slurm_site_and_adding_a_site(slurm_cluster, tmp
         assert done.returncode == 0, f"{line}\n{(done.stdout + done.stderr)[-3000:]}"
         assert "rule upload" in done.stdout + done.stderr
 
-    # "Adding a site": every line as written
+    # "Adding a site": every line as written, but the plan's (-n) run for real: a plan that
+    # fails fails the run, and one Snakemake fewer (the new site's profile measures on the
+    # 3 nodes)
     ours = checkout / "config/my-campaign.yaml"
     ours.write_text(yaml.safe_dump({
         "campaign": "hpcdocs", "remote": str(tmp_path / "remote"),
@@ -83,14 +86,14 @@ def test_the_pages_commands_at_a_slurm_site_and_adding_a_site(slurm_cluster, tmp
         "clients": [1, 2],
         "sites": {"mysite": {"upload": True, "download": False, "scratch": str(tmp_path / "s")}},
     }, sort_keys=False))  # fmt: skip
-    for line in shell_blocks("**Adding a site** is a copy"):
-        done = run(line, checkout, env)
+    plan = "snakemake --profile mysite --configfile config/my-campaign.yaml -n"
+    lines = shell_blocks("**Adding a site** is a copy")
+    assert lines[-1] == plan, lines  # the page's last line: the plan, run for real
+    for line in lines:
+        done = run(line.removesuffix(" -n") if line == plan else line, checkout, env)
         assert done.returncode == 0, f"{line}\n{(done.stdout + done.stderr)[-3000:]}"
         if line.startswith("make profiles"):
             assert "mysite" in done.stdout
-    # and the plan, run for real: the new site's profile measures on the 3 nodes
-    done = run("snakemake --profile mysite --configfile config/my-campaign.yaml", checkout, env)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     df = pd.read_csv(checkout / "results/hpcdocs/transfers.tsv", sep="\t")
     assert (df["status"] == "ok").all() and len(df) == 2
     assert df["ran_on"].str.startswith("batch job ").all()
