@@ -1,5 +1,5 @@
-"""One campaign through both schedulers, read by every test here: the demo's steps through
-the Slurm profile (tursa), then the PBS one (tesseract), with each scheduler's status
+"""One campaign through both schedulers, read by every test here: the demo's transfer steps
+through the Slurm profile (tursa), then the PBS one (tesseract), with each scheduler's status
 command failing one call in three the whole time (issue #37's acceptance test: every
 measurement ok, and no two copies at a site overlap in time), and Slurm's, early in the
 run, in an outage of many calls in a row, waited out.
@@ -94,12 +94,15 @@ class Campaign:
 def through_both(slurm_cluster: SlurmCluster, tmp_path_factory) -> Campaign:  # noqa: F811
     """One 2 MiB file, plain and chunked (1 MiB chunks), one repeat, each copy slowed
     (--bwlimit 1M) to last about 2 s, so that an overlap, were there one, would be seconds
-    long: tursa uploads and downloads through Slurm (data steps too), tesseract downloads
-    through PBS. Every transfer step kind goes through both schedulers, and each site has two
-    copies a direction that nothing but its slot keeps apart (plain's and chunked's). One
-    file, not two: every step kind is there with one, each data step one Slurm job (Slurm's
-    arrays of several tasks are test_profiles' submit-host run's). The Slurm run stops short
-    of the report (--omit-from aggregate: the PBS run draws it, with both sites' rows)."""
+    long: tursa uploads and downloads through Slurm, tesseract downloads through PBS. Every
+    transfer step kind (upload, download, reassemble, verify) goes through both schedulers,
+    and each site has two copies a direction that nothing but its slot keeps apart (plain's
+    and chunked's); one file, not two: every kind is there with one. The data steps before
+    the uploads (generate, checksum, chunk) are made first without a scheduler, as the
+    campaign's own step (their target: the staged data): they hold no site's slot, and
+    their batch jobs, arrays of several tasks, are test_profiles' submit-host run's and
+    test_hpc_docs'. The Slurm run stops short of the report (--omit-from aggregate: the PBS
+    run draws it, with both sites' rows)."""
     tmp = tmp_path_factory.mktemp("both")
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     config["dataset"].update(files=1, size="2MiB", chunk_sizes=["1MiB"])
@@ -110,6 +113,10 @@ def through_both(slurm_cluster: SlurmCluster, tmp_path_factory) -> Campaign:  # 
     config["rclone"].update(flags=["--bwlimit", "1M"])
     cfg = write_config(tmp, config)
     base = site_env(slurm_cluster)
+    # the data, staged for upload at tursa: no scheduler, no flaky command
+    staged = "results/demo/sites/tursa/steps/staged/all.txt"
+    data = snakemake(tmp, cfg, staged, "--config", "site=tursa", env=base)
+    assert data.returncode == 0, data.stdout[-3000:] + data.stderr[-3000:]
 
     # Slurm (tursa): the executor plugin's squeue fails one call in three, and OUTAGE_CALLS
     # in a row from its second call
@@ -193,20 +200,22 @@ def test_demo_through_tursa_then_tesseract(
     through_both: Campaign,
     slurm_cluster: SlurmCluster,  # noqa: F811
 ) -> None:
-    """The demo's steps through both site profiles: data steps and transfers as Slurm jobs
-    (Snakemake's words, and the steps' records name the nodes they ran on), transfers with
-    the node's cores as threads, and through qsub."""
+    """The demo's transfer steps through both site profiles: every kind as Slurm jobs
+    (Snakemake's words, and the steps' records name the nodes they ran on; the data steps
+    made before were not made again), transfers with the node's cores as threads, and
+    through qsub."""
     # Snakemake's own words of each submission: the run's full log (the terminal is the
     # campaign's, tests/infra/terminal.py)
     log = full_log(through_both.workdir, through_both.tursa_out)
     submitted = set(
         re.findall(r"has been submitted with SLURM jobid \S+ \(log: \S*rule_(\w+?)/", log)
     )
-    kinds = {"generate", "checksum", "chunk", "upload", "download", "reassemble", "verify"}
+    kinds = {"upload", "download", "reassemble", "verify"}
     assert submitted == kinds, (submitted, log[-3000:])
     steps = pd.read_csv(through_both.workdir / "results/demo/steps.tsv", sep="\t")
-    assert set(steps["step"]) >= {"generate", "checksum", "chunk"}, steps
-    assert set(steps["host"]) <= set(slurm_cluster.nodes), steps[["step", "host"]]
+    after = steps[steps["step"].isin(kinds)]
+    assert set(after["step"]) == {"reassemble", "verify"}, steps
+    assert set(after["host"]) <= set(slurm_cluster.nodes), steps[["step", "host"]]
     assert through_both.tursa_sites == ["tursa"]  # the Slurm run measured at tursa only
     df = pd.read_csv(through_both.workdir / "results/demo/transfers.tsv", sep="\t")
     tursa = df[df["site"] == "tursa"]
