@@ -3,18 +3,20 @@
 The campaign file shares nothing with config/config.yaml (another site name, no ``rclone:``
 key, no prices, no locations) and its credentials live only in the environment. The test
 then does what users do: the server dies mid-campaign, a rerun completes it, the next run
-must measure nothing, a lost record and a failed one Snakemake never registered are
-measured again (and only they), Ctrl-C to Snakemake alone keeps the upload it let finish,
-``--forcerun verify`` must keep good rows good, and ``cleanup`` (as the README writes it)
-must leave no data and no unfinished multipart upload on the store. Both servers in one
-campaign, as two remotes measured side by side: the store's part (killed, rerun, multipart
-uploads, cleanup) is checked at each; the runs in between, which only Snakemake and
-cloudbench decide, over both at once. One campaign for all of it: each run through
-Snakemake costs seconds of CPU here, a campaign of its own per behaviour several more.
+must measure nothing but a lost record and a failed one Snakemake never registered (and
+run nothing else), the run after it nothing at all, Ctrl-C to Snakemake alone keeps the
+upload it let finish, ``--forcerun verify`` must keep good rows good, and ``cleanup`` (as
+the README writes it) must leave no data and no unfinished multipart upload on the store.
+Both servers in one campaign, as two remotes measured side by side: the store's part
+(killed, rerun, multipart uploads, cleanup) is checked at each; the runs in between, which
+only Snakemake and cloudbench decide, over both at once. One campaign for all of it: each
+run through Snakemake costs seconds of CPU here, a campaign of its own per behaviour
+several more.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -35,7 +37,9 @@ CAMPAIGN = {
     "campaign": "trust",
     "remote": "mystore:",
     "bucket": "bench",
-    "dataset": {"name": "gauge", "files": 2, "size": "4MiB", "chunk_sizes": ["2MiB"]},
+    # one file of four chunks: the bytes and objects of two files of two, and 3 jobs fewer
+    # (generate, checksum, chunk) in each run that makes the data
+    "dataset": {"name": "gauge", "files": 1, "size": "8MiB", "chunk_sizes": ["2MiB"]},
     "strategies": ["plain", "chunked"],
     "sites": {"edi": {"upload": True, "download": True, "scratch": "scratch/edi"}},
 }
@@ -83,6 +87,25 @@ def _job_block(log: str, rule: str, output: Path) -> str:
     ]
     assert found, f"no {rule} job for {output} in the full log"
     return "\n".join(found[-1])
+
+
+def _reasons(log: str) -> list[tuple[str, str]]:
+    """Every job of Snakemake's full log, as (its rule line, its ``reason:``)."""
+    found: list[tuple[str, str]] = []
+    rule = ""
+    for line in log.splitlines():
+        if re.fullmatch(r"(local)?(rule|checkpoint) \w+:", line):
+            rule = line
+        elif rule and line.startswith("    reason: "):
+            found.append((rule, line.removeprefix("    reason: ")))
+            rule = ""
+    return found
+
+
+def _b64(path: str) -> str:
+    """The name under which Snakemake keeps a file's metadata and incomplete marks (its
+    persistence's urlsafe base64 of the path; short paths as here are one file name)."""
+    return base64.urlsafe_b64encode(path.encode()).decode()
 
 
 def _attempts(record: Path) -> int:
@@ -191,7 +214,7 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         for store in s3:
             up = rows[(rows["direction"] == "upload") & (rows["remote"] == store)]
             row = up[up["layout"] == "chunked-2MiB"].iloc[0]
-            assert row["bytes_requested"] == 2 * 4 * 2**20
+            assert row["bytes_requested"] == 8 * 2**20
             assert row["objects"] == 4 and row["transfers"] == row["objects_in_flight"]
             assert row["streams_per_object"] == 1 and row["backend"] == "s3"
             assert row["backend_concurrency"] == 1
@@ -212,14 +235,12 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
 
         # Snakemake's rerun model and ours, over both stores at once.
         key = ["remote", "direction", "layout", "repeat"]
+        # The next run measures nothing that was not broken by hand below, and runs nothing
+        # else for any reason of its own (Snakemake's reasons for each job it ran, in its full
+        # log): it was run 3, with nothing to do; the run that measures the broken records
+        # again says the same in one Snakemake run fewer, and the run after it has nothing to
+        # do at all.
         before = _rows(tmp_path)[[*key, "started_utc"]]
-        # Run 3: nothing is measured again (identical start times, nothing to do). One such
-        # run, not two: a run with nothing to do changes nothing the next could read.
-        again = snakemake(tmp_path, cfg, env=env)
-        assert again.returncode == 0, again.stderr[-3000:]
-        assert "Nothing to be done" in again.stdout + again.stderr, again.stderr[-3000:]
-        after = _rows(tmp_path)[[*key, "started_utc"]]
-        pd.testing.assert_frame_equal(before, after)
 
         # A record lost (deleted by hand) is measured again, and only it: Snakemake alone
         # would not re-create a missing intermediate file while the tables exist.
@@ -238,10 +259,11 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         down.write_text(json.dumps(failed))
         attempt = down.with_suffix(".attempts") / "20261125T012633.118931Z.json"
         attempt.write_text(json.dumps(failed))  # kept just after the record, as the job does
-        forget = snakemake(
-            tmp_path, cfg, "--cleanup-metadata", str(down.relative_to(tmp_path)), env=env
-        )
-        assert forget.returncode == 0, forget.stderr[-3000:]
+        # Snakemake's record of the job that wrote it goes (what `--cleanup-metadata` removes:
+        # one file, named by the output's path, not a Snakemake run of 2.5 CPU-seconds)
+        forget = tmp_path / ".snakemake/metadata" / _b64(str(down.relative_to(tmp_path)))
+        assert forget.is_file(), sorted((tmp_path / ".snakemake/metadata").iterdir())
+        forget.unlink()
         fixed = snakemake(tmp_path, cfg, env=env)
         assert fixed.returncode == 0 and lost.exists(), fixed.stderr[-3000:]
         said = fixed.stdout + fixed.stderr
@@ -258,6 +280,20 @@ def test_own_campaign_killed_rerun_then_nothing_measured_again(tmp_path):
         assert f"reason: Missing output files: {lost.relative_to(tmp_path)}" in missing, missing
         updated = _job_block(account, "download", down.relative_to(tmp_path))
         assert "reason: Updated input files" in updated, updated
+        # and every job it ran, it ran for one of the two records broken by hand (the record,
+        # its store-open mark, its kept attempt) or for what such a job wrote: run 2 left
+        # nothing else to do
+        broken = [str(r.relative_to(tmp_path).with_suffix("")) for r in (lost, down)]
+        reasons = _reasons(account)
+        assert len(reasons) >= 2 * len(redone), account[-3000:]
+        for rule, reason in reasons:
+            for part in reason.split("; "):
+                kind, _, files = part.partition(": ")
+                if kind == "Input files updated by another job":
+                    continue
+                assert kind in ("Missing output files", "Updated input files"), (rule, reason)
+                for f in files.split(", "):
+                    assert any(f.startswith(f"{b}.") for b in broken), (rule, reason)
         now = _rows(tmp_path).merge(before, on=key)
         moved = now[now["started_utc_x"] != now["started_utc_y"]]
         assert set(moved[key].itertuples(index=False, name=None)) == redone
