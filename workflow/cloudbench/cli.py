@@ -21,7 +21,7 @@ from pathlib import Path
 USER_ERRORS = {
     "cloudbench.data.steps": "StepError",
     "cloudbench.measure.rclone": "RcloneError",
-    "cloudbench.campaign.model": "ConfigError",
+    "cloudbench.campaign.labels": "ConfigError",  # campaign.model's, defined in its labels
     "cloudbench.sizes": "SizeError",
     "cloudbench.site.exchange": "ExchangeError",
 }
@@ -123,13 +123,13 @@ RUN_SPEC_ARG = (
 
 def _run_spec(a):
     """The run's spec named by --run-spec (None when none is), or a one-line error."""
-    from cloudbench.campaign import jobs
+    from cloudbench.campaign import jobspec
 
     if not a.run_spec:
         return None
     try:
-        return jobs.read_run(a.run_spec)
-    except jobs.RunSpecError as e:
+        return jobspec.read_run(a.run_spec)
+    except jobspec.RunSpecError as e:
         raise _step_error(str(e)) from None
 
 
@@ -151,7 +151,7 @@ def _limits(a) -> tuple[float | None, float | None]:
     than the rule's runtime: one allocation runs many transfers in one job."""
     import os
 
-    from cloudbench.campaign.model import auto_runtime_min
+    from cloudbench.campaign.jobspec import auto_runtime_min
     from cloudbench.measure.copy import after_copy_s, copy_timeout
     from cloudbench.records import batch_job
     from cloudbench.site.walltime import time_left_s
@@ -175,9 +175,9 @@ def cmd_download(a):
 
 
 def cmd_stage(a):
-    from cloudbench import steps
+    from cloudbench.data import steps as datasteps
 
-    steps.stage([Path(p) for p in a.checksums], Path(a.out), [Path(p) for p in a.steps])
+    datasteps.stage([Path(p) for p in a.checksums], Path(a.out), [Path(p) for p in a.steps])
 
 
 def cmd_client(a):
@@ -211,23 +211,23 @@ def _skipped(a, step: str) -> bool:
 
 
 def cmd_reassemble(a):
-    from cloudbench import steps
+    from cloudbench.measure import check
 
     if _skipped(a, "reassemble"):
         return
     spec = _spec(a)
-    steps.reassemble(
+    check.reassemble(
         spec, Path(a.manifest), Path(a.record), {"campaign": spec.campaign, "site": spec.site}
     )
 
 
 def cmd_verify(a):
-    from cloudbench import steps
+    from cloudbench.measure import check
 
     if _skipped(a, "verify"):
         return
     spec = _spec(a)
-    steps.verify(
+    check.verify(
         spec,
         Path(a.manifest),
         Path(a.record),

@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # every job's process imports this module; only a copy starts a client
+    import subprocess
+
+# A site's launcher template, which starts a group's clients one per node (measure.group
+# reads it, site.jobenv checks a run has one where it needs it): named here, below both, so
+# that the job environment every job's process imports need not import the group's module
+LAUNCHER_ENV = "CLOUDBENCH_LAUNCHER"
 
 
 def usable_cores() -> int:

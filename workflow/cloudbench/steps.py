@@ -1,8 +1,11 @@
-"""What each workflow rule does: one function per rule, I/O at the edges, records out.
+"""What each transfer rule does: one function per rule, I/O at the edges, records out.
 
 Every function writes its outputs atomically and returns nothing; the CLI maps rules to them.
 A transfer reads as one straight path, gate, stage, copy (cloudbench.measure.timed), check,
-publish, record: ``upload`` and ``download`` first, then each part in that order.
+publish, record: ``upload`` and ``download`` first, then each part in that order. The steps
+that move no data have modules of their own, so that their jobs import no client: the data
+steps and ``stage`` (cloudbench.data.steps), ``reassemble`` and ``verify``
+(cloudbench.measure.check); they are named here too.
 """
 
 from __future__ import annotations
@@ -19,14 +22,15 @@ from cloudbench.campaign import paths
 from cloudbench.campaign.clients import info_of
 from cloudbench.campaign.secrets import redact, secret_values
 from cloudbench.campaign.spec import TransferSpec
-from cloudbench.data.checksums import hash_stream, is_digest_note, xxh128sum_line
-from cloudbench.data.chunking import chunks_of, concatenate
+from cloudbench.data.checksums import is_digest_note, xxh128sum_line
 from cloudbench.data.steps import (
     DatasetSpec,
     StepError,
     ensure_chunks,
     ensure_file,
+    file_hashes,
 )
+from cloudbench.data.steps import stage as stage
 from cloudbench.measure import arrival, ledger, timed
 from cloudbench.measure import group as clients
 from cloudbench.measure import rclone as rc
@@ -38,6 +42,8 @@ from cloudbench.measure.attempts import (
     last_attempt,
     purge,
 )
+from cloudbench.measure.check import reassemble as reassemble
+from cloudbench.measure.check import verify as verify
 from cloudbench.measure.clients import load
 from cloudbench.measure.progress import label_of, result_line
 from cloudbench.measure.rclonelog import network_cause
@@ -45,9 +51,7 @@ from cloudbench.records import (
     clip_tail,
     host_info,
     process_seconds,
-    read_json,
     small_files,
-    timed_step,
     utc_now,
     write_json,
 )
@@ -90,7 +94,7 @@ def upload(job: Job, dataset_dir: Path, chunks_root: Path, checksum_jsons: Seque
         return
     refuse_if_store_down(spec, policy)
     binary = rc.find_rclone()
-    hashes = _file_hashes(checksum_jsons)
+    hashes = file_hashes(checksum_jsons)
     regenerated = stage_upload_data(spec, hashes, dataset_dir, chunks_root)
     down, outage = store_gate(binary, spec, policy)
     if down:
@@ -285,37 +289,6 @@ def copy_to_read(
 
 
 # --- stage: the copy's files in scratch and its place on the store --------------------------
-
-
-def _file_hashes(checksum_jsons: Sequence[Path]) -> dict[str, dict[str, Any]]:
-    """Each file's hashes, from per-file checksum records, a staged index of them, or a
-    small-files dataset's one checksums file (``generate_small_files``): both list
-    ``files``."""
-    out = {}
-    for p in checksum_jsons:
-        d = read_json(p)
-        for entry in d["files"] if "files" in d else [d]:
-            out[entry["file"]] = entry
-    return out
-
-
-STAGED_FORMAT = "cloudbench-staged/1"
-
-
-def stage(checksum_jsons: Sequence[Path], out: Path, step_records: Sequence[Path] = ()) -> None:
-    """One record saying a layout's data steps are done, with every file's hashes: the
-    whole-file XXH128 from ``checksum``, and for a chunked layout each chunk's from the
-    ``chunk`` step records (their ``chunk_xxh128``, taken while splitting)."""
-    hashes = _file_hashes(checksum_jsons)
-    for p in step_records:
-        rec = read_json(p)
-        if rec.get("step") == "chunk" and "chunk_xxh128" in rec:
-            entry = hashes[rec["item"]]
-            entry["chunks"] = {
-                **entry.get("chunks", {}),
-                str(rec["chunk_bytes"]): rec["chunk_xxh128"],
-            }
-    write_json(out, {"format": STAGED_FORMAT, "files": [hashes[n] for n in sorted(hashes)]})
 
 
 def copy_manifest(spec: TransferSpec, hashes: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -553,153 +526,6 @@ def _finish(record: Path, rec: transfer.TransferRecord, log: Path) -> None:
     print(result_line(label, row), file=sys.stderr, flush=True)
 
 
-# --- after the download ---------------------------------------------------------------------
-
-
-def _check_keys(spec: TransferSpec) -> dict[str, Any]:
-    """What a reassemble or verify record says it checked: which copy of which setting."""
-    return {
-        "item": spec.layout_label,
-        "setting": spec.setting_label,
-        "chunk_bytes": spec.layout.chunk_bytes or None,
-        "repeat": spec.repeat,
-        "remote": spec.remote,
-    }
-
-
-def _repeat_last_check(record: Path, step: str, local: Path) -> bool:
-    """A forced rerun of a check whose downloaded data is gone repeats its last result.
-
-    ``verify`` removes a download once it is checked, so ``--forcerun verify`` (or
-    ``reassemble``) finds nothing to read. Rather than turn a good measurement into a
-    missing-data failure, the step writes its last kept result again, saying so; with no
-    earlier result it refuses, naming the command that measures again.
-    """
-    if local.exists():
-        return False
-    last = last_attempt(record)
-    if last is None:
-        raise StepError(
-            f"{step}: the downloaded data ({local}) is gone and this step never ran on it; "
-            "measure the download again: --forcerun download"
-        )
-    last["repeated"] = (
-        f"data removed after the {step} of {last.get('started_utc')}; its result is repeated "
-        "(measure again with --forcerun download)"
-    )
-    write_json(record, last)
-    return True
-
-
-def reassemble(spec: TransferSpec, manifest: Path, record: Path, context: dict[str, Any]) -> None:
-    """Concatenate each file's chunks in index order into the file, in place of its chunks.
-
-    Each file's XXH128 is computed in the same pass, from the new file's bytes read back right
-    behind the kernel's copy (``concatenate``), and noted beside the file (bound to its inode,
-    size and times), so ``verify`` need not read the file a second time.  The consumed chunks
-    are set aside (``.<file>.chunks``), not deleted:
-    ``verify`` removes them with the rest of the download, and until then a rerun of this step
-    finds them again.  (Freeing blocks can take as long as writing them: ~1 s per 2 GiB on an
-    ext4 mounted with ``discard``.)
-    """
-    from cloudbench.data.checksums import write_digest_note, xxh128
-
-    man = read_json(manifest)
-    local = spec.local_dir
-    if _repeat_last_check(record, "reassemble", local):
-        return
-    with timed_step("reassemble") as t:
-        for f in man["files"]:
-            name = f["name"]
-            chunk_dir, consumed = local / name, local / f".{name}.chunks"
-            if not chunk_dir.is_dir() and consumed.is_dir():  # a rerun: the chunks set aside
-                chunk_dir = consumed
-            if not chunk_dir.is_dir():
-                raise StepError(f"{chunk_dir}: downloaded chunks missing; rerun the download")
-            parts = chunks_of(chunk_dir, name)
-            tmp = local / f".{name}.reassembled"
-            digest = xxh128()
-            nbytes = concatenate(parts, tmp, on_data=digest.update)
-            t.nbytes += nbytes
-            if chunk_dir != consumed:
-                shutil.rmtree(consumed, ignore_errors=True)
-                chunk_dir.rename(consumed)
-            tmp.replace(local / name)
-            write_digest_note(local / name, digest.hexdigest(), nbytes)
-        t.extra["digest_from"] = "reassemble"  # computed from the file as written
-    rec = t.record(**context, **_check_keys(spec))
-    keep_attempt(record, rec)
-    write_json(record, rec)
-
-
-def verify(
-    spec: TransferSpec,
-    manifest: Path,
-    record: Path,
-    context: dict[str, Any],
-    keep_data: bool = False,
-) -> None:
-    """XXH128 of every downloaded file against the manifest; a mismatch names file and chunk.
-
-    A file that ``reassemble`` hashed while writing it, and that has not changed since, is
-    checked against that digest (``digest_from: reassemble``: nothing is read here, so the
-    record has no rate); any other file is read and hashed here. Per-chunk digests are
-    computed only to name the bad chunk of a file that does not match. Afterwards the whole
-    download goes (files, notes, the chunks ``reassemble`` set aside) unless ``keep_data``.
-    """
-    from cloudbench.data.checksums import read_digest_note
-
-    man = read_json(manifest)
-    local = spec.local_dir
-    if _repeat_last_check(record, "verify", local):
-        return
-    problems: list[str] = []
-    sources: set[str] = set()
-    digests: dict[str, str] = {}  # what the downloaded bytes hashed to, for the record
-    checked = 0
-    with timed_step("verify") as t:
-        for f in man["files"]:
-            path = local / f["name"]
-            if not path.is_file():
-                problems.append(f"{f['name']}: missing after download")
-                continue
-            chunk_bytes = f.get("chunk_bytes") or 0
-            noted = read_digest_note(path)
-            if noted is not None:
-                digest, nbytes, source = noted
-            else:
-                digest, _, nbytes = hash_stream([path])
-                source = "verify"
-                t.nbytes += nbytes  # bytes this step really read
-            sources.add(source)
-            digests[f["name"]] = digest
-            checked += nbytes
-            if nbytes != f["bytes"]:
-                problems.append(f"{f['name']}: {nbytes} bytes, expected {f['bytes']}")
-            if digest != f["xxh128"]:
-                per_chunk = hash_stream([path], [chunk_bytes])[1] if chunk_bytes else {}
-                found = per_chunk.get(chunk_bytes, [])
-                bad = [
-                    c["object"]
-                    for c, d in zip(f.get("chunks", []), found, strict=False)
-                    if c["xxh128"] != d
-                ]
-                where = f" (chunk {', '.join(bad)})" if bad else ""
-                problems.append(f"{f['name']}: XXH128 {digest} read, {f['xxh128']} expected{where}")
-    rec = t.record(**context, **_check_keys(spec))
-    rec.update(
-        status="corrupt" if problems else "ok",
-        problems=problems,
-        bytes_checked=checked,
-        digest_from="+".join(sorted(sources)),
-        xxh128=digests,
-    )
-    keep_attempt(record, rec)
-    write_json(record, rec)
-    if not keep_data:
-        shutil.rmtree(local, ignore_errors=True)
-
-
 # --- the campaign's manifest ----------------------------------------------------------------
 
 
@@ -711,7 +537,7 @@ def campaign_manifest(
     Download sites and ``aggregate`` start from it; the per-copy manifests stay the
     authority for each copy, so a copy listed here as failed is never downloaded.
     """
-    hashes = _file_hashes(checksum_jsons)
+    hashes = file_hashes(checksum_jsons)
     copies = []
     for p in upload_records:
         r = transfer.read(p)  # an upload's record, checked as every record is

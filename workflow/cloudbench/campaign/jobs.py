@@ -5,46 +5,29 @@ params changed (profiles/default: rerun-triggers mtime and params), so each spec
 its job needs and nothing that must not re-run it (docs/reruns.md). A spec serialises to
 the very text the workflow passed before these types existed (same keys, same order, same
 sorting): a changed text would re-run every finished job of every existing campaign. The
-transfers' own spec is campaign.spec.TransferSpec.
+transfers' own spec is campaign.spec.TransferSpec; the serialiser, and the specs a job reads
+back itself (the run's), are campaign.jobspec's.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from cloudbench.campaign.identity import NAMED, keys_without
+from cloudbench.campaign.jobspec import (  # the specs jobs read back: named here too
+    GateSpec,
+    JobSpec,
+    RunSpec,
+    StoreDownSpec,
+)
+from cloudbench.campaign.jobspec import RunSpecError as RunSpecError
+from cloudbench.campaign.jobspec import param as param
+from cloudbench.campaign.jobspec import read_run as read_run
+from cloudbench.campaign.jobspec import write_run as write_run
 from cloudbench.campaign.model import Campaign, Layout, Measurement, Setting, Site
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """A job's spec: ``to_json`` is the one place a spec becomes a param.
-
-    A spec's text is a param Snakemake stores, so it must stay byte for byte what it was
-    (a changed text re-runs the job): each kind keeps the key order and separators it was
-    first written with, and says which fields it leaves out (:meth:`_fields`)."""
-
-    # sorted keys: the specs that were written with json.dumps(..., sort_keys=True)
-    SORTED: ClassVar[bool] = False
-    # no spaces after , and : (the transfer spec, the longest, on every command line)
-    COMPACT: ClassVar[bool] = False
-
-    def _fields(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def to_json(self) -> str:
-        separators = (",", ":") if self.COMPACT else None
-        return json.dumps(self._fields(), sort_keys=self.SORTED, separators=separators)
-
-
-def param(spec: JobSpec | None) -> str:
-    """A spec as a rule's param ('' for a job that has none, e.g. no ``repeats: auto``)."""
-    return "" if spec is None else spec.to_json()
 
 
 @dataclass(frozen=True)
@@ -245,19 +228,6 @@ def preflight(c: Campaign, site: Site) -> PreflightSpec:
     )
 
 
-@dataclass(frozen=True)
-class GateSpec(JobSpec):
-    """One remote with one tool at one site: reachable, writable, and the tool usable."""
-
-    campaign: str
-    site: str
-    remote_prefixes: dict[str, str]
-    flags: list[str]
-    min_rclone_version: str
-    tools: list[str]
-    command_template: str | None
-
-
 def gate(c: Campaign, site: str, remote_name: str, tool: str) -> GateSpec:
     remote = c.remote_named(remote_name)
     return GateSpec(
@@ -404,36 +374,6 @@ def decided_measurement(site: str, decision: Mapping[str, Any], repeat: int) -> 
     )
 
 
-@dataclass(frozen=True)
-class StoreDownSpec:
-    """The campaign's ``store_down`` (campaign.model.StoreDown), as the transfers read it."""
-
-    after_failures: int
-    stall_s: float
-    wait_s: float
-
-
-@dataclass(frozen=True)
-class RunSpec(JobSpec):
-    """What one run tells its jobs that must never make a finished job run again: a file
-    the run writes when it starts (site.lifecycle.started; paths.run_spec), named on the
-    jobs' command lines, never a param (params are rerun triggers: docs/reruns.md).
-
-    ``store_down`` may change between runs without measuring anything again;
-    ``run_started_epoch``: a store's breaker not checked since then is checked again by the
-    run's first job; ``upload_in_this_run``: a download site's preflight then does not ask
-    the remote for the upload (it comes later in the same run), and which sites a run names
-    must never re-run anything; ``gates``: every remote-and-tool gate of each site, which a
-    site's own preflight checks before any data is made (a remote or tool added to the
-    campaign must not re-run the preflight and everything below it).
-    """
-
-    store_down: StoreDownSpec
-    run_started_epoch: float
-    upload_in_this_run: bool
-    gates: dict[str, list[GateSpec]]
-
-
 def run(c: Campaign, started_epoch: float) -> RunSpec:
     sd = c.store_down
     return RunSpec(
@@ -445,36 +385,3 @@ def run(c: Campaign, started_epoch: float) -> RunSpec:
             for s in c.active_sites
         },
     )
-
-
-def write_run(path: str | Path, spec: RunSpec) -> None:
-    """Write the run's spec whole (a job never reads half of it)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(spec.to_json())
-    tmp.replace(path)
-
-
-class RunSpecError(Exception):
-    """The run's spec cannot be read: one line naming the file and why."""
-
-
-def read_run(path: str | Path) -> RunSpec:
-    """The spec the run wrote when it started; a clear error when there is none (a job run
-    by hand, or a run started with --no-hooks, which skips onstart)."""
-    try:
-        d = json.loads(Path(path).read_text())
-        return RunSpec(
-            StoreDownSpec(**d["store_down"]),
-            float(d["run_started_epoch"]),
-            bool(d["upload_in_this_run"]),
-            {site: [GateSpec(**g) for g in gs] for site, gs in d["gates"].items()},
-        )
-    except OSError as e:
-        raise RunSpecError(
-            f"{path}: no spec of this run ({e.strerror}); the run writes it when it starts "
-            "(onstart: not with --no-hooks)"
-        ) from None
-    except (ValueError, KeyError, TypeError) as e:
-        raise RunSpecError(f"{path}: not a run spec ({e})") from None

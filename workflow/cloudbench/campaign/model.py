@@ -7,7 +7,6 @@ stops the run before any job starts, with one line naming the key and the value.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -18,6 +17,7 @@ from typing import Any
 from cloudbench.campaign import clients
 from cloudbench.campaign import rclone_options as rc
 from cloudbench.campaign.identity import MeasurementId
+from cloudbench.campaign.jobspec import auto_runtime_min as auto_runtime_min
 from cloudbench.campaign.labels import (
     AUTO,
     STRATEGIES,
@@ -26,6 +26,7 @@ from cloudbench.campaign.labels import (
     Setting,
 )
 from cloudbench.campaign.precision import Precision, copy_repeat, first_rounds
+from cloudbench.campaign.remote import Remote
 from cloudbench.campaign.search import Tune
 from cloudbench.campaign.secrets import credential_flag, credential_in_remote, credential_in_value
 from cloudbench.campaign.template import PLACEHOLDERS, TemplateError, template_argv
@@ -54,38 +55,6 @@ class Site:
     location: tuple[float, float] | None
     launch: tuple[tuple[str, Any], ...] = ()  # how the launcher reaches it (ssh host, workdir)
     clients: tuple[int, ...] = (1,)  # client counts this site sweeps (one process per node)
-
-
-@dataclass(frozen=True)
-class Remote:
-    """One object store (or one region of one) that the campaign measures."""
-
-    name: str
-    url: str
-    location: tuple[float, float] | None
-    # the tools that measure it (remotes.<name>.tools, else the campaign's tools): an S3-only
-    # tool on the S3 remote, rclone on a WebDAV one beside it, in one campaign
-    tools: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        """How reports name it: the rclone remote (``labstore:``) for a named remote, else
-        the campaign's name for it (a path or connection string is an address, not a name)."""
-        named = clients.split_remote(self.url)
-        return f"{named[0]}:" if named else self.name
-
-    @property
-    def is_directory(self) -> bool:
-        """A local directory to rclone (no colon: no backend, no endpoint), as a demo's or a
-        parallel filesystem's "remote" is: nothing there for the latency probe to time."""
-        return ":" not in self.url
-
-    def path(self, *parts: str) -> str:
-        """The rclone path of ``parts`` under this remote (``name:bucket/x``, ``dir/bucket/x``)."""
-        tail = "/".join(p.strip("/") for p in parts if p)
-        if self.url.endswith(":"):
-            return f"{self.url}{tail}"
-        return f"{self.url.rstrip('/')}/{tail}"
 
 
 @dataclass(frozen=True)
@@ -553,12 +522,6 @@ def _tools(
     return chosen, remotes
 
 
-# Without a scheduler's walltime, a copy may take its bytes at this rate plus a fixed
-# allowance (start-up, listings) before it is taken for hung.
-AUTO_TIMEOUT_RATE = 1e6  # bytes/s
-AUTO_TIMEOUT_EXTRA_S = 600
-
-
 def _share(key: str, raw: Any, of: str, example: str, zero: bool = False) -> float:
     """A share written as ``10%`` or ``0.1``: above 0 (or at least 0 with ``zero``) and below
     1; a bare number of 1 or more is refused, since ``10`` meant 10% (one line naming
@@ -660,13 +623,6 @@ def _copy_timeout(value: str | int | float) -> float | None:
         return parse_duration(value)
     except SizeError as err:
         raise ConfigError(f"copy_timeout: {err}") from None
-
-
-def auto_runtime_min(copy_bytes: int) -> int:
-    """Minutes a transfer job asks for when no site profile sets its runtime: the copy's
-    bytes at ``AUTO_TIMEOUT_RATE`` plus ``AUTO_TIMEOUT_EXTRA_S``; the copy's timeout is
-    derived from it like from any walltime."""
-    return math.ceil((copy_bytes / AUTO_TIMEOUT_RATE + AUTO_TIMEOUT_EXTRA_S) / 60)
 
 
 def _compare_with(raw: Any, base: Path) -> Path | None:

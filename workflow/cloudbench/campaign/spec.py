@@ -10,14 +10,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from cloudbench.campaign.jobs import JobSpec
-from cloudbench.campaign.model import Campaign, Layout, Measurement, Remote, Setting
+from cloudbench.campaign.jobspec import JobSpec
+from cloudbench.campaign.labels import Layout, Setting
 from cloudbench.campaign.rclone_options import (
     RCLONE_MULTI_THREAD_CHUNK,
     RCLONE_MULTI_THREAD_CUTOFF,
 )
+from cloudbench.campaign.remote import Remote
+
+if TYPE_CHECKING:  # a job reads its spec without the model: only the workflow makes specs
+    from cloudbench.campaign.model import Campaign, Measurement
 
 
 @dataclass(frozen=True)

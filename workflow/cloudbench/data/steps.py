@@ -1,4 +1,5 @@
-"""The data steps at the upload site: generate, checksum, chunk (one function per rule).
+"""The data steps at the upload site: generate, checksum, chunk, and stage, the index of what
+they made (one function per rule).
 
 Apart from :mod:`cloudbench.steps` so that a data job imports only what it uses (no rclone,
 no YAML, no progress display): one Python start-up per job is the workflow's main cost on
@@ -18,7 +19,7 @@ from typing import Any
 from cloudbench.data.checksums import hash_stream, xxh128sum_line
 from cloudbench.data.chunking import chunk_count, chunk_index_width, chunks_of, split_file
 from cloudbench.data.generate import generate_file
-from cloudbench.records import timed_step, write_json
+from cloudbench.records import read_json, timed_step, write_json
 from cloudbench.sizes import size_label
 
 
@@ -191,3 +192,34 @@ def release_upload_data(upload_data: Path) -> None:
     """Remove the generated files and chunks: every upload has run (regenerated on demand)."""
     for sub in ("dataset", "chunks"):
         shutil.rmtree(upload_data / sub, ignore_errors=True)
+
+
+def file_hashes(checksum_jsons: Sequence[Path]) -> dict[str, dict[str, Any]]:
+    """Each file's hashes, from per-file checksum records, a staged index of them, or a
+    small-files dataset's one checksums file (``generate_small_files``): both list
+    ``files``."""
+    out = {}
+    for p in checksum_jsons:
+        d = read_json(p)
+        for entry in d["files"] if "files" in d else [d]:
+            out[entry["file"]] = entry
+    return out
+
+
+STAGED_FORMAT = "cloudbench-staged/1"
+
+
+def stage(checksum_jsons: Sequence[Path], out: Path, step_records: Sequence[Path] = ()) -> None:
+    """One record saying a layout's data steps are done, with every file's hashes: the
+    whole-file XXH128 from ``checksum``, and for a chunked layout each chunk's from the
+    ``chunk`` step records (their ``chunk_xxh128``, taken while splitting)."""
+    hashes = file_hashes(checksum_jsons)
+    for p in step_records:
+        rec = read_json(p)
+        if rec.get("step") == "chunk" and "chunk_xxh128" in rec:
+            entry = hashes[rec["item"]]
+            entry["chunks"] = {
+                **entry.get("chunks", {}),
+                str(rec["chunk_bytes"]): rec["chunk_xxh128"],
+            }
+    write_json(out, {"format": STAGED_FORMAT, "files": [hashes[n] for n in sorted(hashes)]})

@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.campaign.paths import LOG_SUFFIX, attempts_dir, live_log
-from cloudbench.campaign.secrets import redact_file
-from cloudbench.measure import rclone as rc
 from cloudbench.records import read_json, write_json
 
 
 def purge(binary: str, prefix: str, flags: tuple[str, ...]) -> None:
     """Remove what an earlier, interrupted measurement left at ``prefix`` (absent is fine)."""
+    # here, not at the top: the checks after a download keep their attempts with this module,
+    # and need no rclone
+    from cloudbench.measure import rclone as rc
+
     rc.run_helper(rc.helper_command(binary, "purge", prefix, extra_flags=flags))
 
 
@@ -66,6 +68,8 @@ def set_aside_unrecorded(record_path: Path, logs: Sequence[Path]) -> None:
     attempt does not overwrite them; a log already kept by :func:`keep_attempt` just goes.
     Such a log is found at its own path or, when Snakemake has deleted that before the rerun,
     by its second name (:func:`cloudbench.campaign.paths.live_log`)."""
+    from cloudbench.campaign.secrets import redact_file  # as purge's rclone: transfers only
+
     folder = attempts_dir(record_path)
     for log in logs:
         found = next((p for p in (log, live_log(log)) if p.exists()), None)

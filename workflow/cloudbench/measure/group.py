@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.measure.record import COUNTED_COLUMNS
-from cloudbench.processes import die_with_parent
+from cloudbench.processes import LAUNCHER_ENV, die_with_parent
 from cloudbench.records import copy_status, rate_mb_s, read_json, utc_now, write_json
 
 # Environment variables that carry a task's rank under the launchers HPC centres use
@@ -36,7 +36,6 @@ RANK_VARIABLES = (
     "PBS_VNODENUM",
 )  # fmt: skip
 # A site's own launcher, as a template: {n} clients, {threads} per client, {command}.
-LAUNCHER_ENV = "CLOUDBENCH_LAUNCHER"  # a site's launcher template (site.jobenv checks it)
 # --overlap: in one allocation per site run the transfer itself is a job step holding its
 # node's cores while it waits for its clients
 SRUN_TEMPLATE = (

@@ -17,9 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cloudbench.campaign.paths import attempts_dir
-from cloudbench.measure.group import LAUNCHER_ENV
-from cloudbench.processes import die_with_parent
+from cloudbench.processes import LAUNCHER_ENV, die_with_parent
 from cloudbench.records import KEPT_AS_FOUND
 
 PYTHON_VARIABLE = "CLOUDBENCH_PYTHON"  # the rules' commands: $CLOUDBENCH_PYTHON -m cloudbench
@@ -234,6 +232,10 @@ def missing_variables(required: str | list[str] | None) -> list[str]:
 
 
 def _failed_attempts(record_path: str) -> int:
+    # here, not at the top: every job's process imports this module (end_with_job_shell),
+    # and only the workflow's own process asks about attempts
+    from cloudbench.campaign.paths import attempts_dir
+
     folder = attempts_dir(record_path)
     if not folder.is_dir():
         return 0
@@ -282,6 +284,8 @@ def failed_attempt(record_path: str, settled: bool = False) -> list[str]:
     once the transfer succeeds, the record says ok and the attempt is no input any more, so
     no later run measures it again.
     """
+    from cloudbench.campaign.paths import attempts_dir  # as in _failed_attempts
+
     try:
         status = json.loads(Path(record_path).read_text()).get("status")
         failed = status not in ("ok", *KEPT_AS_FOUND) and not _gave_up(record_path)
