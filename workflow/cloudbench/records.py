@@ -14,7 +14,6 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -214,15 +213,25 @@ def rate_mb_s(nbytes: int, seconds: float) -> float:
     return nbytes / seconds / MB if seconds > 0 else float("nan")
 
 
-@dataclass
 class StepTimer:
-    """Times one non-transfer step; ``nbytes`` is set by the step to what it processed."""
+    """Times one non-transfer step; ``nbytes`` is set by the step to what it processed.
 
-    step: str
-    started_utc: str = field(default_factory=utc_now)
-    nbytes: int = 0
-    seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    A plain class, not a dataclass: this module is below every job, and a job that makes no
+    dataclass of its own (``status``) then never imports dataclasses (and inspect with it)."""
+
+    def __init__(
+        self,
+        step: str,
+        started_utc: str | None = None,
+        nbytes: int = 0,
+        seconds: float = 0.0,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.step = step
+        self.started_utc = utc_now() if started_utc is None else started_utc
+        self.nbytes = nbytes
+        self.seconds = seconds
+        self.extra: dict[str, Any] = {} if extra is None else extra
 
     def record(self, **context: Any) -> dict[str, Any]:
         return {

@@ -153,7 +153,7 @@ def label_of(
 ) -> str:
     """``upload chunked-64MiB r2`` (the remote named only when it is not the only one, the
     setting only when it is not one client at the job's threads: ``... r2 rclone-4x32``)."""
-    from cloudbench.campaign.model import Setting
+    from cloudbench.campaign.labels import Setting  # not the model: every transfer says this
 
     where = f" {remote}" if remote != "main" else ""
     shown = f" {setting}" if setting and setting != Setting().label else ""

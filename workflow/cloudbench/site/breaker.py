@@ -313,7 +313,7 @@ def store_open(spec_json: str, run_spec: str | Path, out: str | Path, log: str |
     before its measurement would be submitted (a ``run:`` job: no Python to start, once per
     measurement): leave the token (``out``) when the store may be asked, else write the
     breaker's one line to the job's log (the terminal's failure line reads it) and fail."""
-    from cloudbench.campaign.jobs import read_run
+    from cloudbench.campaign.jobspec import read_run
     from cloudbench.campaign.spec import TransferSpec
 
     spec = TransferSpec.from_json(spec_json)

@@ -17,9 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from cloudbench.campaign import paths
 from cloudbench.measure import rclone as rc
-from cloudbench.measure.rclonelog import network_cause
 from cloudbench.records import clip_tail, host_info, small_files, utc_now, write_json
 
 RUN_FILE = "run.json"
@@ -38,6 +36,10 @@ def _run(binary: str, verb: str, *args: str, flags: tuple[str, ...]) -> Any:
 def _why(stderr: str) -> str:
     """rclone's reason, the network failure first where its log names one: against a dead
     store its last line is often a misleading verdict ("is a file not a directory")."""
+    # here, not at the top: only a failed call reads rclone's log (publish and pull jobs are
+    # a run's most frequent after the transfers, and start faster without it)
+    from cloudbench.measure.rclonelog import network_cause
+
     cause = network_cause(stderr)
     return f"the store did not answer ({cause})" if cause else clip_tail(stderr)
 
@@ -121,5 +123,7 @@ def pull(
 
 
 def campaign_manifest_exists(prefix: str, flags: tuple[str, ...]) -> bool:
+    from cloudbench.campaign import paths  # a preflight's question: publish and pull need none
+
     res = _run(rc.find_rclone(), "cat", f"{prefix}/{paths.MANIFEST}", "--count", "1", flags=flags)
     return res.returncode == 0 and bool(res.stdout)
