@@ -20,13 +20,14 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cloudbench.binaries import Binary, BinaryError, find, version_or_none
 from cloudbench.campaign.clients import objects_at_once
 from cloudbench.measure.arrival import MOVED_FROM_LISTING, read_listing
-from cloudbench.measure.rclonelog import network_cause as go_network_cause
-from cloudbench.measure.series import Point
+
+if TYPE_CHECKING:
+    from cloudbench.measure.series import Point
 
 # Where a client's per-second progress comes from.
 PROGRESS_FROM_LOG = "log"  # the client's own log (rclone's JSON stats lines)
@@ -405,6 +406,10 @@ class ExternalClient:
     network_words: re.Pattern[str] | None = None
 
     def network_cause(self, text: str) -> str | None:
+        # here, not at the top: rclone's log parser is for the transfers that read it; a
+        # probe or a preflight, which only load a client's access, start faster without it
+        from cloudbench.measure.rclonelog import network_cause as go_network_cause
+
         own = self.network_words.findall(text) if self.network_words is not None else []
         return own[-1] if own else go_network_cause(text)
 
