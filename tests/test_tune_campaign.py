@@ -45,7 +45,7 @@ def _config() -> dict:
         "campaign": "climb",
         "remote": "s3c:",
         "bucket": "tuned",
-        "dataset": {"files": 2, "size": "256KiB"},  # each file a job of each data step
+        "dataset": {"files": 1, "size": "256KiB"},  # the template's sleep sets the rate
         "strategies": ["plain"],
         "concurrency": {"plain": [1, 2, 4, 8]},
         "repeats": 3,
