@@ -357,6 +357,20 @@ def test_html_tables_need_no_plotting_library(tmp_path):
     assert not {m for m in mods if m.split(".")[0] in ("matplotlib", "seaborn")}
 
 
+@pytest.mark.quick
+def test_aggregate_and_the_check_jobs_import_only_what_they_use(tmp_path):
+    """Most of a campaign's runs leave the figures out: their aggregate (the tables, the HTML
+    tables, the front page's text) imports no plotting library (a second of CPU a run), and
+    a verify or reassemble job neither the campaign's model nor the copy's machinery."""
+    mods = _imported(tmp_path, "import cloudbench.report.build, cloudbench.report.aggregate")
+    assert "cloudbench.report.headline" in mods and "pandas" in mods
+    assert not {m for m in mods if m.split(".")[0] in ("matplotlib", "seaborn")}
+    mods = _imported(tmp_path, "import cloudbench.measure.check")
+    assert "cloudbench.measure.check" in mods
+    for heavy in ("pandas", "cloudbench.campaign.model", "cloudbench.measure.copy"):
+        assert heavy not in mods, heavy
+
+
 @pytest.mark.unit
 def test_rounds_give_every_side_every_place_equally_often(tmp_path):
     """Runs alternated fast and slow one after the other (2026-11-25): with 10 rounds of 4
