@@ -23,7 +23,7 @@ from cloudbench.campaign.model import ConfigError, auto_runtime_min, load_campai
 from cloudbench.measure import arrival
 from cloudbench.measure.copy import copy_timeout
 from cloudbench.processes import descendants, kill_tree
-from cloudbench.records import utc_now
+from cloudbench.records import read_json, utc_now
 from cloudbench.sizes import SizeError, parse_duration
 from tests.infra.s3 import serve_s3
 from tests.infra.workflow import BIN, HANG_S, snakemake, wait_for, write_config
@@ -346,6 +346,10 @@ def test_growing_a_measured_campaign_measures_only_the_new(tmp_path):
         # the first run's tables are not read (its records are): no report
         first = snakemake(tmp_path, path, "--omit-from", "aggregate", env=env)
         assert first.returncode == 0, first.stderr[-3000:]
+        # the site's preflight checked the gate's remote and tool moments before, in this run:
+        # the gate did not write to the store again
+        gates = results / "sites/ams/preflight"
+        assert read_json(gates / "main/rclone.json")["checked_by"] == "the site's preflight"
         before = _starts(results)
         assert len(before) == 2  # upload and download, rclone plain
         grown = cfg | {
@@ -365,6 +369,10 @@ def test_growing_a_measured_campaign_measures_only_the_new(tmp_path):
         third = snakemake(tmp_path, path, "-n", env=env)
         assert third.returncode == 0, third.stderr[-3000:]
     assert {k: after[k] for k in before} == before  # nothing finished was measured again
+    # the gates the grown campaign added checked for themselves: the site's preflight, of the
+    # first run, had not seen their tool or remote
+    for gate in ("main/s5cmd.json", "other/rclone.json"):
+        assert "checked_by" not in read_json(gates / gate), gate
     # (main: plain, 2 tools x 2 concurrencies + chunked, 2 tools; other: the same with
     # rclone alone) x 2 directions
     assert len(after) == ((4 + 2) + (2 + 1)) * 2

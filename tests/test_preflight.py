@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from cloudbench.site.preflight import PreflightSpec, run_preflight
+from cloudbench.site.preflight import PreflightSpec, checked_by_site, run_preflight
 
 
 def _spec(tmp_path, **kw) -> PreflightSpec:
@@ -132,3 +132,22 @@ def test_an_s3_only_tool_is_checked_against_the_remotes_it_measures_only(monkeyp
     refused = check_tools(PreflightSpec(**with_gates(own, [*fitting, gate("web", "s5cmd")])))
     assert len(refused) == 1 and "is of type webdav" in refused[0], refused
     assert "(remote 'web': set remotes.web.tools without s5cmd)" in refused[0], refused
+
+
+@pytest.mark.unit
+def test_a_gate_is_checked_by_its_sites_preflight_only_of_the_same_run_and_scope(tmp_path):
+    """A gate whose remote and tool the site's preflight of this run checked writes nothing
+    to the store; one of a later run (a tool or remote added), or outside what the site's
+    preflight checked, checks for itself."""
+    site = {"site": "tursa", "remotes": ["main", "other"], "tools": ["rclone", "s5cmd"],
+            "run_started_epoch": 1795937789.25}  # fmt: skip
+    gate = _spec(tmp_path, scratch="", remote_prefixes={"main": "s3:b/c"}, tools=("s5cmd",))
+    record = checked_by_site(site, gate, 1795937789.25)
+    assert record is not None and record["checked_by"] == "the site's preflight"
+    assert record["remotes"] == ["main"] and record["tools"] == ["s5cmd"]  # the gate's scope
+    assert checked_by_site(site, gate, 1795937999.5) is None  # an earlier run's preflight
+    assert checked_by_site({**site, "tools": ["rclone"]}, gate, 1795937789.25) is None
+    third = _spec(tmp_path, scratch="", remote_prefixes={"third": "s3:x/c"}, tools=("rclone",))
+    assert checked_by_site(site, third, 1795937789.25) is None
+    assert checked_by_site({k: v for k, v in site.items() if k != "run_started_epoch"},
+                           gate, 1795937789.25) is None  # fmt: skip

@@ -305,6 +305,14 @@ def cmd_preflight(a):
         data["needs_upload"] = data.get("needs_upload", False) and not (
             run and run.upload_in_this_run
         )
+        data["run_started_epoch"] = run.run_started_epoch if run else None
+    elif a.site_preflight and (run := _run_spec(a)):  # a gate: done by the site's, this run?
+        from cloudbench.records import read_json, write_json
+
+        site, gate = read_json(Path(a.site_preflight)), preflight.PreflightSpec(**data)
+        if record := preflight.checked_by_site(site, gate, run.run_started_epoch):
+            write_json(Path(a.out), record)
+            return
     problems = preflight.run_preflight(preflight.PreflightSpec(**data), Path(a.out))
     if problems:
         raise _step_error(f"preflight failed at site {data['site']}:\n  " + "\n  ".join(problems))
@@ -556,6 +564,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         ("--spec", req),
         ("--out", req),
         ("--needed-bytes", {"type": int, "default": None, "help": "scratch this site needs"}),
+        ("--site-preflight", {"default": None, "help": "a gate: its site's preflight record"}),
         RUN_SPEC_ARG,
     )
     add(

@@ -30,7 +30,8 @@ rule preflight_gate:
     params:
         spec=gate_spec,
     shell:
-        "$CLOUDBENCH_PYTHON -m cloudbench preflight --spec {params.spec:q} --out {output} 2> {log}"
+        "$CLOUDBENCH_PYTHON -m cloudbench preflight --spec {params.spec:q} --site-preflight {input}"
+        ' --run-spec "$CLOUDBENCH_RUN_SPEC" --out {output} 2> {log}'
 
 
 rule status:

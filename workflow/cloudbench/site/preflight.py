@@ -49,6 +49,9 @@ class PreflightSpec:
     # the remotes each tool measures (remotes.<name>.tools), where the gates say; a tool
     # absent here is checked against every remote (a gate: its one tool and remote)
     tool_remotes: dict[str, list[str]] = field(default_factory=dict)
+    # the run a site's own preflight ran in (jobspec.RunSpec.run_started_epoch), kept in its
+    # record: a gate of the same run finds its remote and tool checked there (site_checked)
+    run_started_epoch: float | None = None
 
 
 def with_gates(data: dict[str, Any], gates: list[dict[str, Any]]) -> dict[str, Any]:
@@ -67,6 +70,24 @@ def with_gates(data: dict[str, Any], gates: list[dict[str, Any]]) -> dict[str, A
         out["command_template"] = out.get("command_template") or g.get("command_template")
     out["tools"] = tuple(tools)
     return out
+
+
+def checked_by_site(
+    site_record: Mapping[str, Any], gate: PreflightSpec, run_started: float
+) -> dict[str, Any] | None:
+    """A gate's record, when the site's own preflight of this same run (its record's
+    ``run_started_epoch``) checked every remote and tool of ``gate``: it did so widened by
+    the gates (with_gates), moments before, so the gate writes nothing to the store again.
+    None otherwise: a gate added to a campaign later (a new tool or remote) finds an earlier
+    run's record, and checks for itself."""
+    if not (
+        site_record.get("run_started_epoch") == run_started
+        and set(gate.remote_prefixes) <= set(site_record.get("remotes") or ())
+        and set(gate.tools) <= set(site_record.get("tools") or ())
+    ):
+        return None
+    scope = {"remotes": list(gate.remote_prefixes), "tools": list(gate.tools)}
+    return {**site_record, **scope, "checked_by": "the site's preflight"}
 
 
 def check_tools(spec: PreflightSpec) -> list[str]:
@@ -149,42 +170,34 @@ def missing_keys(prefix: str, env: Mapping[str, str]) -> str | None:
     )
 
 
+def _helper_flags() -> list[str]:
+    # a second try: a store's odd 500 under load must not stop a site (rclone serve s3 gave
+    # one to a PutObject in a CI run)
+    return ["--retries", "2", "--low-level-retries", "2", "--contimeout", "15s", "--timeout", "30s"]
+
+
 def check_remote(
     binary: str, name: str, prefix: str, site: str, flags: tuple[str, ...]
 ) -> str | None:
-    """Write, read back and delete a tiny object: reachable, writable, and consistent."""
+    """Write, read back and delete a tiny object: reachable, writable, and consistent. Two
+    rclone calls: the object is written, then moved back here (read, then deleted)."""
     # one name per process: a site's gates (one per tool) check a remote at the same time
     obj = f"{prefix}/preflight/{site}-{host_info()['host']}-{os.getpid()}.txt"
     token = f"cloudbench preflight {utc_now()}\n"
-    with tempfile.NamedTemporaryFile("w", suffix=".txt") as fh:
-        fh.write(token)
-        fh.flush()
-        steps = [
-            ("write", rc.helper_command(binary, "copyto", fh.name, obj, extra_flags=flags)),
-            ("read back", rc.helper_command(binary, "cat", obj, extra_flags=flags)),
-            ("delete", rc.helper_command(binary, "deletefile", obj, extra_flags=flags)),
-        ]
-        for what, cmd in steps:
+    with tempfile.TemporaryDirectory(prefix="cloudbench-preflight-") as tmp:
+        sent, back = Path(tmp) / "sent.txt", Path(tmp) / "back.txt"
+        sent.write_text(token)
+        for what, cmd in (
+            ("write", rc.helper_command(binary, "copyto", str(sent), obj, extra_flags=flags)),
+            ("read back", rc.helper_command(binary, "moveto", obj, str(back), extra_flags=flags)),
+        ):
             try:
-                res = rc.run_helper(
-                    [
-                        *cmd,
-                        # a second try: a store's odd 500 under load must not stop a site
-                        # (rclone serve s3 gave one to a PutObject in a CI run)
-                        "--retries",
-                        "2",
-                        "--low-level-retries",
-                        "2",
-                        "--contimeout",
-                        "15s",
-                        "--timeout",
-                        "30s",
-                    ],
-                    timeout=120,
-                )
+                res = rc.run_helper([*cmd, *_helper_flags()], timeout=120)
             except Exception as err:  # noqa: BLE001 - any failure is the answer
                 return f"remote {name} ({prefix}): cannot {what} a test object: {err}"
             if res.returncode != 0:
+                if what == "read back" and back.exists():  # read, then not deleted
+                    what = "delete"
                 why = _access_denied(prefix, res.stderr) or _not_configured(prefix, res.stderr)
                 if why:
                     return f"remote {name} ({prefix}): cannot {what} a test object: {why}"
@@ -192,10 +205,8 @@ def check_remote(
                 keys = missing_keys(prefix, os.environ)
                 said = f"{keys} (rclone: {clip_tail(msg[0])})" if keys else clip_tail(msg[0])
                 return f"remote {name} ({prefix}): cannot {what} a test object: {said}"
-            if what == "read back" and res.stdout != token:
-                return (
-                    f"remote {name} ({prefix}): test object read back differs from what was written"
-                )
+        if not back.exists() or back.read_text() != token:
+            return f"remote {name} ({prefix}): test object read back differs from what was written"
     return None
 
 
@@ -268,5 +279,7 @@ def run_preflight(spec: PreflightSpec, out: Path) -> list[str]:
             "tools": list(spec.tools),
             **host_info(),
         }
+        if spec.run_started_epoch is not None:
+            result["run_started_epoch"] = spec.run_started_epoch
         write_json(out, result)
     return problems
