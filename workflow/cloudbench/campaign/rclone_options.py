@@ -27,6 +27,12 @@ RCLONE = Binary(
 )
 
 
+def remote_env_prefix(name: str) -> str:
+    """``RCLONE_CONFIG_<NAME>_``: where rclone reads remote ``name``'s options from the
+    environment (upper case, ``-`` as ``_``, as rclone's ConfigToEnv spells it)."""
+    return f"RCLONE_CONFIG_{name.upper().replace('-', '_')}_"
+
+
 MIN_PART_BYTES = {"s3": 5 * 2**20, "b2": 5 * 10**6}  # the stores' smallest multipart part
 # Flags cloudbench sets on every timed copy, by what decides them; a campaign may not set them.
 MANAGED_FLAGS = {

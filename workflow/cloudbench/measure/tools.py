@@ -11,6 +11,7 @@ from typing import Any
 from cloudbench.binaries import version_number
 from cloudbench.campaign import clients as catalogue
 from cloudbench.campaign.clients import is_remote
+from cloudbench.campaign.rclone_options import remote_env_prefix
 from cloudbench.measure import clients
 from cloudbench.measure.clients.aws import AWSCLI_VENV
 from cloudbench.measure.clients.base import ClientError, CopyRequest, ToolCommand
@@ -18,7 +19,6 @@ from cloudbench.measure.clients.s3 import (
     DEFAULT_REGION,
     S3Access,
     not_configured,
-    remote_env_prefix,
     remote_name,
     remote_options,
     s3_access,

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.campaign import paths
+from cloudbench.campaign.rclone_options import remote_env_prefix
 from cloudbench.campaign.secrets import redact, secret_values
 from cloudbench.measure import clients
 from cloudbench.measure import rclone as rc
-from cloudbench.measure.clients.s3 import not_configured, remote_env_prefix
+from cloudbench.measure.clients.s3 import not_configured
 from cloudbench.records import clip_tail, host_info, utc_now, write_json
 from cloudbench.site import exchange
 from cloudbench.sizes import size_label

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cloudbench.campaign.clients import split_remote
 from cloudbench.campaign.paths import live_log
+from cloudbench.campaign.rclone_options import remote_env_prefix
 from cloudbench.campaign.secrets import rclone_env_flags, redact, redact_file, secret_values
 from cloudbench.measure import rclone as rc
 from cloudbench.measure.clients.base import (
@@ -32,7 +33,6 @@ from cloudbench.measure.clients.base import (
     Run,
     sides,
 )
-from cloudbench.measure.clients.s3 import remote_env_prefix
 from cloudbench.measure.rclonelog import (
     VERDICT_RE,
     network_cause,

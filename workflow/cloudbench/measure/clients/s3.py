@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cloudbench.campaign.clients import split_remote
+from cloudbench.campaign.rclone_options import remote_env_prefix
 from cloudbench.measure.clients.base import (
     ClientError,
     CopyRequest,
@@ -105,12 +106,6 @@ def _truthy(value: str | None, default: bool) -> bool:
     if value is None or value == "":
         return default
     return value.strip().lower() in ("true", "1", "yes", "on")
-
-
-def remote_env_prefix(name: str) -> str:
-    """``RCLONE_CONFIG_<NAME>_``: where rclone reads remote ``name``'s options from the
-    environment (upper case, ``-`` as ``_``, as rclone's ConfigToEnv spells it)."""
-    return f"RCLONE_CONFIG_{name.upper().replace('-', '_')}_"
 
 
 def not_configured(name: str) -> str:
