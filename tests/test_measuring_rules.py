@@ -103,6 +103,17 @@ def test_backend_type_without_asking_rclone(remote, expected):
 
 
 @pytest.mark.unit
+def test_a_remote_defined_in_the_environment_is_typed_there_not_by_an_rclone_process():
+    """RCLONE_CONFIG_<NAME>_TYPE names the backend (as rclone reads it, before its config
+    file): no `rclone listremotes` for it (this binary does not exist, and a unit test that
+    started a process would fail)."""
+    env = {"RCLONE_CONFIG_UCS3_TYPE": "s3", "RCLONE_CONFIG_MY_S3_TYPE": "b2"}
+    assert rc.backend_type("/nonexistent/rclone", "ucs3:b/p", env=env) == "s3"
+    assert rc.backend_type("/nonexistent/rclone", "UcS3:b", env=env) == "s3"
+    assert rc.backend_type("/nonexistent/rclone", "my-s3:b", env=env) == "b2"
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("flag", "secret"),
     [("--s3-secret-access-key", True), ("--b2-key=x", True), ("--drive-token", True),

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from cloudbench import binaries as binary
 from cloudbench.campaign.clients import REMOTE_NAME
 from cloudbench.campaign.rclone_options import (
     MIN_PART_BYTES,
+    remote_env_prefix,
 )
 from cloudbench.campaign.rclone_options import RCLONE as BINARY
 from cloudbench.records import clip_tail
@@ -167,18 +168,23 @@ def concurrency(
     )
 
 
-def backend_type(binary: str, remote: str) -> str:
+def backend_type(binary: str, remote: str, env: Mapping[str, str] | None = None) -> str:
     """The rclone backend type behind ``remote`` (``s3``, ``local``, ...).
 
-    Connection strings name it (``:s3,provider=Ceph:``); named remotes are looked up with
-    ``rclone listremotes --json``, which prints types and never credentials; anything that is
-    not ``name:`` is a local path.
+    Connection strings name it (``:s3,provider=Ceph:``); a remote defined in the environment
+    too (``RCLONE_CONFIG_<NAME>_TYPE``, which rclone reads before its config file) names it
+    there; other named remotes are looked up with ``rclone listremotes --json``, which prints
+    types and never credentials (a process each transfer job would start: ~0.08 CPU-s);
+    anything that is not ``name:`` is a local path.
     """
     m = _REMOTE_NAME_RE.match(remote)
     if not m or local_path(remote) is not None:
         return "local"
     if m.group(1):
         return m.group(2)
+    env = os.environ if env is None else env
+    if declared := env.get(f"{remote_env_prefix(m.group(2))}TYPE", "").strip():
+        return declared
     res = run_helper([binary, "listremotes", "--json"], timeout=60)
     return type_in_listing(res.stdout, m.group(2)) if res.returncode == 0 else "unknown"
 
