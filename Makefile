@@ -4,9 +4,11 @@ SHELL := /bin/bash
 ## builds it with profile-guided and link-time optimisation, which a plain source build (pyenv's
 ## default, the first python3 on this machine's PATH) lacks; the same Python code runs about a
 ## sixth fewer instructions on it (callgrind: a loop 19% fewer, importing pandas, snakemake and
-## matplotlib 16% fewer), and the suite's time is mostly Python. Elsewhere: python3.
+## matplotlib 16% fewer), and the suite's time is mostly Python. Elsewhere (or if it is older
+## than pyproject.toml's 3.11): python3.
 SYSTEM_PYTHON := /usr/bin/python3
-PYTHON ?= $(if $(shell $(SYSTEM_PYTHON) -c 'import ensurepip, venv' 2>/dev/null && echo y),$(SYSTEM_PYTHON),python3)
+SYSTEM_PYTHON_OK := import sys, ensurepip, venv; sys.exit(sys.version_info < (3, 11))
+PYTHON ?= $(if $(shell $(SYSTEM_PYTHON) -c '$(SYSTEM_PYTHON_OK)' 2>/dev/null && echo y),$(SYSTEM_PYTHON),python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
