@@ -729,3 +729,15 @@ def test_an_iso_time_and_its_epoch_are_one_reading():
 
     assert utc_now(1_764_000_000.25) == "2025-11-24T16:00:00.250000Z"
     assert utc_now().endswith("Z")
+
+
+@pytest.mark.unit
+def test_a_bookkeeping_call_collects_garbage_only_near_its_limit_unless_the_site_says():
+    """rclone's bookkeeping calls run with Go's collector off up to a heap limit (most of a
+    small call's CPU is collection while rclone starts); a site's own GOGC or GOMEMLIMIT is
+    kept as it is, and the caller's environment is not changed."""
+    env = {"PATH": "/bin"}
+    assert rc.helper_env(env) == {"PATH": "/bin", "GOGC": "off", "GOMEMLIMIT": "256MiB"}
+    assert env == {"PATH": "/bin"}
+    assert rc.helper_env({"GOGC": "50"}) == {"GOGC": "50"}
+    assert rc.helper_env({"GOMEMLIMIT": "1GiB"}) == {"GOMEMLIMIT": "1GiB"}
