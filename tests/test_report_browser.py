@@ -264,11 +264,12 @@ def test_demo_summary_tsv(demo_report):
 
 # --- a synthetic campaign: several sites, failures, an outlier, prices for one remote only -----
 
+# Two sites (one both ways, one downloading only), two remotes: every figure and table has
+# several panels, rows and routes to draw; a site more makes each figure only bigger, and
+# drawing them is most of this file's CPU time (10 figures: 14 CPU-s at 4 sites, 9 at 2).
 SYNTH_SITES = {
     "edinburgh": {"location": [55.95, -3.19], "upload": True, "download": True},
     "chicago": {"location": [41.88, -87.63], "upload": False, "download": True},
-    "perth": {"location": [-31.95, 115.86], "upload": False, "download": True},
-    "garching": {"location": [48.26, 11.67], "upload": False, "download": True},
 }
 SYNTH_INFO = {
     "campaign": "synth", "bucket": "b", "sites": SYNTH_SITES,
@@ -311,11 +312,11 @@ def synthetic_tables(out: Path, seed: int = 7, sites: dict = SYNTH_SITES) -> Non
                         ):
                             rate *= 0.3  # a collapse
                         status, error = "ok", ""
-                        if (site, remote, layout, rep) == ("perth", "main", "multithread", 2):
+                        if (site, remote, layout, rep) == ("chicago", "main", "multithread", 2):
                             status, error = "failed", "connection reset by peer"
                         if (site, remote, layout, rep) == (
-                            "garching",
-                            "main",
+                            "chicago",
+                            "other",
                             "chunked-64MiB",
                             4,
                         ) and direction == "download":
@@ -398,28 +399,34 @@ def whole_report(tables: Path, info: dict, out: dict[str, Path], jobs: int = 1) 
     plots.draw_figures(tables, info, {k: out[k] for k in FIGURES}, out["headline"], jobs=jobs)
 
 
-def build_synthetic(tmp: Path, info: dict = SYNTH_INFO) -> dict[str, Path]:
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory) -> tuple[Path, dict, dict[str, Path]]:
+    """The synthetic campaign's tables, its info and its whole report drawn once in this
+    process (jobs=1), with an earlier campaign (compare_with) that was 25% faster at one site:
+    (tables, info, outputs). Read by the test that renders it and by the one that draws the
+    same tables again in forked processes."""
+    tmp = tmp_path_factory.mktemp("synthetic")
+    (tmp / "before").mkdir()
+    synthetic_tables(tmp / "before")
+    before = pd.read_csv(tmp / "before/transfers.tsv", sep="\t")
+    hit = before["site"] == "edinburgh"
+    before.loc[hit, "mb_per_s"] *= 1.25
+    before.to_csv(tmp / "before/transfers.tsv", sep="\t", index=False)
+    earlier = {"transfers": str(tmp / "before/transfers.tsv"), "name": "before"}
+    info = SYNTH_INFO | {"compare_with": earlier}
     synthetic_tables(tmp)
-    names = OUTPUT_NAMES
-    out = {k: tmp / "figures" / v for k, v in names.items()}
+    out = {k: tmp / "figures" / v for k, v in OUTPUT_NAMES.items()}
     whole_report(tmp, info, out)
-    return out
+    return tmp, info, out
 
 
 @pytest.mark.full
 @pytest.mark.browser
 @needs_chromium
-def test_synthetic_campaign_outputs_render(tmp_path):
-    # an earlier campaign (compare_with) that was 25% faster at one site: the change of a
-    # whole site is shown
-    (tmp_path / "before").mkdir()
-    synthetic_tables(tmp_path / "before")
-    before = pd.read_csv(tmp_path / "before/transfers.tsv", sep="\t")
-    hit = before["site"] == "edinburgh"
-    before.loc[hit, "mb_per_s"] *= 1.25
-    before.to_csv(tmp_path / "before/transfers.tsv", sep="\t", index=False)
-    earlier = {"transfers": str(tmp_path / "before/transfers.tsv"), "name": "before"}
-    out = build_synthetic(tmp_path, SYNTH_INFO | {"compare_with": earlier})
+def test_synthetic_campaign_outputs_render(synthetic, tmp_path):
+    # the earlier campaign (compare_with) was 25% faster at one site: the change of a whole
+    # site is shown
+    _, _, out = synthetic
     doms = check_outputs_in_browser(
         [p for p in out.values() if p.suffix != ".tsv"], tmp_path, "synthetic"
     )
@@ -524,17 +531,15 @@ def test_figures_are_drawn_in_parallel_only_on_idle_cores():
     assert plots.drawing_processes(1, cores=64, load=0.0) == 1  # never more than asked
 
 
-@pytest.mark.full  # draws the whole report twice (about 15 s on an idle 2-core machine)
-def test_figures_drawn_in_worker_processes_are_the_same_files(tmp_path):
+@pytest.mark.full  # draws the synthetic report again, in forked processes
+def test_figures_drawn_in_worker_processes_are_the_same_files(synthetic, tmp_path):
     """figures --jobs N draws the figures in forked processes: every output is still written,
-    the same figures as drawn in one process (same size in pixels, same HTML tables)."""
-    # two of the sites: every figure and table is still drawn, in half the time
-    sites = {k: SYNTH_SITES[k] for k in ("edinburgh", "chicago")}
-    synthetic_tables(tmp_path, sites=sites)
-    outs = {}
-    for jobs in (1, 2):
-        outs[jobs] = {k: tmp_path / f"out{jobs}" / v for k, v in OUTPUT_NAMES.items()}
-        whole_report(tmp_path, SYNTH_INFO | {"sites": sites}, outs[jobs], jobs=jobs)
+    the same figures as drawn in one process (same size in pixels, same HTML tables). The
+    one-process drawing is the synthetic campaign's (the fixture's, jobs=1), of the same
+    tables and info; every figure and table is drawn."""
+    tables, info, one = synthetic
+    outs = {1: one, 2: {k: tmp_path / "out2" / v for k, v in OUTPUT_NAMES.items()}}
+    whole_report(tables, info, outs[2], jobs=2)
     for name, path in outs[2].items():
         assert path.stat().st_size > 0, name
         if path.suffix == ".png":
