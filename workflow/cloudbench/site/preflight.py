@@ -51,7 +51,7 @@ class PreflightSpec:
     # absent here is checked against every remote (a gate: its one tool and remote)
     tool_remotes: dict[str, list[str]] = field(default_factory=dict)
     # the run a site's own preflight ran in (jobspec.RunSpec.run_started_epoch), kept in its
-    # record: a gate of the same run finds its remote and tool checked there (site_checked)
+    # record: a gate of the same run finds its remote and tool checked there (checked_by_site)
     run_started_epoch: float | None = None
 
 
@@ -171,10 +171,10 @@ def missing_keys(prefix: str, env: Mapping[str, str]) -> str | None:
     )
 
 
-def _helper_flags() -> list[str]:
-    # a second try: a store's odd 500 under load must not stop a site (rclone serve s3 gave
-    # one to a PutObject in a CI run)
-    return ["--retries", "2", "--low-level-retries", "2", "--contimeout", "15s", "--timeout", "30s"]
+# a second try: a store's odd 500 under load must not stop a site (rclone serve s3 gave one
+# to a PutObject in a CI run)
+ROUND_TRIP_PATIENCE = ("--retries", "2", "--low-level-retries", "2", "--contimeout", "15s",
+                       "--timeout", "30s")  # fmt: skip
 
 
 def check_remote(
@@ -193,7 +193,7 @@ def check_remote(
             ("read back", rc.helper_command(binary, "moveto", obj, str(back), extra_flags=flags)),
         ):
             try:
-                res = rc.run_helper([*cmd, *_helper_flags()], timeout=120)
+                res = rc.run_helper([*cmd, *ROUND_TRIP_PATIENCE], timeout=120)
             except Exception as err:  # noqa: BLE001 - any failure is the answer
                 return f"remote {name} ({prefix}): cannot {what} a test object: {err}"
             if res.returncode != 0:
