@@ -86,6 +86,10 @@ def test_proc_readings():
     stat = "42 (a (b) c) S 7 " + " ".join(["0"] * 9) + " 150 50 20 30 0 0"
     assert evidence.parent_of(stat) == 7
     assert evidence.cpu_seconds(stat, 100) == pytest.approx(2.5)
+    # the live threads' nanoseconds where they say more than the ticks (utime 1.50 + stime
+    # 0.50 s here), the ticks where they say more (a thread that exited), children on top
+    assert evidence.cpu_seconds(stat, 100, [1_500_000_000, 507_000_000]) == pytest.approx(2.507)
+    assert evidence.cpu_seconds(stat, 100, [900_000_000]) == pytest.approx(2.5)
     assert evidence.quota_cores("50000\n", "100000\n") == 0.5
     assert evidence.quota_cores("-1", "100000") is None
     assert evidence.cpu_max_cores("max 100000") is None
