@@ -407,12 +407,18 @@ def test_a_copy_read_from_a_slow_scratch_is_named_disk(store, tmp_path, monkeypa
 @pytest.mark.full
 @pytest.mark.slow
 def test_a_store_answering_503_is_named_the_store(store, tmp_path, monkeypatch):
-    """Every second PUT answered 503 SlowDown: each copy is named store, and the route."""
+    """Every second PUT answered 503 SlowDown: each copy is named store, and the route.
+
+    Each refusal comes FIRST_S late: 8 files of one PUT each at 4 at once, every second
+    refused, keep the copy going at least 2 x FIRST_S, past the sampler's first look, at any
+    machine speed (answered at once, a copy took 0.46 s on a fast day and was not sampled)."""
     from tests.infra.throttle import throttling_proxy
 
     src = tmp_path / "src"
-    names = _dataset(src, 8, 8 * 2**20)  # copies of a second or more: sampled
-    with throttling_proxy(store.port, every=2, limit=10**6, within="/bkt/") as throttle:
+    names = _dataset(src, 8, 8 * 2**20)  # one PUT each: under rclone's multipart cutoff
+    with throttling_proxy(
+        store.port, every=2, limit=10**6, within="/bkt/", answer_after_s=evidence.FIRST_S
+    ) as throttle:
         monkeypatch.setenv("RCLONE_CONFIG_S3T_ENDPOINT", f"http://127.0.0.1:{throttle.port}")
         rows = [upload(tmp_path, src, names, 4, f"th{k}") for k in range(REPEATS)]
     assert throttle.refused

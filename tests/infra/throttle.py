@@ -5,7 +5,9 @@ rest untouched (headers as sent, so signatures still check).
 Which requests: every ``every``-th request whose method is in ``methods`` (by default the
 ones that write data: PUT and POST) and whose path holds ``within`` (e.g. a timed copy's
 objects, not the bookkeeping beside them), at most ``limit`` in all, so a client's retries
-succeed and the count is known. Runs in a thread of the calling process for the ``with``
+succeed and the count is known. A refusal may come ``answer_after_s`` late, as from a store
+too busy to answer at once: a copy then lasts at least that long per refusal per connection,
+whatever the machine's speed. Runs in a thread of the calling process for the ``with``
 block.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +35,7 @@ class Throttle:
     limit: int
     methods: frozenset[str]
     within: str = ""
+    answer_after_s: float = 0.0
     refused: list[str] = field(default_factory=list)  # "PUT /bucket/key?partNumber=2", ...
     forwarded: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -69,6 +73,7 @@ def _handler(throttle: Throttle, target: int) -> type[BaseHTTPRequestHandler]:
         def _any(self) -> None:
             body = self._body()
             if throttle.refuse(self.command, self.path):
+                time.sleep(throttle.answer_after_s)
                 self.send_response(503, "Slow Down")
                 self.send_header("Content-Type", "application/xml")
                 self.send_header("Content-Length", str(len(SLOW_DOWN)))
@@ -108,11 +113,14 @@ def throttling_proxy(
     limit: int = 4,
     methods: tuple[str, ...] = ("PUT", "POST"),
     within: str = "",
+    answer_after_s: float = 0.0,
 ) -> Iterator[Throttle]:
     """503 SlowDown for every ``every``-th ``methods`` request under ``within``, ``limit``
-    times (module doc)."""
+    times, each ``answer_after_s`` after the request (module doc)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    throttle = Throttle(server.server_address[1], every, limit, frozenset(methods), within)
+    throttle = Throttle(
+        server.server_address[1], every, limit, frozenset(methods), within, answer_after_s
+    )
     server.RequestHandlerClass = _handler(throttle, target_port)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
