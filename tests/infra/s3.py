@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cloudbench.processes import die_with_parent
+
 START_TIMEOUT = 30.0
 SERVE_S3, VERSITYGW = "serve-s3", "versitygw"
 STORES = (SERVE_S3, VERSITYGW)
@@ -121,6 +123,7 @@ class S3Server:
             env={**os.environ, **env, **self.env},
             stdout=subprocess.DEVNULL,
             stderr=open(self.own_dir / f"{self.store}-{self.port}.log", "ab"),  # noqa: SIM115
+            preexec_fn=die_with_parent,  # a pytest that crashes, no teardown run, ends it too
         )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:

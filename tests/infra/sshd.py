@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cloudbench.processes import die_with_parent
 from tests.infra.s3 import free_port
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -92,6 +93,7 @@ def _start(workdir: Path, port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [SSHD, "-D", "-e", "-f", str(workdir / "sshd_config")],
         stderr=open(workdir / "sshd.log", "ab"),  # noqa: SIM115
+        preexec_fn=die_with_parent,  # a pytest that crashes, no teardown run, ends it too
     )
     deadline = time.monotonic() + START_TIMEOUT
     while True:
