@@ -19,10 +19,18 @@ import pandas as pd
 import pytest
 import yaml
 
+from cloudbench.campaign.paths import CLIENT_LOGS, LOG_SUFFIX
 from tests.infra.batchsite import site_env
 from tests.infra.fixtures import slurm_cluster  # noqa: F401 - the fixture
 from tests.infra.slurm import SlurmCluster
-from tests.infra.workflow import HANG_S, ROOT, popen_snakemake, snakemake, write_config
+from tests.infra.workflow import (
+    HANG_S,
+    ROOT,
+    popen_snakemake,
+    snakemake,
+    wait_for,
+    write_config,
+)
 
 pytestmark = [pytest.mark.full, pytest.mark.scheduler, pytest.mark.slow]
 
@@ -50,10 +58,21 @@ def _wait_running(cluster: SlurmCluster, name_part: str, timeout: float = HANG_S
     raise AssertionError(f"no running job for {name_part}")
 
 
-def _kill_mid_run(proc, cluster: SlurmCluster, rule: str, kill) -> tuple[int, str]:
-    """Kill the running job of ``rule`` the scheduler's way; the run must end, not wait."""
+def _kill_mid_run(proc, cluster: SlurmCluster, workdir: Path, site: str, kill) -> tuple[int, str]:
+    """Kill the download job at ``site`` the scheduler's way once its copy has started (its
+    client log is there; the copy lasts 2 s, ``uploaded``); the run must end, not wait.
+
+    Not as soon as the scheduler says the job runs: a kill 40 ms after the job was allocated
+    reached Slurm before its batch script did, and the job ran on to success (s60b)."""
+    started = time.time()
+    logs = workdir / "results/demo/sites" / site / CLIENT_LOGS / "download"
+
+    def copying() -> list[Path]:
+        return [p for p in logs.rglob(f"r*{LOG_SUFFIX}") if p.stat().st_mtime >= started]
+
     try:
-        kill(_wait_running(cluster, rule))
+        wait_for(copying, f"the download's copy at {site} to start", proc=proc)
+        kill(_wait_running(cluster, "download"))
         out, _ = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
@@ -67,8 +86,7 @@ def uploaded(slurm_cluster, tmp_path_factory) -> tuple[Path, Path, dict]:  # noq
     """One 1 MiB file, plain, uploaded at tursa without a scheduler (the data steps too):
     the campaign both killed runs go on from, each downloading at a site of its own. Every
     copy is slowed (--bwlimit 512k: 2 s a copy), so that there is a running download to
-    kill: the test kills the job as soon as the scheduler says it runs, and the job's copy
-    starts only after its Snakemake has started on the node, seconds later. The same
+    kill: the test kills the job once its copy has started (``_kill_mid_run``). The same
     campaign file throughout, so nothing measured is measured again. The workdir, its
     campaign file and the sites' environment."""
     tmp = tmp_path_factory.mktemp("killed")
@@ -88,7 +106,8 @@ def test_job_killed_by_slurm_is_failed_not_waited_on(slurm_cluster, uploaded):  
     returncode, out = _kill_mid_run(
         proc,
         slurm_cluster,
-        "download",
+        tmp_path,
+        "tursa",
         lambda job: slurm_cluster.run(["scancel", job.split("_")[0]]),
     )
     assert returncode != 0
@@ -117,7 +136,7 @@ def test_job_killed_by_pbs_is_failed_not_waited_on(slurm_cluster, uploaded):  # 
         tmp_path, cfg, "--cores", "2", "--seconds-between-status-checks", "2", env=env,
         profile="tesseract",
     )  # fmt: skip
-    returncode, out = _kill_mid_run(proc, slurm_cluster, "download", qdel)
+    returncode, out = _kill_mid_run(proc, slurm_cluster, tmp_path, "tesseract", qdel)
     assert returncode != 0
     assert "failed: rule download" in out
 
