@@ -15,8 +15,9 @@ the package asks once per process and caches (``ALLOWED_IN_UNIT``).
 
 Order. ``make test`` runs pytest-xdist with ``--dist loadfile --no-loadscope-reorder``: all
 the tests of a file go to one worker, so a module-scoped campaign is made once, and files are
-handed out in the order below: files with a full test first, then quick, then unit, so that
-no long file starts last while the other workers have nothing left to do.
+handed out in the order below: files with a full test first (those that wait longest first
+of all), then quick, then unit, so that no long file starts last while the other workers
+have nothing left to do.
 """
 
 from __future__ import annotations
@@ -105,6 +106,15 @@ def tier_of(item: pytest.Item) -> str:
     return closest
 
 
+#: the files that wait longest (a dead store's stall limit and its reruns, shaped links,
+#: batch jobs and their polls), handed out first among the full ones: started late, each
+#: ran on alone while the other workers had nothing left (s60c: test_store_down started at
+#: 323 s and ran 201, test_tune_campaign at 471 s; three workers idle for the last 45-50 s)
+WAIT_LONGEST = (
+    "test_limits_e2e.py", "test_store_down.py", "test_scale.py", "test_status_failures.py",
+    "test_profiles.py", "test_tune_campaign.py",
+)  # fmt: skip
+
 #: the files that read the demo campaign start after this many others: by then the first,
 #: which makes the demo (about four minutes), is done (started early, a worker sat four
 #: minutes on the demo's lock, s53c), and they are not the last full files either (last, the
@@ -113,10 +123,10 @@ DEMO_READERS_AFTER = 14
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check every test's tier, and order the files: those with a full test first, then
-    quick, then unit (each file's tests stay together, in their own order). Of the files
-    that read the demo campaign (``demo_report``), the first makes it and the others start
-    after ``DEMO_READERS_AFTER`` files."""
+    """Check every test's tier, and order the files: those with a full test first
+    (``WAIT_LONGEST`` first of them), then quick, then unit (each file's tests stay together,
+    in their own order). Of the files that read the demo campaign (``demo_report``), the
+    first makes it, first of all, and the others start after ``DEMO_READERS_AFTER`` files."""
     rank: dict[str, int] = {}
     demo: list[str] = []
     for item in items:
@@ -124,8 +134,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         rank[path] = max(rank.get(path, 0), TIERS.index(tier_of(item)))
         if "demo_report" in getattr(item, "fixturenames", ()) and path not in demo:
             demo.append(path)
-    files = sorted(rank, key=lambda path: -rank[path])  # stable: collection order in a tier
-    rest = [f for f in files if f not in demo[1:]]
+    first = {name: n for n, name in enumerate(WAIT_LONGEST)}
+    files = sorted(  # stable: collection order in a tier
+        rank, key=lambda path: (-rank[path], first.get(Path(path).name, len(first)))
+    )
+    rest = demo[:1] + [f for f in files if f not in demo]  # the demo is made first of all
     order = rest[:DEMO_READERS_AFTER] + demo[1:] + rest[DEMO_READERS_AFTER:]
     position = {path: n for n, path in enumerate(order)}
     items.sort(key=lambda item: position[str(item.path)])  # stable: a file's own order
