@@ -72,10 +72,11 @@ PYTEST := $(BIN)/python -m pytest
 # job's process compile them again (about 3 CPU-seconds for each worker's collection)
 unexport PYTHONDONTWRITEBYTECODE
 ## TEST_WORKERS: pytest-xdist workers for make test. Much of a full test's time is spent
-## waiting (on a link's tokens, Slurm's polls, process start-up), so four keep two cores
-## busy. Every test of a file runs on one worker (a module's campaign is made once), files
-## with a full test handed out first (tests/conftest.py)
-TEST_WORKERS ?= 4
+## waiting (on a link's tokens, a stall limit, Slurm's polls, process start-up), so five keep
+## two cores busy (.ci/run prints each worker's busy and idle seconds). Every test of a file
+## runs on one worker (a module's campaign is made once), files with a full test handed out
+## first (tests/conftest.py)
+TEST_WORKERS ?= 5
 ## ARGS: more pytest arguments, e.g. make test-quick ARGS="-k probe -x"
 ARGS ?=
 
