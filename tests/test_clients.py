@@ -142,6 +142,23 @@ def test_s5cmds_json_lines_count_each_copied_objects_size(tmp_path):
     assert (ev.bytes, ev.objects, ev.seconds) == (3145733, 2, 3.5)
 
 
+def test_s5cmds_requests_sent_again_are_counted_from_its_debug_lines():
+    """At --log debug, s5cmd's --json output names each request its SDK sent again; the
+    line as s5cmd 2.x printed it when a proxy answered one PUT 503 SlowDown."""
+    from cloudbench.measure.clients.s5cmd import copied_objects, retried_requests
+
+    output = (
+        '{"error":"retryable error: SlowDown: Please reduce your request rate.\\n\\tstatus '
+        'code: 503, request id: , host id: "}\n'
+        '{"operation":"cp","success":true,"source":"/d/a","destination":"s3://b/x/a",'
+        '"object":{"type":"file","size":300000}}\n'
+        '{"error":"retryable error: InternalError: file does not exist\\n\\tstatus code: 500"}\n'
+    )
+    assert retried_requests(output) == 2
+    assert copied_objects(output) == {"s3://b/x/a": 300000}  # not an object's failure
+    assert retried_requests('{"operation":"cp","success":true}\n') == 0
+
+
 def test_a_listing_with_the_sources_times_has_no_seconds_to_say(tmp_path):
     from cloudbench.measure.arrival import write_listing
     from cloudbench.measure.clients.base import listing_evidence

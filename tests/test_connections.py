@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.full, pytest.mark.slow]
 # upload take on a busy machine: at 1 MB/s s5cmd's two connections moved the data in 1.05 s
 # of a 2.54-s row (s57b, the machine shared), at their cap for under half the row's seconds
 PER_CONNECTION, TOTAL = 0.25e6, 16e6
+OBJECT = 512 * 2**10  # each file, under every tool's multipart threshold: one PUT
 
 
 def _config() -> dict:
@@ -29,7 +30,7 @@ def _config() -> dict:
         "campaign": "conns",
         "remote": "capped:",
         "bucket": "conns",
-        "dataset": {"files": 4, "size": "512KiB"},  # 2 MiB: 8 s at one connection's cap
+        "dataset": {"files": 4, "size": f"{OBJECT // 2**10}KiB"},  # 2 MiB: 8 s at one cap
         "strategies": ["plain"],
         "concurrency": {"plain": 1},
         "tools": ["rclone", "s5cmd"],
@@ -61,4 +62,10 @@ def test_each_tools_rows_state_the_connections_the_link_carried(tmp_path):
             carried = w.held_at_cap()  # each at its own cap for half the copy or more
             print(f"{row['setting']}: {row['connections']} said, {carried} carried; {w}")
             assert row["connections"] == carried, (row["setting"], w)
-            assert row["bytes_moved"] <= w.bytes <= 1.05 * row["bytes_moved"], w
+            # more on the link than the row's bytes only by what it says was sent again (s5cmd's
+            # SDK re-sent a whole object after serve s3's odd 500, s60h: each object here is
+            # one PUT)
+            resent = (row.get("request_retries") or 0) * OBJECT
+            assert row["bytes_moved"] <= w.bytes <= 1.05 * row["bytes_moved"] + resent, (
+                w, row.get("request_retries"),
+            )  # fmt: skip

@@ -161,6 +161,8 @@ def test_s5cmd_command_lines(tmp_path):
     assert up.argv == [
         "s5cmd",
         "--json",  # one line per object with its size: its raw evidence
+        "--log",
+        "debug",  # and one per request its SDK sent again
         "--endpoint-url",
         "http://127.0.0.1:9",
         "--numworkers",

@@ -166,10 +166,11 @@ class TransferRow:
     server_errors: int = _col("count", "other 5xx responses to the copy, counted alike")
     request_retries: int = _col(
         "count",
-        "requests the S3 SDK inside rclone sent again (part uploads, multipart calls, GETs), "
-        "whatever the cause (throttling, a 5xx, a broken connection); a whole object's PUT "
-        "that rclone retries itself is not in it (it is in `low_level_retries`, its 503 in "
-        "`throttled`); counted alike",
+        "requests the S3 SDK inside rclone or s5cmd sent again (part uploads, multipart "
+        "calls, whole-object PUTs under s5cmd's multipart threshold, GETs), whatever the cause "
+        "(throttling, a 5xx, a broken connection): bytes on the link that a listing of the "
+        "destination does not count; a whole object's PUT that rclone retries itself is not "
+        "in it (it is in `low_level_retries`, its 503 in `throttled`); counted alike",
     )
     low_level_retries: int = _col(
         "count",

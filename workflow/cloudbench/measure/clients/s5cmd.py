@@ -4,16 +4,27 @@ line).
 
 Its evidence: its ``--json`` output, one line per object with its size (and, for a failed
 one, the error), kept as the measurement's log; it has no times, so the seconds come from
-the destination's listing kept beside the record."""
+the destination's listing kept beside the record. At ``--log debug`` the same output names
+each request its SDK sent again (``retryable error: ...``): the record's
+``request_retries``, bytes sent that the destination's listing does not count."""
 
 from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from cloudbench.binaries import Binary, beside_python
-from cloudbench.measure.clients.base import Evidence, Kept, timed_evidence
+from cloudbench.measure.clients.base import (
+    CopyJob,
+    Evidence,
+    Kept,
+    Outcome,
+    Plan,
+    Run,
+    timed_evidence,
+)
 from cloudbench.measure.clients.s3 import S3Client, S3Copy, endpoint_args
 
 
@@ -53,7 +64,8 @@ class S5cmd(S3Client):
         An exact object list runs as ``s5cmd run FILE`` (one cp per object), so nothing else
         under the prefix is copied and the argv stays short for 10,000 files.
         """
-        output = ["--json"] if copy.instrumented else []  # its evidence (copied_objects)
+        # its evidence: each object copied (copied_objects), each request sent again
+        output = ["--json", "--log", "debug"] if copy.instrumented else []
         base = [copy.binary, *output, *endpoint_args(copy.access)]
         base += ["--numworkers", str(copy.concurrency)]
         cp = ["cp", "--concurrency", str(copy.streams)]
@@ -87,6 +99,20 @@ class S5cmd(S3Client):
             timed_by=timed.timed_by,
             exited_s=timed.exited_s,
         )
+
+    def outcome(self, job: CopyJob, plan: Plan, run: Run) -> Outcome:
+        """An S3 tool's outcome, with the requests s5cmd's SDK sent again: a store's 500 to
+        one of two PUTs made it send that object twice, 25% more bytes on the link than the
+        row's listed bytes, and the row said nothing of it (s60h)."""
+        out = super().outcome(job, plan, run)
+        columns = {**out.columns, "request_retries": retried_requests(run.output)}
+        return replace(out, columns=columns)
+
+
+def retried_requests(output: str) -> int:
+    """Requests s5cmd's SDK sent again, one ``retryable error`` line each at ``--log
+    debug`` (``{"error":"retryable error: SlowDown: ..."}`` with ``--json``)."""
+    return sum("retryable error" in line for line in output.splitlines())
 
 
 def copied_objects(output: str) -> dict[str, int]:
