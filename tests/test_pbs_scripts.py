@@ -26,6 +26,7 @@ import pytest
 
 from tests.infra import fixtures
 from tests.infra.slurm import SlurmCluster
+from tests.infra.workflow import wait_for
 
 slurm_cluster = fixtures.slurm_cluster  # the session fixture, visible to this module
 
@@ -657,12 +658,11 @@ def test_failing_job_reports_failed(slurm_cluster: SlurmCluster, tmp_path: Path)
 @pytest.mark.full
 def test_qdel_running_job_reports_failed(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     jobid = submit_job(slurm_cluster, tmp_path, "sleep 300")
-    deadline = time.monotonic() + 60
-    while (
-        "R" not in slurm_cluster.run(["squeue", "-h", "-j", jobid, "-o", "%t"], check=False).stdout
-    ):
-        assert time.monotonic() < deadline, "job never started"
-        time.sleep(0.5)
+    # cancelled once its script runs (the wrapper's start file), not once squeue says R: a
+    # cancel that reaches Slurm while it still launches the job can be lost, and the job
+    # would then sleep on (test_profiles, s60b)
+    record = json.loads((tmp_path / "logs/pbs/jobs" / f"{jobid}.json").read_text())
+    wait_for(lambda: Path(record["start_file"]).exists(), "the job's script to start")
     assert poll_status(slurm_cluster, jobid, tmp_path, {"running"}) == "running"
     cancel = run_script(CANCEL, jobid, "99999999", cwd=tmp_path, env=slurm_cluster.client_env())
     assert cancel.returncode == 0
