@@ -529,6 +529,10 @@ def test_a_stall_inside_an_ok_transfer_is_said_on_the_front_page():
         "(requests sent again inside rclone (columns request_retries, low_level_retries): "
         "chunked-8MiB 6; the rates include the time lost)." in said
     ), said
+    # s5cmd's SDK counts them too (its debug lines): said as its own, not rclone's
+    s5 = t.assign(tool="s5cmd", setting="s5cmd-1xauto")
+    said = headline.sentences(headline.rows(s5, summarise(s5, pd.DataFrame())))[0]
+    assert "requests sent again inside s5cmd (columns" in said and "inside rclone" not in said
     t.loc[4, "request_retries"] = 0
     assert "sent again" not in headline.sentences(headline.rows(t, summarise(t, pd.DataFrame())))[0]
     # another user's store, down 8 s: rclone sent 12 whole PutObjects again itself, which

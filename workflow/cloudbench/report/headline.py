@@ -145,13 +145,14 @@ def reruns(transfers: pd.DataFrame) -> int:
     return int(extra.clip(lower=0).sum())
 
 
-# What rclone sent again inside one attempt: the S3 SDK's requests and rclone's own
-# low-level retries (a whole object's PUT); an outage the copy rode out shows here
+# What a client sent again inside one attempt: the S3 SDK's requests (rclone's, s5cmd's)
+# and rclone's own low-level retries (a whole object's PUT); an outage the copy rode out
+# shows here
 SENT_AGAIN_COLUMNS = ("request_retries", "low_level_retries")
 
 
 def _request_retries(transfers: pd.DataFrame) -> int:
-    """Requests sent again inside rclone, over the repeats (``SENT_AGAIN_COLUMNS``): an
+    """Requests sent again inside the client, over the repeats (``SENT_AGAIN_COLUMNS``): an
     outage the copy rode out shows here, not in ``retries`` (a user's store was down 5 s
     of an 8 s upload, recorded ok with 6 of them; another's, down 8 s, with 12 whole
     PutObjects sent again, which the SDK's count alone missed)."""
@@ -331,13 +332,15 @@ def sentences(table: pd.DataFrame, tuned: pd.DataFrame | None = None) -> list[st
             f"{r.layout} {rate(r.resent / 1e6)} MB" for r in compared.itertuples() if r.resent
         ]
         told = [f"rclone retried during these repeats: {', '.join(retried)}"] if retried else []
-        again = [
-            f"{r.layout} {r.request_retries}" for r in g.itertuples() if r.request_retries
-        ]  # like a stall, a silent outage: said for every layout of the group
+        sent_again = [r for r in g.itertuples() if r.request_retries]
+        again = [f"{r.layout} {r.request_retries}" for r in sent_again]
+        # like a stall, a silent outage: said for every layout of the group, naming the
+        # clients whose SDK sent them (rclone's, s5cmd's)
+        inside = ", ".join(dict.fromkeys(Setting.from_label(r.setting).tool for r in sent_again))
         told += (
             [
-                f"requests sent again inside rclone (columns {', '.join(SENT_AGAIN_COLUMNS)}): "
-                f"{', '.join(again)}"
+                f"requests sent again inside {inside} "
+                f"(columns {', '.join(SENT_AGAIN_COLUMNS)}): {', '.join(again)}"
             ]
             if again
             else []
